@@ -1,0 +1,42 @@
+# The two commands: `make demo` runs the platform's demo, `make test` runs every test.
+# Everything else is here for day-to-day work. See README.md.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install up down status logs lint unit clean
+
+demo: install  ## start the platform, send traffic, print merged answers
+	$(BIN)/python -m platformctl demo
+
+test: install  ## every test, against the real local Kafka, Cassandra, Spark, Delta and Airflow
+	$(BIN)/python -m pytest
+
+unit: $(STAMP)  ## only the fast tests that need no service
+	$(BIN)/python -m pytest -m "not integration"
+
+install: $(STAMP)  ## Python env, JVM jars from Maven Central, Airflow's own env (no-op when done)
+	$(BIN)/python -m platformctl install
+
+$(STAMP): requirements/main.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.9
+	$(BIN)/uv pip sync -q --python $(BIN)/python requirements/main.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	touch $(STAMP)
+
+up down status: $(STAMP)
+	$(BIN)/python -m platformctl $@
+
+logs: $(STAMP)
+	$(BIN)/python -m platformctl logs
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean: ## stop services and delete all local state (jars, data, logs, venvs)
+	-$(BIN)/python -m platformctl down
+	rm -rf .platform $(VENV)

@@ -1,0 +1,67 @@
+"""Connecting to Cassandra the same way everywhere (local node or a managed cluster)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from core.settings import CassandraSettings
+
+if TYPE_CHECKING:
+    from cassandra.cluster import Cluster, Session
+
+__all__ = ["connect", "ensure_keyspace", "replication_cql"]
+
+
+def connect(cassandra: CassandraSettings, *, connect_timeout_s: float = 10) -> tuple[Cluster, Session]:
+    """Open a cluster connection; the caller shuts the cluster down."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+    from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+
+    auth = None
+    if cassandra.username and cassandra.password:
+        auth = PlainTextAuthProvider(cassandra.username, cassandra.password.get_secret_value())
+    ssl_context = None
+    if cassandra.ssl:
+        import ssl
+
+        ssl_context = ssl.create_default_context()
+    cluster = Cluster(
+        contact_points=list(cassandra.contact_points),
+        port=cassandra.port,
+        auth_provider=auth,
+        ssl_context=ssl_context,
+        load_balancing_policy=TokenAwarePolicy(
+            DCAwareRoundRobinPolicy(local_dc=cassandra.local_datacenter)
+        ),
+        protocol_version=5,
+        connect_timeout=connect_timeout_s,
+    )
+    return cluster, cluster.connect()
+
+
+def replication_cql(replication: Mapping[str, str | int]) -> str:
+    """Render a replication map as CQL, validating it first.
+
+    >>> replication_cql({"class": "SimpleStrategy", "replication_factor": 1})
+    "{'class': 'SimpleStrategy', 'replication_factor': '1'}"
+    """
+    if "class" not in replication:
+        raise ValueError(f"Keyspace replication needs a 'class', got {dict(replication)!r}.")
+    parts = []
+    for key, value in replication.items():
+        if not str(key).replace("_", "").replace("-", "").isalnum() or "'" in str(value):
+            raise ValueError(f"Unsafe replication entry {key!r}: {value!r}.")
+        parts.append(f"'{key}': '{value}'")
+    return "{" + ", ".join(parts) + "}"
+
+
+def ensure_keyspace(session: Session, keyspace: str, replication: Mapping[str, str | int]) -> None:
+    """CREATE KEYSPACE IF NOT EXISTS (identifiers cannot be bound, so they are validated)."""
+    if not keyspace.replace("_", "").isalnum():
+        raise ValueError(f"Invalid keyspace name {keyspace!r}: use letters, digits and '_'.")
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} "
+        f"WITH replication = {replication_cql(replication)} AND durable_writes = true"
+    )

@@ -1,0 +1,208 @@
+"""The platform's one typed settings object.
+
+Library code never reads the environment: entry points call
+:func:`load_settings` once and pass the frozen object (or the part of it a
+component needs) down. Every field has a local default that works out of the
+box on one machine; pointing the same code at real clusters is a matter of
+environment variables, e.g.::
+
+    WAP_KAFKA__BOOTSTRAP_SERVERS=b-1.msk:9098,b-2.msk:9098
+    WAP_CASSANDRA__CONTACT_POINTS='["cassandra.eu-west-1.amazonaws.com"]'
+    WAP_SPARK__MASTER=yarn
+    WAP_LAKE__ROOT=s3a://acme-lake/delta
+
+Nested fields use ``__`` as the delimiter; lists are JSON.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = [
+    "AirflowSettings",
+    "CassandraSettings",
+    "KafkaSettings",
+    "LakeSettings",
+    "LocalSettings",
+    "Settings",
+    "SparkSettings",
+    "load_settings",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaSettings(_Section):
+    """Where the event log lives and how its topics are shaped."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    """Comma-separated ``host:port`` list, as librdkafka and Spark expect it."""
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    """Listener protocol; managed clusters use ``SASL_SSL``."""
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
+    """SASL mechanism when ``security_protocol`` uses SASL."""
+    sasl_username: str | None = None
+    """SASL user; required with ``sasl_mechanism`` PLAIN or SCRAM."""
+    sasl_password: SecretStr | None = None
+    """SASL password; never logged."""
+    events_topic: str = "web.events.v1"
+    """Topic the collector writes validated events to (one per contract version)."""
+    dlq_topic: str = "web.events.dlq"
+    """Dead-letter topic for rejected events, with the reason attached."""
+    partitions: int = Field(default=3, ge=1)
+    """Partitions of the platform's topics when they are created from code."""
+    replication_factor: int = Field(default=1, ge=1)
+    """Replicas per partition: 1 on one machine, 3 in production."""
+    min_insync_replicas: int = Field(default=1, ge=1)
+    """``min.insync.replicas``: 1 locally, 2 in production with acks=all."""
+    retention_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=-1)
+    """How long the log is kept: the window the batch layer can reprocess."""
+
+    @model_validator(mode="after")
+    def _check(self) -> KafkaSettings:
+        if self.min_insync_replicas > self.replication_factor:
+            raise ValueError(
+                f"kafka.min_insync_replicas={self.min_insync_replicas} exceeds "
+                f"kafka.replication_factor={self.replication_factor}; producers with acks=all "
+                "could never write. Lower min_insync_replicas or raise the replication factor."
+            )
+        if self.sasl_mechanism in {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} and not (
+            self.sasl_username and self.sasl_password
+        ):
+            raise ValueError(
+                f"kafka.sasl_mechanism={self.sasl_mechanism} needs kafka.sasl_username and "
+                "kafka.sasl_password (WAP_KAFKA__SASL_USERNAME / WAP_KAFKA__SASL_PASSWORD)."
+            )
+        return self
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka settings shared by every producer, consumer and admin client."""
+        config = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            config["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username and self.sasl_password:
+            config["sasl.username"] = self.sasl_username
+            config["sasl.password"] = self.sasl_password.get_secret_value()
+        return config
+
+
+class CassandraSettings(_Section):
+    """The CQL store holding the speed and serving views."""
+
+    contact_points: tuple[str, ...] = ("127.0.0.1",)
+    """Hosts the driver contacts first; the rest of the ring is discovered."""
+    port: int = Field(default=9042, ge=1, le=65535)
+    """Native protocol port."""
+    keyspace: str = Field(default="web_activity", pattern=r"^[a-z][a-z0-9_]{0,47}$")
+    """Keyspace of the platform's tables."""
+    replication: dict[str, str | int] = {"class": "SimpleStrategy", "replication_factor": 1}
+    """Keyspace replication, e.g. ``{"class": "NetworkTopologyStrategy", "eu-west": 3}``."""
+    local_datacenter: str | None = None
+    """Data centre for the driver's DC-aware load balancing; None on one node."""
+    username: str | None = None
+    """User for PasswordAuthenticator; None when auth is off (local)."""
+    password: SecretStr | None = None
+    """Password for ``username``; never logged."""
+    ssl: bool = False
+    """Use TLS (managed services such as Amazon Keyspaces require it)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> CassandraSettings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError(
+                "cassandra.username and cassandra.password must be set together "
+                "(WAP_CASSANDRA__USERNAME / WAP_CASSANDRA__PASSWORD)."
+            )
+        return self
+
+
+class SparkSettings(_Section):
+    """How jobs get a SparkSession: local by default, any cluster manager by config."""
+
+    master: str = "local[2]"
+    """Spark master URL: ``local[2]``, ``spark://host:7077``, ``yarn``, ``k8s://...``."""
+    driver_memory: str = "2g"
+    """Driver heap; on ``local`` masters this is the whole Spark JVM."""
+    shuffle_partitions: int = Field(default=4, ge=1)
+    """``spark.sql.shuffle.partitions``; small locally, larger on clusters."""
+    ui_enabled: bool = False
+    """Serve the Spark UI (off in tests and on shared machines)."""
+    jars: tuple[str, ...] | None = None
+    """Connector jars for ``spark.jars``; None means the locally installed set."""
+    extra_conf: dict[str, str] = {}
+    """Any further ``spark.*`` settings, e.g. S3A credentials providers."""
+
+
+class LakeSettings(_Section):
+    """Where the Delta tables (bronze, silver, gold) live."""
+
+    root: str = str(PROJECT_ROOT / ".platform" / "lake")
+    """Local path or object-store URI (``s3a://bucket/prefix``) of the Delta root."""
+    checkpoint_root: str = str(PROJECT_ROOT / ".platform" / "checkpoints")
+    """Root of the streaming checkpoints (one sub-directory per query)."""
+
+
+class AirflowSettings(_Section):
+    """The local Airflow used to schedule batch pipelines."""
+
+    home: Path = PROJECT_ROOT / ".platform" / "airflow"
+    """AIRFLOW_HOME for the local scheduler and its SQLite metadata database."""
+    venv: Path = PROJECT_ROOT / ".platform" / "airflow-venv"
+    """Airflow's own virtualenv (kept apart from the Spark environment)."""
+    dags_folder: Path = PROJECT_ROOT / "dags"
+    """Folder of DAG files."""
+
+
+class LocalSettings(_Section):
+    """Processes the platform control starts on this machine (ignored against clusters)."""
+
+    state_dir: Path = PROJECT_ROOT / ".platform"
+    """All local state: jars, service data, logs, pid files."""
+    java: str = "java"
+    """Java 17 launcher used for Kafka and Cassandra."""
+    kafka_controller_port: int = Field(default=9093, ge=1, le=65535)
+    """KRaft controller listener of the local broker."""
+    kafka_heap_mb: int = Field(default=768, ge=256)
+    """Heap of the local Kafka broker."""
+    cassandra_storage_port: int = Field(default=7000, ge=1, le=65535)
+    """Inter-node port of the local Cassandra."""
+    cassandra_heap_mb: int = Field(default=1536, ge=512)
+    """Heap of the local Cassandra."""
+    start_timeout_s: float = Field(default=180.0, gt=0)
+    """How long ``up`` waits for a service to become healthy."""
+
+
+class Settings(BaseSettings):
+    """Everything the platform needs to know about where it runs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="WAP_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="forbid",
+    )
+
+    environment: Literal["local", "dev", "prod"] = "local"
+    """Which deployment this is; only labels logs and guards local-only actions."""
+    kafka: KafkaSettings = KafkaSettings()
+    cassandra: CassandraSettings = CassandraSettings()
+    spark: SparkSettings = SparkSettings()
+    lake: LakeSettings = LakeSettings()
+    airflow: AirflowSettings = AirflowSettings()
+    local: LocalSettings = LocalSettings()
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from ``WAP_*`` environment variables; call only at entry points."""
+    return Settings(**overrides)  # type: ignore[arg-type]

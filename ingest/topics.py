@@ -1,0 +1,86 @@
+"""The platform's Kafka topics, declared as code and created idempotently.
+
+Partitions, replication, retention and ``min.insync.replicas`` come from
+:class:`core.settings.KafkaSettings`; production values live in Terraform and
+are checked against these declarations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from core.settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
+__all__ = ["TopicSpec", "ensure_topics", "platform_topics"]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic: name, shape and the topic-level configs it must carry."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
+    """The events topic (the retained log both layers read) and its dead-letter topic."""
+    shared = {
+        "min.insync.replicas": str(kafka.min_insync_replicas),
+        "cleanup.policy": "delete",
+        "compression.type": "producer",
+    }
+    return [
+        TopicSpec(
+            kafka.events_topic,
+            kafka.partitions,
+            kafka.replication_factor,
+            shared | {"retention.ms": str(kafka.retention_ms)},
+        ),
+        TopicSpec(
+            kafka.dlq_topic,
+            kafka.partitions,
+            kafka.replication_factor,
+            # Dead letters wait for a human: keep them at least as long as the log.
+            shared | {"retention.ms": str(max(kafka.retention_ms, 30 * 24 * 3600 * 1000))},
+        ),
+    ]
+
+
+def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout_s: float = 30) -> list[str]:
+    """Create the topics that do not exist yet; return the names created.
+
+    An existing topic with fewer partitions than declared is an error (Kafka
+    cannot shrink, and growing silently would reorder keys).
+    """
+    from confluent_kafka.admin import NewTopic
+
+    specs = list(specs)
+    existing = admin.list_topics(timeout=timeout_s).topics
+    for spec in specs:
+        if spec.name in existing and len(existing[spec.name].partitions) != spec.partitions:
+            raise ValueError(
+                f"Topic {spec.name!r} exists with {len(existing[spec.name].partitions)} "
+                f"partitions but is declared with {spec.partitions}. Changing the partition "
+                "count reorders keyed events; migrate to a new topic instead."
+            )
+    missing = [spec for spec in specs if spec.name not in existing]
+    if not missing:
+        return []
+    futures = admin.create_topics(
+        [
+            NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor,
+                     config=s.config)
+            for s in missing
+        ],
+        operation_timeout=timeout_s,
+    )
+    for future in futures.values():
+        future.result()
+    return [spec.name for spec in missing]

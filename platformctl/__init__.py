@@ -1,0 +1,6 @@
+"""Platform control: install, start, inspect and stop the local platform.
+
+``python -m platformctl up|status|logs|down|install|demo`` (or ``make up`` ...).
+"""
+
+__all__ = ["cli", "install", "platform", "process"]

@@ -1,0 +1,3 @@
+from platformctl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""``platformctl``: the one entry point for running the platform on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+
+from core.log import configure_logging
+from core.settings import load_settings
+from platformctl import platform
+from platformctl.process import ServiceStartError, log_tail
+
+__all__ = ["main"]
+
+
+def _services(names: list[str]) -> tuple[str, ...]:
+    return tuple(names) if names else platform.SERVICES
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="platformctl", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    install = commands.add_parser("install", help="fetch jars and create the Airflow venv")
+    install.add_argument("--no-airflow", action="store_true", help="skip the Airflow venv")
+    for name, text in [("up", "start services (no-op if running)"),
+                       ("down", "stop the services this platform started")]:
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("services", nargs="*", choices=[*platform.SERVICES, []])
+    status = commands.add_parser("status", help="each service: state, port, pid, memory, probe")
+    status.add_argument("--json", action="store_true")
+    logs = commands.add_parser("logs", help="print the tail of each service's log")
+    logs.add_argument("services", nargs="*", choices=[*platform.SERVICES, []])
+    logs.add_argument("-n", "--lines", type=int, default=40)
+    commands.add_parser("demo", help="bring the platform up and run the end-to-end path")
+    args = parser.parse_args(argv)
+
+    configure_logging()
+    settings = load_settings()
+    try:
+        if args.command == "install":
+            from platformctl.install import install as run_install
+
+            run_install(settings, airflow=not args.no_airflow)
+        elif args.command == "up":
+            timings = platform.up(settings, _services(args.services))
+            print(json.dumps({"up": timings}))
+        elif args.command == "down":
+            print(json.dumps({"stopped": platform.down(settings, _services(args.services))}))
+        elif args.command == "status":
+            rows = platform.status(settings)
+            if args.json:
+                print(json.dumps([asdict(r) for r in rows], default=str, indent=2))
+            else:
+                _print_status(rows)
+            return 0 if all(r.healthy for r in rows) else 3
+        elif args.command == "logs":
+            for process in platform.processes(settings).values():
+                if process.name in _services(args.services):
+                    print(f"==> {process.log_file} <==")
+                    print(log_tail(process.log_file, args.lines))
+        elif args.command == "demo":
+            from platformctl.demo import run_demo
+
+            started = time.monotonic()
+            run_demo(settings)
+            print(f"demo finished in {time.monotonic() - started:.0f}s")
+    except ServiceStartError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_status(rows: list[platform.ServiceStatus]) -> None:
+    header = f"{'service':<10} {'state':<9} {'port':>5} {'pid':>7} {'rss MB':>7}  log / probe"
+    print(header)
+    for r in rows:
+        state = "healthy" if r.healthy else ("starting" if r.running else "down")
+        rss = f"{r.rss_mb:.0f}" if r.rss_mb else "-"
+        print(f"{r.name:<10} {state:<9} {r.port:>5} {r.pid or '-':>7} {rss:>7}  {r.log_file}")
+        print(f"{'':<44}{r.detail}")

@@ -1,0 +1,240 @@
+"""The local platform: Kafka and Cassandra as processes this package owns.
+
+``up`` installs what is missing, starts each service (or finds it running),
+waits for its health probe, then creates the topics and the keyspace from
+code. ``down`` stops only what ``up`` started, by pid. All state lives under
+``settings.local.state_dir``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from platformctl.process import ManagedProcess, port_open
+from platformctl.services import cassandra as cassandra_service
+from platformctl.services import kafka as kafka_service
+
+__all__ = ["SERVICES", "ServiceStatus", "down", "processes", "status", "up"]
+
+SERVICES = ("kafka", "cassandra")
+_log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """What ``status`` reports for one service."""
+
+    name: str
+    running: bool
+    healthy: bool
+    port: int
+    pid: int | None
+    rss_mb: float | None
+    log_file: Path
+    detail: str
+
+
+def _host_port(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def _kafka_port(settings: Settings) -> int:
+    return _host_port(settings.kafka.bootstrap_servers)[1]
+
+
+def _logs_dir(settings: Settings) -> Path:
+    return settings.local.state_dir / "logs"
+
+
+def _run_dir(settings: Settings) -> Path:
+    return settings.local.state_dir / "run"
+
+
+def kafka_process(settings: Settings) -> ManagedProcess:
+    """The local broker, with its config rendered under the state directory."""
+    home = settings.local.state_dir / "kafka"
+    server_properties = kafka_service.write_config(
+        home / "conf",
+        data_dir=home / "data",
+        log_dir=_logs_dir(settings),
+        port=_kafka_port(settings),
+        controller_port=settings.local.kafka_controller_port,
+    )
+    return ManagedProcess(
+        name="kafka",
+        argv=kafka_service.server_command(
+            settings.local.java,
+            settings.local.state_dir / "jars" / "kafka",
+            server_properties,
+            _logs_dir(settings),
+            settings.local.kafka_heap_mb,
+        ),
+        pid_file=_run_dir(settings) / "kafka.pid",
+        log_file=_logs_dir(settings) / "kafka.out",
+        marker=str(server_properties),
+        ports=(_kafka_port(settings), settings.local.kafka_controller_port),
+    )
+
+
+def cassandra_process(settings: Settings) -> ManagedProcess:
+    """The local Cassandra node, with its config rendered under the state directory."""
+    home = settings.local.state_dir / "cassandra"
+    cassandra_yaml = cassandra_service.write_config(
+        home / "conf",
+        data_dir=home / "data",
+        native_port=settings.cassandra.port,
+        storage_port=settings.local.cassandra_storage_port,
+    )
+    return ManagedProcess(
+        name="cassandra",
+        argv=cassandra_service.server_command(
+            settings.local.java,
+            settings.local.state_dir / "jars" / "cassandra",
+            cassandra_yaml,
+            _logs_dir(settings),
+            home / "data",
+            settings.local.cassandra_heap_mb,
+        ),
+        pid_file=_run_dir(settings) / "cassandra.pid",
+        log_file=_logs_dir(settings) / "cassandra.out",
+        marker=str(cassandra_yaml),
+        ports=(settings.cassandra.port, settings.local.cassandra_storage_port),
+        env={"MALLOC_ARENA_MAX": "4"},
+    )
+
+
+def _format_kafka_once(settings: Settings) -> None:
+    home = settings.local.state_dir / "kafka"
+    if kafka_service.is_formatted(home / "data"):
+        return
+    import subprocess
+
+    server_properties = home / "conf" / "server.properties"
+    argv = kafka_service.format_command(
+        settings.local.java,
+        settings.local.state_dir / "jars" / "kafka",
+        server_properties,
+        kafka_service.random_cluster_id(),
+        _logs_dir(settings),
+    )
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"Formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
+
+
+def kafka_healthy(settings: Settings, timeout_s: float = 3.0) -> tuple[bool, str]:
+    """Probe: the broker answers a metadata request."""
+    host, port = _host_port(settings.kafka.bootstrap_servers)
+    if not port_open(port, host):
+        return False, f"nothing listening on {host}:{port}"
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(settings.kafka.client_config() | {"log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except Exception as exc:  # KafkaException: the broker is not ready yet
+        return False, f"metadata request failed: {exc}"
+    return True, f"{len(metadata.brokers)} broker(s), {len(metadata.topics)} topic(s)"
+
+
+def cassandra_healthy(settings: Settings) -> tuple[bool, str]:
+    """Probe: the node answers a CQL query."""
+    host = settings.cassandra.contact_points[0]
+    if not port_open(settings.cassandra.port, host):
+        return False, f"nothing listening on {host}:{settings.cassandra.port}"
+    from core.cassandra import connect
+
+    try:
+        cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    except Exception as exc:  # NoHostAvailable while the node boots
+        return False, f"CQL connect failed: {exc}"
+    try:
+        row = session.execute("SELECT release_version FROM system.local").one()
+        return True, f"Cassandra {row.release_version}"
+    finally:
+        cluster.shutdown()
+
+
+def processes(settings: Settings) -> dict[str, ManagedProcess]:
+    return {"kafka": kafka_process(settings), "cassandra": cassandra_process(settings)}
+
+
+def _probe(settings: Settings, name: str) -> tuple[bool, str]:
+    return kafka_healthy(settings) if name == "kafka" else cassandra_healthy(settings)
+
+
+def _provision(settings: Settings) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from core.cassandra import connect, ensure_keyspace
+    from ingest.topics import ensure_topics, platform_topics
+
+    created = ensure_topics(
+        AdminClient(settings.kafka.client_config()), platform_topics(settings.kafka)
+    )
+    cluster, session = connect(settings.cassandra)
+    try:
+        ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
+    finally:
+        cluster.shutdown()
+    log_event(_log, "platform.provisioned", topics_created=created,
+              keyspace=settings.cassandra.keyspace)
+
+
+def up(settings: Settings, services: tuple[str, ...] = SERVICES, *, install_missing: bool = True
+       ) -> dict[str, float]:
+    """Start the services that are not running, wait for health, provision.
+
+    Returns each service's start time in seconds (0.0 for one already up).
+    """
+    from platformctl.install import install_jars
+
+    if install_missing:
+        for name in services:
+            install_jars(settings, name)
+    managed = processes(settings)
+    timings: dict[str, float] = {}
+    for name in services:
+        process = managed[name]
+        if process.pid() is not None and _probe(settings, name)[0]:
+            timings[name] = 0.0
+            continue
+        if name == "kafka":
+            _format_kafka_once(settings)
+        started = time.monotonic()
+        pid = process.start()
+        log_event(_log, "service.starting", service=name, pid=pid, log=str(process.log_file))
+        process.wait_healthy(lambda n=name: _probe(settings, n)[0], settings.local.start_timeout_s)
+        timings[name] = round(time.monotonic() - started, 1)
+        log_event(_log, "service.healthy", service=name, pid=pid, seconds=timings[name])
+    _provision(settings)
+    return timings
+
+
+def down(settings: Settings, services: tuple[str, ...] = SERVICES) -> list[str]:
+    """Stop the services this platform started; return the names stopped."""
+    stopped = []
+    for name, process in processes(settings).items():
+        if name in services and process.stop():
+            log_event(_log, "service.stopped", service=name)
+            stopped.append(name)
+    return stopped
+
+
+def status(settings: Settings) -> list[ServiceStatus]:
+    """Each service: running, healthy, port, pid, memory, log path and probe detail."""
+    result = []
+    ports = {"kafka": _kafka_port(settings), "cassandra": settings.cassandra.port}
+    for name, process in processes(settings).items():
+        pid = process.pid()
+        healthy, detail = _probe(settings, name) if pid is not None else (False, "not running")
+        result.append(
+            ServiceStatus(name, pid is not None, healthy, ports[name], pid, process.rss_mb(),
+                          process.log_file, detail)
+        )
+    return result

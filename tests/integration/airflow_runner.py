@@ -1,0 +1,129 @@
+"""Drive Airflow from inside its own venv, for integration tests.
+
+Run with the AIRFLOW venv's python (``.platform/airflow-venv/bin/python``), never
+the main ``.venv``, and with the environment from
+``platformctl.airflow_env.airflow_env(...)`` merged over ``os.environ``::
+
+    python tests/integration/airflow_runner.py load
+    python tests/integration/airflow_runner.py test platform_smoke
+
+Each subcommand migrates the SQLite metadata DB first if it is not at head, then
+prints exactly one JSON line on stdout (Airflow's own logs go to stderr) and
+exits 1 on failure:
+
+* ``load``: parse every DAG file in ``[core] dags_folder`` with ``DagBag`` and
+  serialize each DAG as the DAG processor would ->
+  ``{"dags": [...], "import_errors": {...}, "warnings": {...}, ...}``.
+* ``test DAG_ID``: run ``dag.test()`` (tasks run in-process, no scheduler or
+  executor) -> ``{"dag_id", "run_id", "state", "tasks": {task_id: state}, ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    """Write the single result line on the real stdout."""
+    sys.__stdout__.write(json.dumps(payload, default=str, sort_keys=True) + "\n")
+    sys.__stdout__.flush()
+
+
+def _migrate_if_needed() -> dict[str, Any]:
+    """Run ``airflow db migrate`` unless the metadata DB is already at head."""
+    from airflow.utils.db import check_migrations
+
+    started = time.monotonic()
+    try:
+        check_migrations(timeout=1)  # at most one 1 s wait when migrations are missing
+        return {"migrated": False, "migrate_seconds": round(time.monotonic() - started, 2)}
+    except TimeoutError:
+        pass
+    airflow_cli = os.path.join(os.path.dirname(sys.executable), "airflow")
+    # Its log lines go to stderr so that our stdout stays one JSON line.
+    subprocess.run([airflow_cli, "db", "migrate"], check=True, stdout=sys.stderr)
+    return {"migrated": True, "migrate_seconds": round(time.monotonic() - started, 2)}
+
+
+def _dagbag():  # -> airflow.dag_processing.dagbag.DagBag
+    from airflow.configuration import conf
+    from airflow.dag_processing.dagbag import DagBag  # Airflow >= 3.2 location
+
+    folder = conf.get("core", "dags_folder")
+    return DagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
+
+
+def cmd_load() -> int:
+    """Parse and serialize every DAG; fail on any import or serialization error."""
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    result = _migrate_if_needed()
+    started = time.monotonic()
+    bag = _dagbag()
+    errors = dict(bag.import_errors)
+    for dag_id, dag in bag.dags.items():
+        try:
+            DagSerialization.serialize_dag(dag)
+        except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+            errors[f"{dag.relative_fileloc or dag.fileloc} ({dag_id})"] = f"serialization: {exc!r}"
+    result.update(
+        dags=sorted(bag.dag_ids),
+        import_errors=errors,
+        warnings={k: list(v) for k, v in bag.captured_warnings.items()},
+        load_seconds=round(time.monotonic() - started, 2),
+    )
+    _emit(result)
+    return 1 if errors else 0
+
+
+def cmd_test(dag_id: str) -> int:
+    """Run one DagRun of ``dag_id`` with ``dag.test()``; fail unless it succeeds."""
+    from sqlalchemy import select
+
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    result = _migrate_if_needed()
+    bag = _dagbag()
+    dag = bag.dags.get(dag_id)
+    if dag is None:
+        _emit({**result, "dag_id": dag_id, "state": "not_found", "import_errors": bag.import_errors})
+        return 1
+    started = time.monotonic()
+    dag_run = dag.test()
+    with create_session() as session:
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id)
+        ).all()
+        tasks = {ti.task_id: str(ti.state) for ti in tis}
+    state = str(dag_run.state)
+    result.update(
+        dag_id=dag_id, run_id=dag_run.run_id, state=state, tasks=tasks,
+        test_seconds=round(time.monotonic() - started, 2),
+    )
+    _emit(result)
+    return 0 if state == "success" and all(s == "success" for s in tasks.values()) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("load", help="parse every DAG in the dags folder")
+    test = sub.add_parser("test", help="run one DAG with dag.test()")
+    test.add_argument("dag_id")
+    args = parser.parse_args(argv)
+    # Keep stdout for the one JSON result line: anything Airflow prints goes to stderr.
+    sys.stdout = sys.stderr
+    return cmd_load() if args.command == "load" else cmd_test(args.dag_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

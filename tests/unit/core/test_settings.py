@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from core.settings import KafkaSettings, Settings
+
+
+def test_local_defaults_work_out_of_the_box(monkeypatch):
+    for key in list(__import__("os").environ):
+        if key.startswith("WAP_"):
+            monkeypatch.delenv(key)
+    settings = Settings()
+    assert settings.kafka.bootstrap_servers == "127.0.0.1:9092"
+    assert settings.cassandra.contact_points == ("127.0.0.1",)
+    assert settings.spark.master == "local[2]"
+    assert settings.local.state_dir.name == ".platform"
+
+
+def test_environment_overrides_nested_fields(monkeypatch):
+    monkeypatch.setenv("WAP_KAFKA__BOOTSTRAP_SERVERS", "b1:9098,b2:9098")
+    monkeypatch.setenv("WAP_KAFKA__REPLICATION_FACTOR", "3")
+    monkeypatch.setenv("WAP_KAFKA__MIN_INSYNC_REPLICAS", "2")
+    monkeypatch.setenv("WAP_CASSANDRA__CONTACT_POINTS", '["c1", "c2"]')
+    monkeypatch.setenv("WAP_SPARK__MASTER", "spark://m:7077")
+    monkeypatch.setenv("WAP_LAKE__ROOT", "s3a://lake/delta")
+    settings = Settings()
+    assert settings.kafka.bootstrap_servers == "b1:9098,b2:9098"
+    assert settings.kafka.min_insync_replicas == 2
+    assert settings.cassandra.contact_points == ("c1", "c2")
+    assert settings.spark.master == "spark://m:7077"
+    assert settings.lake.root == "s3a://lake/delta"
+
+
+def test_settings_are_frozen():
+    settings = Settings()
+    with pytest.raises(ValidationError):
+        settings.environment = "prod"  # type: ignore[misc]
+
+
+def test_unknown_field_is_refused():
+    with pytest.raises(ValidationError, match="extra"):
+        KafkaSettings(bootstrap_server="typo:9092")  # type: ignore[call-arg]
+
+
+def test_min_insync_above_replication_is_refused_with_a_hint():
+    with pytest.raises(ValidationError, match="could never write"):
+        KafkaSettings(replication_factor=1, min_insync_replicas=2)
+
+
+def test_sasl_without_credentials_is_refused():
+    with pytest.raises(ValidationError, match="WAP_KAFKA__SASL_PASSWORD"):
+        KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512")
+
+
+def test_secrets_are_not_printed():
+    kafka = KafkaSettings(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="svc",
+        sasl_password="hunter2",
+    )
+    assert "hunter2" not in repr(kafka)
+    assert kafka.client_config()["sasl.password"] == "hunter2"

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import pytest
+
+from core.settings import SparkSettings
+from core.spark import local_spark_jars, spark_conf
+
+
+def test_conf_sets_delta_rocksdb_and_jars():
+    conf = spark_conf(SparkSettings(), app_name="job", jars=("/j/a.jar", "/j/b.jar"))
+    assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
+    assert conf["spark.sql.streaming.stateStore.providerClass"].endswith(
+        "RocksDBStateStoreProvider"
+    )
+    assert conf["spark.jars"] == "/j/a.jar,/j/b.jar"
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_cluster_settings_replace_local_ones():
+    spark = SparkSettings(
+        master="yarn",
+        shuffle_partitions=200,
+        jars=("s3://jars/delta.jar",),
+        extra_conf={"spark.executor.memory": "8g"},
+    )
+    conf = spark_conf(spark, app_name="job", jars=("/local.jar",))
+    assert conf["spark.master"] == "yarn"
+    assert conf["spark.jars"] == "s3://jars/delta.jar"
+    assert conf["spark.executor.memory"] == "8g"
+    assert "spark.driver.host" not in conf  # only pinned to loopback locally
+
+
+def test_missing_local_jars_say_how_to_install(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make install"):
+        local_spark_jars(tmp_path)

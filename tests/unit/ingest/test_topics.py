@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from core.settings import KafkaSettings
+from ingest.topics import platform_topics
+
+
+def test_topics_follow_settings():
+    kafka = KafkaSettings(partitions=6, replication_factor=3, min_insync_replicas=2,
+                          retention_ms=3 * 24 * 3600 * 1000)
+    events, dlq = platform_topics(kafka)
+    assert (events.name, events.partitions, events.replication_factor) == ("web.events.v1", 6, 3)
+    assert events.config["min.insync.replicas"] == "2"
+    assert events.config["retention.ms"] == str(3 * 24 * 3600 * 1000)
+    # Dead letters outlive the log so a human can look at them.
+    assert int(dlq.config["retention.ms"]) >= int(events.config["retention.ms"])
+    assert dlq.name == "web.events.dlq"
