@@ -13,10 +13,12 @@ if TYPE_CHECKING:
 __all__ = ["connect", "ensure_keyspace", "replication_cql"]
 
 
-def connect(cassandra: CassandraSettings, *, connect_timeout_s: float = 10) -> tuple[Cluster, Session]:
+def connect(
+    cassandra: CassandraSettings, *, connect_timeout_s: float = 10
+) -> tuple[Cluster, Session]:
     """Open a cluster connection; the caller shuts the cluster down."""
     from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import Cluster
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
     auth = None
@@ -32,9 +34,14 @@ def connect(cassandra: CassandraSettings, *, connect_timeout_s: float = 10) -> t
         port=cassandra.port,
         auth_provider=auth,
         ssl_context=ssl_context,
-        load_balancing_policy=TokenAwarePolicy(
-            DCAwareRoundRobinPolicy(local_dc=cassandra.local_datacenter)
-        ),
+        execution_profiles={
+            EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                load_balancing_policy=TokenAwarePolicy(
+                    DCAwareRoundRobinPolicy(local_dc=cassandra.local_datacenter)
+                ),
+                request_timeout=cassandra.request_timeout_s,
+            )
+        },
         protocol_version=5,
         connect_timeout=connect_timeout_s,
     )

@@ -116,6 +116,8 @@ class CassandraSettings(_Section):
     """Password for ``username``; never logged."""
     ssl: bool = False
     """Use TLS (managed services such as Amazon Keyspaces require it)."""
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    """Client-side timeout of one request."""
 
     @model_validator(mode="after")
     def _check(self) -> CassandraSettings:
@@ -173,11 +175,11 @@ class LocalSettings(_Section):
     """Java 17 launcher used for Kafka and Cassandra."""
     kafka_controller_port: int = Field(default=9093, ge=1, le=65535)
     """KRaft controller listener of the local broker."""
-    kafka_heap_mb: int = Field(default=768, ge=256)
+    kafka_heap_mb: int = Field(default=512, ge=256)
     """Heap of the local Kafka broker."""
     cassandra_storage_port: int = Field(default=7000, ge=1, le=65535)
     """Inter-node port of the local Cassandra."""
-    cassandra_heap_mb: int = Field(default=1536, ge=512)
+    cassandra_heap_mb: int = Field(default=1024, ge=512)
     """Heap of the local Cassandra."""
     start_timeout_s: float = Field(default=180.0, gt=0)
     """How long ``up`` waits for a service to become healthy."""

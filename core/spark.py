@@ -42,7 +42,9 @@ def local_spark_jars(state_dir: Path) -> tuple[str, ...]:
     return jars
 
 
-def spark_conf(spark: SparkSettings, *, app_name: str, jars: tuple[str, ...] = ()) -> dict[str, str]:
+def spark_conf(
+    spark: SparkSettings, *, app_name: str, jars: tuple[str, ...] = ()
+) -> dict[str, str]:
     """Every ``spark.*`` setting of a session, as plain data (easy to test and to log)."""
     conf = {
         "spark.app.name": app_name,

@@ -53,7 +53,9 @@ def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     ]
 
 
-def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout_s: float = 30) -> list[str]:
+def ensure_topics(
+    admin: AdminClient, specs: Iterable[TopicSpec], timeout_s: float = 30
+) -> list[str]:
     """Create the topics that do not exist yet; return the names created.
 
     An existing topic with fewer partitions than declared is an error (Kafka
@@ -75,8 +77,12 @@ def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout_s: flo
         return []
     futures = admin.create_topics(
         [
-            NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor,
-                     config=s.config)
+            NewTopic(
+                s.name,
+                num_partitions=s.partitions,
+                replication_factor=s.replication_factor,
+                config=s.config,
+            )
             for s in missing
         ],
         operation_timeout=timeout_s,

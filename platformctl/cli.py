@@ -25,8 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     install = commands.add_parser("install", help="fetch jars and create the Airflow venv")
     install.add_argument("--no-airflow", action="store_true", help="skip the Airflow venv")
-    for name, text in [("up", "start services (no-op if running)"),
-                       ("down", "stop the services this platform started")]:
+    for name, text in [
+        ("up", "start services (no-op if running)"),
+        ("down", "stop the services this platform started"),
+    ]:
         sub = commands.add_parser(name, help=text)
         sub.add_argument("services", nargs="*", choices=[*platform.SERVICES, []])
     status = commands.add_parser("status", help="each service: state, port, pid, memory, probe")

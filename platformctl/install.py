@@ -52,7 +52,16 @@ def install_jars(settings: Settings, component: str) -> Path:
     if target.exists():
         shutil.rmtree(target)
     result = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-Djars.dir={target}"],
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-Dstyle.color=never",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-Djars.dir={target}",
+        ],
         capture_output=True,
         text=True,
     )

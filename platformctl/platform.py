@@ -168,26 +168,31 @@ def _probe(settings: Settings, name: str) -> tuple[bool, str]:
     return kafka_healthy(settings) if name == "kafka" else cassandra_healthy(settings)
 
 
-def _provision(settings: Settings) -> None:
-    from confluent_kafka.admin import AdminClient
+def _provision(settings: Settings, services: tuple[str, ...]) -> None:
+    """Create, from code, the topics and keyspace of the services just brought up."""
+    if "kafka" in services:
+        from confluent_kafka.admin import AdminClient
 
-    from core.cassandra import connect, ensure_keyspace
-    from ingest.topics import ensure_topics, platform_topics
+        from ingest.topics import ensure_topics, platform_topics
 
-    created = ensure_topics(
-        AdminClient(settings.kafka.client_config()), platform_topics(settings.kafka)
-    )
-    cluster, session = connect(settings.cassandra)
-    try:
-        ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
-    finally:
-        cluster.shutdown()
-    log_event(_log, "platform.provisioned", topics_created=created,
-              keyspace=settings.cassandra.keyspace)
+        created = ensure_topics(
+            AdminClient(settings.kafka.client_config()), platform_topics(settings.kafka)
+        )
+        log_event(_log, "kafka.provisioned", topics_created=created)
+    if "cassandra" in services:
+        from core.cassandra import connect, ensure_keyspace
+
+        cluster, session = connect(settings.cassandra)
+        try:
+            ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
+        finally:
+            cluster.shutdown()
+        log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
 
 
-def up(settings: Settings, services: tuple[str, ...] = SERVICES, *, install_missing: bool = True
-       ) -> dict[str, float]:
+def up(
+    settings: Settings, services: tuple[str, ...] = SERVICES, *, install_missing: bool = True
+) -> dict[str, float]:
     """Start the services that are not running, wait for health, provision.
 
     Returns each service's start time in seconds (0.0 for one already up).
@@ -212,7 +217,7 @@ def up(settings: Settings, services: tuple[str, ...] = SERVICES, *, install_miss
         process.wait_healthy(lambda n=name: _probe(settings, n)[0], settings.local.start_timeout_s)
         timings[name] = round(time.monotonic() - started, 1)
         log_event(_log, "service.healthy", service=name, pid=pid, seconds=timings[name])
-    _provision(settings)
+    _provision(settings, services)
     return timings
 
 
@@ -234,7 +239,15 @@ def status(settings: Settings) -> list[ServiceStatus]:
         pid = process.pid()
         healthy, detail = _probe(settings, name) if pid is not None else (False, "not running")
         result.append(
-            ServiceStatus(name, pid is not None, healthy, ports[name], pid, process.rss_mb(),
-                          process.log_file, detail)
+            ServiceStatus(
+                name,
+                pid is not None,
+                healthy,
+                ports[name],
+                pid,
+                process.rss_mb(),
+                process.log_file,
+                detail,
+            )
         )
     return result

@@ -8,6 +8,7 @@ killed, and ``down`` stops exactly what ``up`` started.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -70,7 +71,13 @@ class ManagedProcess:
         except (FileNotFoundError, ValueError):
             return None
         cmdline = _cmdline(pid)
-        if cmdline is not None and self.marker in cmdline:
+        # Right after exec the kernel briefly shows an empty command line.
+        for _ in range(40):
+            if cmdline != "" or not _alive(pid):
+                break
+            time.sleep(0.05)
+            cmdline = _cmdline(pid)
+        if cmdline and self.marker in cmdline:
             return pid
         self.pid_file.unlink(missing_ok=True)
         return None
@@ -157,7 +164,7 @@ def _cmdline(pid: int) -> str | None:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return raw.replace(b"\0", b" ").decode("utf-8", errors="replace") or None
+    return raw.replace(b"\0", b" ").decode("utf-8", errors="replace")
 
 
 def _alive(pid: int) -> bool:
@@ -171,10 +178,8 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     if state == "Z":
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
         return False
     return True
 

@@ -72,7 +72,7 @@ def cmd_load() -> int:
     for dag_id, dag in bag.dags.items():
         try:
             DagSerialization.serialize_dag(dag)
-        except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+        except Exception as exc:  # reported as an error, not swallowed
             errors[f"{dag.relative_fileloc or dag.fileloc} ({dag_id})"] = f"serialization: {exc!r}"
     result.update(
         dags=sorted(bag.dag_ids),
@@ -86,27 +86,30 @@ def cmd_load() -> int:
 
 def cmd_test(dag_id: str) -> int:
     """Run one DagRun of ``dag_id`` with ``dag.test()``; fail unless it succeeds."""
-    from sqlalchemy import select
-
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     result = _migrate_if_needed()
     bag = _dagbag()
     dag = bag.dags.get(dag_id)
     if dag is None:
-        _emit({**result, "dag_id": dag_id, "state": "not_found", "import_errors": bag.import_errors})
+        errors = bag.import_errors
+        _emit({**result, "dag_id": dag_id, "state": "not_found", "import_errors": errors})
         return 1
     started = time.monotonic()
     dag_run = dag.test()
     with create_session() as session:
-        tis = session.scalars(
-            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id)
-        ).all()
-        tasks = {ti.task_id: str(ti.state) for ti in tis}
+        query = select(TaskInstance).where(
+            TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id
+        )
+        tasks = {ti.task_id: str(ti.state) for ti in session.scalars(query)}
     state = str(dag_run.state)
     result.update(
-        dag_id=dag_id, run_id=dag_run.run_id, state=state, tasks=tasks,
+        dag_id=dag_id,
+        run_id=dag_run.run_id,
+        state=state,
+        tasks=tasks,
         test_seconds=round(time.monotonic() - started, 2),
     )
     _emit(result)
@@ -120,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     test = sub.add_parser("test", help="run one DAG with dag.test()")
     test.add_argument("dag_id")
     args = parser.parse_args(argv)
+    if "AIRFLOW_HOME" not in os.environ:  # else Airflow would write into ~/airflow
+        parser.error("run with the environment from platformctl.airflow_env.airflow_env()")
     # Keep stdout for the one JSON result line: anything Airflow prints goes to stderr.
     sys.stdout = sys.stderr
     return cmd_load() if args.command == "load" else cmd_test(args.dag_id)

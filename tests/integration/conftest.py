@@ -81,7 +81,8 @@ def cassandra_keyspace(cassandra_session, unique_name: str) -> Iterator[str]:
     """A fresh keyspace for one test, dropped afterwards."""
     from core.cassandra import ensure_keyspace
 
-    ensure_keyspace(cassandra_session, unique_name, {"class": "SimpleStrategy",
-                                                      "replication_factor": 1})
+    ensure_keyspace(
+        cassandra_session, unique_name, {"class": "SimpleStrategy", "replication_factor": 1}
+    )
     yield unique_name
     cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {unique_name}")

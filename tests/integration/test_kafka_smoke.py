@@ -20,8 +20,8 @@ def test_produce_consume_round_trip(local_platform, kafka_topic):
     assert producer.flush(30) == 0
 
     consumer = Consumer(
-        config | {"group.id": kafka_topic, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False}
+        config
+        | {"group.id": kafka_topic, "auto.offset.reset": "earliest", "enable.auto.commit": False}
     )
     consumer.subscribe([kafka_topic])
     received: dict[str, list[str]] = {key: [] for key in sent}

@@ -60,6 +60,7 @@ def test_kafka_streaming_read_into_delta(local_platform, spark, kafka_topic, tmp
     )
     query.awaitTermination(120)
     assert query.exception() is None
-    values = {row.value for row in spark.read.format("delta").load(str(tmp_path / "stream"))
-              .collect()}
+    values = {
+        row.value for row in spark.read.format("delta").load(str(tmp_path / "stream")).collect()
+    }
     assert values == {f"v{i}" for i in range(25)}

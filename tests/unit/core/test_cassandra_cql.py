@@ -12,8 +12,11 @@ def test_network_topology_replication():
 
 @pytest.mark.parametrize(
     "replication",
-    [{"replication_factor": 1}, {"class": "SimpleStrategy", "x'; DROP": 1},
-     {"class": "SimpleStrategy", "replication_factor": "1'}"}],
+    [
+        {"replication_factor": 1},
+        {"class": "SimpleStrategy", "x'; DROP": 1},
+        {"class": "SimpleStrategy", "replication_factor": "1'}"},
+    ],
 )
 def test_invalid_or_unsafe_replication_is_refused(replication):
     with pytest.raises(ValueError):

@@ -5,8 +5,9 @@ from ingest.topics import platform_topics
 
 
 def test_topics_follow_settings():
-    kafka = KafkaSettings(partitions=6, replication_factor=3, min_insync_replicas=2,
-                          retention_ms=3 * 24 * 3600 * 1000)
+    kafka = KafkaSettings(
+        partitions=6, replication_factor=3, min_insync_replicas=2, retention_ms=3 * 24 * 3600 * 1000
+    )
     events, dlq = platform_topics(kafka)
     assert (events.name, events.partitions, events.replication_factor) == ("web.events.v1", 6, 3)
     assert events.config["min.insync.replicas"] == "2"

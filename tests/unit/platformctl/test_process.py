@@ -75,8 +75,12 @@ def test_busy_port_is_refused_with_a_clear_message(tmp_path):
         port = listener.getsockname()[1]
         assert port_open(port)
         process = ManagedProcess(
-            name="clash", argv=["true"], pid_file=tmp_path / "p", log_file=tmp_path / "l",
-            marker="x", ports=(port,),
+            name="clash",
+            argv=["true"],
+            pid_file=tmp_path / "p",
+            log_file=tmp_path / "l",
+            marker="x",
+            ports=(port,),
         )
         with pytest.raises(ServiceStartError, match=f"{port}.*already in use"):
             process.start()

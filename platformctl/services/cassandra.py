@@ -1,0 +1,216 @@
+"""Local single-node Apache Cassandra 5.0 built from Maven Central jars.
+
+The jars come from ``infra/local/maven/cassandra/pom.xml`` (``cassandra-all``
+and its runtime dependencies, copied into one directory); there is no
+Cassandra tarball and no ``bin/cassandra`` script.  This module replaces the
+parts of that script that matter here:
+
+* :func:`write_config` renders ``cassandra.yaml`` from
+  ``infra/local/cassandra/cassandra.yaml.tmpl`` and copies ``logback.xml``
+  next to it;
+* :func:`server_command` builds the ``java`` argv that runs
+  ``org.apache.cassandra.service.CassandraDaemon`` in the foreground with the
+  JVM flags of Cassandra 5.0's ``conf/jvm-server.options`` and
+  ``conf/jvm17-server.options``.
+
+Both are plain functions: no environment variables are read and no process
+is started.  Starting, waiting for the CQL port and stopping (SIGTERM, which
+runs Cassandra's own drain-on-shutdown hook) belong to the caller.
+
+Memory: Cassandra calls ``mlockall(MCL_CURRENT)`` at start-up.  As root (or
+with a large ``RLIMIT_MEMLOCK``) that succeeds and faults in the whole
+committed heap, so the idle RSS is about heap + 0.45 GiB, not just what is in
+use.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from string import Template
+
+__all__ = [
+    "DEFAULT_HEAP_MB",
+    "MAIN_CLASS",
+    "TEMPLATE_DIR",
+    "server_command",
+    "write_config",
+]
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "infra/local/cassandra"
+MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
+# Cassandra's own formula would give 6 GiB on 24 GiB; 1 GiB is plenty for a
+# dev node and leaves room for Kafka, Spark and Airflow on 2 cores / 24 GiB.
+DEFAULT_HEAP_MB = 1024
+
+# conf/jvm-server.options (cassandra-5.0), minus -XX:+AlwaysPreTouch and
+# -XX:+UseNUMA (slow start-up / pointless on a one-socket laptop).
+_JVM_SERVER_OPTIONS = [
+    "-ea",
+    "-da:net.openhft...",
+    "-XX:+UseThreadPriorities",
+    "-XX:+HeapDumpOnOutOfMemoryError",
+    "-Xss256k",
+    "-XX:+UseTLAB",
+    "-XX:+ResizeTLAB",
+    "-XX:+PerfDisableSharedMem",
+    "-Djava.net.preferIPv4Stack=true",
+]
+
+# conf/jvm17-server.options (cassandra-5.0), copied flag for flag.
+_JVM17_SERVER_OPTIONS = [
+    # G1 settings
+    "-XX:+UseG1GC",
+    "-XX:+ParallelRefProcEnabled",
+    "-XX:MaxTenuringThreshold=1",
+    "-XX:G1HeapRegionSize=16m",
+    "-XX:G1RSetUpdatingPauseTimePercent=5",
+    "-XX:MaxGCPauseMillis=300",
+    "-XX:InitiatingHeapOccupancyPercent=70",
+    # JPMS
+    "-Djdk.attach.allowAttachSelf=true",
+    "--add-exports",
+    "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports",
+    "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+    "--add-exports",
+    "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports",
+    "java.rmi/sun.rmi.server=ALL-UNNAMED",
+    "--add-exports",
+    "java.sql/java.sql=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/java.lang.ref=ALL-UNNAMED",
+    "--add-exports",
+    "jdk.unsupported/sun.misc=ALL-UNNAMED",
+    "--add-exports",
+    "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+    "--add-exports",
+    "jdk.attach/sun.tools.attach=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang.module=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.loader=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.reflect=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.math=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.module=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+    "--add-opens",
+    "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.io=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens",
+    "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    # Netty
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.allocator.useCacheForAllThreads=true",
+    "-Dio.netty.allocator.maxOrder=11",
+]
+
+
+def write_config(
+    conf_dir: Path,
+    *,
+    data_dir: Path,
+    native_port: int = 9042,
+    storage_port: int = 7000,
+    cluster_name: str = "local",
+) -> Path:
+    """Render ``cassandra.yaml`` and copy ``logback.xml`` into *conf_dir*.
+
+    All of Cassandra's directories (data, commitlog, hints, saved caches,
+    cdc) are placed under *data_dir*; the node listens on 127.0.0.1 only.
+    Creates *conf_dir* if needed and overwrites earlier files.  Returns the
+    path of the written ``cassandra.yaml``.
+    """
+    for name, port in (("native_port", native_port), ("storage_port", storage_port)):
+        if not 0 < port < 65536:
+            raise ValueError(f"{name} out of range: {port}")
+    if native_port == storage_port:
+        raise ValueError("native_port and storage_port must differ")
+    if not cluster_name or any(c in cluster_name for c in "'\n\r"):
+        raise ValueError(f"unusable cluster_name: {cluster_name!r}")
+    template = Template((TEMPLATE_DIR / "cassandra.yaml.tmpl").read_text())
+    text = template.substitute(
+        data_dir=Path(data_dir).resolve().as_posix(),
+        native_port=native_port,
+        storage_port=storage_port,
+        cluster_name=cluster_name,
+    )
+    conf_dir = Path(conf_dir)
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "triggers").mkdir(exist_ok=True)
+    shutil.copyfile(TEMPLATE_DIR / "logback.xml", conf_dir / "logback.xml")
+    yaml_path = conf_dir / "cassandra.yaml"
+    yaml_path.write_text(text)
+    return yaml_path
+
+
+def server_command(
+    java: str,
+    jars_dir: Path,
+    cassandra_yaml: Path,
+    log_dir: Path,
+    data_dir: Path,
+    heap_mb: int = DEFAULT_HEAP_MB,
+    *,
+    jmx_port: int | None = None,
+) -> list[str]:
+    """Return the argv that runs CassandraDaemon in the foreground.
+
+    *jars_dir* holds the jars copied by the Maven project; *cassandra_yaml*
+    is the result of :func:`write_config` (its folder must also hold
+    ``logback.xml`` and ``triggers/``).  The heap is fixed at *heap_mb*
+    (``-Xms`` = ``-Xmx``).  JMX is off unless *jmx_port* is given, in which
+    case Cassandra's local-only JMX server (127.0.0.1, no remote access, as
+    with ``LOCAL_JMX=yes``) listens there, which ``nodetool`` needs.
+    The jamm jar found in *jars_dir* is added as ``-javaagent`` as
+    ``cassandra-env.sh`` does.  The caller may set ``MALLOC_ARENA_MAX=4`` in
+    the child's environment, as ``cassandra-env.sh`` does.
+    """
+    if not 512 <= heap_mb <= 8192:
+        raise ValueError(f"heap_mb should be 512..8192, got {heap_mb}")
+    jars_dir = Path(jars_dir).resolve()
+    conf_dir = Path(cassandra_yaml).resolve().parent
+    log_dir = Path(log_dir).resolve()
+    argv = [java, f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m"]
+    argv += _JVM_SERVER_OPTIONS
+    argv += _JVM17_SERVER_OPTIONS
+    jamm = sorted(jars_dir.glob("jamm-*.jar"))
+    if jamm:
+        argv.append(f"-javaagent:{jamm[-1]}")
+    if jmx_port is not None:
+        argv.append(f"-Dcassandra.jmx.local.port={jmx_port}")
+    argv += [
+        f"-XX:HeapDumpPath={log_dir}",
+        f"-XX:ErrorFile={log_dir / 'hs_err_pid%p.log'}",
+        "-XX:+ExitOnOutOfMemoryError",
+        # Single node: no peers to tell about shutdown, skip the 2 s wait.
+        "-Dcassandra.shutdown_announce_in_ms=0",
+        f"-Dcassandra.config={Path(cassandra_yaml).resolve().as_uri()}",
+        "-Dcassandra-foreground=yes",
+        f"-Dcassandra.storagedir={Path(data_dir).resolve()}",
+        f"-Dcassandra.logdir={log_dir}",
+        f"-Dcassandra.triggers_dir={conf_dir / 'triggers'}",
+        f"-Dlogback.configurationFile={(conf_dir / 'logback.xml').as_uri()}",
+        "-cp",
+        f"{jars_dir}/*",
+        MAIN_CLASS,
+    ]
+    return argv

@@ -1,0 +1,77 @@
+"""The platform control's lifecycle on a second, isolated platform.
+
+up -> status -> up (no-op) -> down -> up -> down, with its own state
+directory and ports, so it never disturbs the platform the other tests use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from core.settings import CassandraSettings, KafkaSettings, LocalSettings, Settings
+from platformctl import platform
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+def isolated(settings: Settings, tmp_path: Path):
+    state = tmp_path / "state"
+    (state / "jars").mkdir(parents=True)
+    for component in ("kafka", "cassandra", "spark"):
+        os.symlink(settings.local.state_dir / "jars" / component, state / "jars" / component)
+    isolated = settings.model_copy(
+        update={
+            "kafka": KafkaSettings(bootstrap_servers="127.0.0.1:19092"),
+            "cassandra": CassandraSettings(port=19042),
+            "local": LocalSettings(
+                state_dir=state, kafka_controller_port=19093, cassandra_storage_port=17000
+            ),
+        }
+    )
+    yield isolated
+    platform.down(isolated)
+
+
+def _our_pids(state: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(state) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_up_status_down_up(local_platform, isolated):
+    # local_platform: the jars are installed (the isolated state links to them).
+    timings = platform.up(isolated, install_missing=False)
+    assert set(timings) == {"kafka", "cassandra"}
+    rows = {row.name: row for row in platform.status(isolated)}
+    assert all(row.healthy for row in rows.values()), rows
+    assert rows["kafka"].port == 19092 and rows["cassandra"].port == 19042
+    assert rows["kafka"].pid and rows["cassandra"].pid
+    first_pids = {name: row.pid for name, row in rows.items()}
+
+    # up while running is a no-op: same processes, nothing restarted.
+    assert platform.up(isolated, install_missing=False) == {"kafka": 0.0, "cassandra": 0.0}
+    assert {r.name: r.pid for r in platform.status(isolated)} == first_pids
+
+    assert sorted(platform.down(isolated)) == ["cassandra", "kafka"]
+    assert _our_pids(isolated.local.state_dir) == []  # down leaves nothing of ours running
+    assert not any(row.running for row in platform.status(isolated))
+
+    # A stale pid file (a pid that is not ours) does not block the next up.
+    (isolated.local.state_dir / "run" / "kafka.pid").write_text(f"{os.getpid()}\n")
+    platform.up(isolated, install_missing=False)
+    assert all(row.healthy for row in platform.status(isolated))
+    # The topics and keyspace were provisioned from code on this platform too.
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient(isolated.kafka.client_config()).list_topics(timeout=10).topics
+    assert isolated.kafka.events_topic in topics and isolated.kafka.dlq_topic in topics
