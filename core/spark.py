@@ -16,16 +16,18 @@ from :class:`core.settings.SparkSettings`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.settings import Settings, SparkSettings
+from core.settings import PROJECT_ROOT, Settings, SparkSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["build_spark_session", "local_spark_jars", "spark_conf"]
 
+LOCAL_LOG4J2 = PROJECT_ROOT / "infra" / "local" / "spark" / "log4j2.properties"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -67,6 +69,7 @@ def spark_conf(
             ),
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}",
         }
     return conf | dict(spark.extra_conf)
 
@@ -75,6 +78,9 @@ def build_spark_session(settings: Settings, *, app_name: str) -> SparkSession:
     """Get (or create) the process's SparkSession configured for the platform."""
     from pyspark.sql import SparkSession
 
+    if settings.spark.master.startswith("local"):
+        # The driver JVM reads this at launch; it keeps Spark on loopback locally.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jars = () if settings.spark.jars is not None else local_spark_jars(settings.local.state_dir)
     builder = SparkSession.builder
     for key, value in spark_conf(settings.spark, app_name=app_name, jars=jars).items():
