@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = [
     "AirflowSettings",
     "CassandraSettings",
+    "CollectorSettings",
     "KafkaSettings",
     "LakeSettings",
     "LocalSettings",
@@ -129,6 +130,35 @@ class CassandraSettings(_Section):
         return self
 
 
+class CollectorSettings(_Section):
+    """The Segment-compatible HTTP collector in front of Kafka."""
+
+    host: str = "127.0.0.1"
+    """Interface the collector listens on (``0.0.0.0`` behind a load balancer)."""
+    port: int = Field(default=8088, ge=1, le=65535)
+    """HTTP port of the collector."""
+    write_keys: dict[str, SecretStr] = {"local-website": SecretStr("local-dev-write-key")}
+    """Source id -> write key (HTTP Basic user). The local default is for this machine only."""
+    max_event_bytes: int = Field(default=32 * 1024, ge=1024)
+    """Largest accepted event (Segment: 32 KB)."""
+    max_request_bytes: int = Field(default=500 * 1024, ge=1024)
+    """Largest accepted request body (Segment: 500 KB)."""
+    delivery_timeout_s: float = Field(default=10.0, gt=0)
+    """How long a request waits for Kafka's acknowledgement before answering 503."""
+    linger_ms: int = Field(default=5, ge=0)
+    """Producer batching delay: a little latency for much better throughput."""
+    compression: Literal["none", "lz4", "zstd", "snappy", "gzip"] = "lz4"
+    """Producer compression codec."""
+    queue_max_messages: int = Field(default=200_000, ge=1000)
+    """Producer queue bound; when full the collector answers 503 instead of buffering more."""
+    retry_after_s: int = Field(default=5, ge=1)
+    """``Retry-After`` sent with 503 answers."""
+
+    def source_of(self) -> dict[str, str]:
+        """Write key -> source id, for authenticating requests."""
+        return {key.get_secret_value(): source for source, key in self.write_keys.items()}
+
+
 class SparkSettings(_Section):
     """How jobs get a SparkSession: local by default, any cluster manager by config."""
 
@@ -198,11 +228,22 @@ class Settings(BaseSettings):
     environment: Literal["local", "dev", "prod"] = "local"
     """Which deployment this is; only labels logs and guards local-only actions."""
     kafka: KafkaSettings = KafkaSettings()
+    collector: CollectorSettings = CollectorSettings()
     cassandra: CassandraSettings = CassandraSettings()
     spark: SparkSettings = SparkSettings()
     lake: LakeSettings = LakeSettings()
     airflow: AirflowSettings = AirflowSettings()
     local: LocalSettings = LocalSettings()
+
+    @model_validator(mode="after")
+    def _no_dev_secrets_outside_local(self) -> Settings:
+        dev_keys = CollectorSettings().source_of()
+        if self.environment != "local" and set(self.collector.source_of()) & set(dev_keys):
+            raise ValueError(
+                f"environment={self.environment} still uses the local development write key; "
+                'set WAP_COLLECTOR__WRITE_KEYS=\'{"<source>": "<secret>"}\'.'
+            )
+        return self
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -8,7 +8,6 @@ at its end; services that were already running are left running.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,12 @@ from core.settings import Settings
 from platformctl import platform
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_START_REPORT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for line in _START_REPORT:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
@@ -27,10 +32,9 @@ def local_platform(settings: Settings) -> Iterator[Settings]:
     already_up = {s.name for s in platform.status(settings) if s.healthy}
     started = time.monotonic()
     timings = platform.up(settings)
-    print(
-        f"\n[platform] up in {time.monotonic() - started:.1f}s "
-        f"(per service: {timings}; reused: {sorted(already_up)})",
-        file=sys.stderr,
+    _START_REPORT.append(
+        f"[platform] services up in {time.monotonic() - started:.1f}s "
+        f"(seconds per service: {timings}; already running: {sorted(already_up) or 'none'})"
     )
     yield settings
     to_stop = tuple(name for name in platform.SERVICES if name not in already_up)

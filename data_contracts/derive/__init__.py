@@ -1,0 +1,6 @@
+"""Everything derived from a contract: JSON Schema validator, Spark schema, expectations."""
+
+from data_contracts.derive.json_schema import ValidationFailure, compile_validator, to_json_schema
+from data_contracts.derive.spark import to_spark_schema
+
+__all__ = ["ValidationFailure", "compile_validator", "to_json_schema", "to_spark_schema"]

@@ -1,0 +1,103 @@
+"""Server-side enrichment of one Segment call, before validation.
+
+Pure functions of the raw event and the request's facts (receive time,
+source, batch-level fields), so they are easy to test and replay.
+
+Event time follows Segment's definition: ``timestamp = receivedAt - (sentAt -
+originalTimestamp)``, which cancels a client clock that runs fast or slow.
+``originalTimestamp`` is the client's ``originalTimestamp``, else its
+``timestamp`` (server libraries send ``timestamp``); without ``sentAt`` the
+client time is used as is; without any client time, ``receivedAt``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["EnrichError", "RequestFacts", "enrich", "format_ts", "parse_ts"]
+
+
+class EnrichError(ValueError):
+    """The event cannot be enriched; ``reason`` is stable, ``detail`` human."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    """What the collector knows about the request an event came in."""
+
+    received_at: datetime
+    source_id: str
+    contract_version: str
+    call_type: str | None = None
+    """The type implied by the endpoint (``/v1/page`` -> page); None for batches."""
+    sent_at: Any = None
+    """Batch-level ``sentAt``, used when an event has none."""
+    ip: str | None = None
+
+
+def parse_ts(value: Any, field: str) -> datetime | None:
+    """Parse an ISO-8601 timestamp (``Z`` or offset); naive times are taken as UTC."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise EnrichError(f"invalid:{field}", f"{field} must be an ISO-8601 string, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise EnrichError(
+            f"invalid:{field}", f"{field} is not an ISO-8601 date-time: {value[:64]!r}"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def format_ts(moment: datetime) -> str:
+    """ISO-8601 in UTC with milliseconds and ``Z``, the one format the platform writes."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
+    """Return a new event with event_id, receivedAt, corrected timestamp and provenance."""
+    if facts.call_type is not None:
+        declared = event.get("type")
+        if declared is not None and declared != facts.call_type:
+            raise EnrichError(
+                "invalid:type", f"type {declared!r} sent to the /v1/{facts.call_type} endpoint"
+            )
+    original = parse_ts(event.get("originalTimestamp", event.get("timestamp")), "timestamp")
+    sent_at = parse_ts(event.get("sentAt", facts.sent_at), "sentAt")
+    if original is not None and sent_at is not None:
+        moment = facts.received_at - (sent_at - original)
+    else:
+        moment = original or facts.received_at
+
+    enriched = dict(event)
+    message_id = event.get("messageId")
+    if message_id is None or message_id == "":
+        message_id = f"gen-{uuid.uuid4()}"
+    enriched["messageId"] = message_id
+    enriched["event_id"] = message_id
+    if facts.call_type is not None:
+        enriched["type"] = facts.call_type
+    if original is not None:
+        enriched["originalTimestamp"] = format_ts(original)
+    if sent_at is not None:
+        enriched["sentAt"] = format_ts(sent_at)
+    enriched["timestamp"] = format_ts(moment)
+    enriched["receivedAt"] = format_ts(facts.received_at)
+    enriched["source_id"] = facts.source_id
+    enriched["contract_version"] = facts.contract_version
+    if facts.ip is not None:
+        context = event.get("context")
+        if isinstance(context, dict) and "ip" not in context:
+            enriched["context"] = {**context, "ip": facts.ip}
+        elif context is None:
+            enriched["context"] = {"ip": facts.ip}
+    return enriched

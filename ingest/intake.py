@@ -1,0 +1,140 @@
+"""From the raw calls of one request to Kafka records: enrich, validate, route.
+
+Every event ends in exactly one place: an accepted record for the events
+topic, or a dead letter (original payload + reason) for the dead-letter
+topic. Nothing is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from data_contracts import Contract
+from data_contracts.derive import ValidationFailure
+from ingest.enrich import EnrichError, RequestFacts, enrich, format_ts
+
+__all__ = ["Intake", "Record", "Rejection", "Routed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One Kafka record, ready to produce."""
+
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why one event of a request was not accepted."""
+
+    index: int
+    message_id: str | None
+    reason: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "messageId": self.message_id,
+            "reason": self.reason,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class Routed:
+    """The outcome of one request's events."""
+
+    accepted: list[Record] = field(default_factory=list)
+    dead_letters: list[Record] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+
+
+class Intake:
+    """Enrich, validate and encode events against one contract version."""
+
+    def __init__(
+        self,
+        contract: Contract,
+        validate: Callable[[dict[str, Any]], None],
+        max_event_bytes: int,
+    ) -> None:
+        self.contract = contract
+        self._validate = validate
+        self._max_event_bytes = max_event_bytes
+        self._contract_header = contract.ref.encode()
+
+    def route(self, events: list[Any], facts: RequestFacts) -> Routed:
+        routed = Routed()
+        for index, event in enumerate(events):
+            try:
+                record = self._accept(event, facts)
+            except (EnrichError, ValidationFailure) as exc:
+                message_id = event.get("messageId") if isinstance(event, dict) else None
+                rejection = Rejection(
+                    index,
+                    message_id if isinstance(message_id, str) else None,
+                    exc.reason,
+                    exc.detail,
+                )
+                routed.rejections.append(rejection)
+                routed.dead_letters.append(self._dead_letter(event, rejection, facts))
+            else:
+                routed.accepted.append(record)
+        return routed
+
+    def _accept(self, event: Any, facts: RequestFacts) -> Record:
+        if not isinstance(event, dict):
+            raise EnrichError(
+                "invalid:event", f"an event must be a JSON object, got {_kind(event)}"
+            )
+        enriched = enrich(event, facts)
+        value = orjson.dumps(enriched)
+        if len(value) > self._max_event_bytes:
+            raise EnrichError(
+                "too_large",
+                f"event is {len(value)} bytes; the limit is {self._max_event_bytes} bytes",
+            )
+        self._validate(enriched)
+        user = enriched.get("userId") or enriched.get("anonymousId")
+        return Record(
+            key=str(user).encode() if user is not None else None,
+            value=value,
+            headers=[
+                ("content-type", b"application/json"),
+                ("contract", self._contract_header),
+                ("source_id", facts.source_id.encode()),
+                ("event_id", str(enriched["event_id"]).encode()),
+            ],
+        )
+
+    def _dead_letter(self, event: Any, rejection: Rejection, facts: RequestFacts) -> Record:
+        letter = {
+            "payload": event,
+            "reason": rejection.reason,
+            "detail": rejection.detail,
+            "contract": self.contract.ref,
+            "received_at": format_ts(facts.received_at),
+            "source_id": facts.source_id,
+        }
+        return Record(
+            key=rejection.message_id.encode() if rejection.message_id else None,
+            value=orjson.dumps(letter, default=repr),
+            headers=[
+                ("content-type", b"application/json"),
+                ("contract", self._contract_header),
+                ("reason", rejection.reason.encode()),
+            ],
+        )
+
+
+def _kind(value: Any) -> str:
+    return {list: "an array", str: "a string", type(None): "null", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )

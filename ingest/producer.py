@@ -1,0 +1,146 @@
+"""An asyncio face on confluent-kafka's producer: await until Kafka acknowledged.
+
+One librdkafka producer per process (idempotent, ``acks=all``, compressed),
+a background thread serving its delivery reports, and
+:meth:`EventProducer.deliver`, which produces a request's records and returns
+only when every one was acknowledged by the in-sync replicas, or raises
+:class:`KafkaUnavailable` so the HTTP layer can answer 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from core.settings import CollectorSettings, KafkaSettings
+from ingest.intake import Record
+
+__all__ = ["EventProducer", "KafkaUnavailable", "producer_config"]
+
+
+class KafkaUnavailable(RuntimeError):
+    """Kafka did not take the records; nothing was acknowledged to the client."""
+
+
+def producer_config(kafka: KafkaSettings, collector: CollectorSettings) -> dict[str, Any]:
+    return kafka.client_config() | {
+        "enable.idempotence": True,
+        "acks": "all",
+        "compression.type": collector.compression,
+        "linger.ms": collector.linger_ms,
+        "batch.num.messages": 10_000,
+        "queue.buffering.max.messages": collector.queue_max_messages,
+        "message.timeout.ms": int(collector.delivery_timeout_s * 1000),
+        "socket.keepalive.enable": True,
+        "client.id": "web-activity-collector",
+    }
+
+
+class _Pending:
+    """Counts down one request's deliveries; resolves a future on the event loop."""
+
+    __slots__ = ("error", "future", "loop", "remaining")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.remaining = count
+        self.error: KafkaError | None = None
+
+    def on_delivery(self, error: KafkaError | None, _message: Any) -> None:
+        # Runs on the poll thread.
+        if error is not None and self.error is None:
+            self.error = error
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.loop.call_soon_threadsafe(self._finish)
+
+    def _finish(self) -> None:
+        if self.future.done():
+            return
+        if self.error is None:
+            self.future.set_result(None)
+        else:
+            self.future.set_exception(KafkaUnavailable(f"Kafka rejected a record: {self.error}"))
+
+
+class EventProducer:
+    """Produce records and await their acknowledgement."""
+
+    def __init__(self, config: dict[str, Any], delivery_timeout_s: float) -> None:
+        self._producer = Producer(config | {"error_cb": self._on_error})
+        self._timeout = delivery_timeout_s
+        self._stop = threading.Event()
+        self._all_brokers_down_since: float | None = None
+        self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
+        self._poller.start()
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._all_brokers_down_since = time.monotonic()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            if self._producer.poll(0.05) > 0:
+                self._all_brokers_down_since = None
+
+    @property
+    def queue_depth(self) -> int:
+        """Records produced but not yet acknowledged."""
+        return len(self._producer)
+
+    @property
+    def brokers_down(self) -> bool:
+        return self._all_brokers_down_since is not None
+
+    async def deliver(self, topic_records: Sequence[tuple[str, Record]]) -> None:
+        """Produce every (topic, record) and wait until Kafka acknowledged all of them."""
+        if not topic_records:
+            return
+        pending = _Pending(asyncio.get_running_loop(), len(topic_records))
+        produced = 0
+        try:
+            for topic, record in topic_records:
+                self._producer.produce(
+                    topic,
+                    value=record.value,
+                    key=record.key,
+                    headers=record.headers,
+                    on_delivery=pending.on_delivery,
+                )
+                produced += 1
+        except BufferError:
+            raise KafkaUnavailable("the producer queue is full") from None
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"produce failed: {exc}") from None
+        finally:
+            # Records that did not enter the queue will never be reported.
+            if produced < len(topic_records):
+                for _ in range(len(topic_records) - produced):
+                    pending.on_delivery(KafkaError(KafkaError._QUEUE_FULL), None)
+        try:
+            await asyncio.wait_for(asyncio.shield(pending.future), self._timeout + 1)
+        except TimeoutError:
+            raise KafkaUnavailable(
+                f"no acknowledgement from Kafka within {self._timeout:.0f}s"
+            ) from None
+
+    def reachable(self, timeout_s: float = 2.0) -> bool:
+        """A metadata round trip to the cluster succeeds."""
+        try:
+            self._producer.list_topics(timeout=timeout_s)
+        except KafkaException:
+            return False
+        return True
+
+    def close(self, timeout_s: float = 30.0) -> int:
+        """Flush what is queued (graceful shutdown); return the records left undelivered."""
+        left = self._producer.flush(timeout_s)
+        self._stop.set()
+        self._poller.join(timeout=5)
+        return left
