@@ -16,8 +16,9 @@ Nested fields use ``__`` as the delimiter; lists are JSON.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -32,6 +33,7 @@ __all__ = [
     "Settings",
     "SparkSettings",
     "load_settings",
+    "settings_env",
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -244,6 +246,30 @@ class Settings(BaseSettings):
                 'set WAP_COLLECTOR__WRITE_KEYS=\'{"<source>": "<secret>"}\'.'
             )
         return self
+
+
+def _reveal(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, BaseModel):
+        return {name: _reveal(getattr(value, name)) for name in type(value).model_fields}
+    if isinstance(value, dict):
+        return {key: _reveal(item) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_reveal(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """``WAP_*`` variables that recreate ``settings`` in a child process (secrets included)."""
+    env = {"WAP_ENVIRONMENT": settings.environment}
+    for name in type(settings).model_fields:
+        section = getattr(settings, name)
+        if isinstance(section, BaseModel):
+            env[f"WAP_{name.upper()}"] = json.dumps(_reveal(section))
+    return env
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -3,7 +3,7 @@
 Pure functions of the raw event and the request's facts (receive time,
 source, batch-level fields), so they are easy to test and replay.
 
-Event time follows Segment's definition: ``timestamp = receivedAt - (sentAt -
+Null fields are treated as absent, as Segment does. Event time follows Segment's definition: ``timestamp = receivedAt - (sentAt -
 originalTimestamp)``, which cancels a client clock that runs fast or slow.
 ``originalTimestamp`` is the client's ``originalTimestamp``, else its
 ``timestamp`` (server libraries send ``timestamp``); without ``sentAt`` the
@@ -63,6 +63,18 @@ def format_ts(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def _without_nulls(value: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    """Segment libraries send absent fields as null (``"userId": null``); null means absent.
+
+    ``traits`` are kept as sent: there a null can mean "unset this trait".
+    """
+    return {
+        key: _without_nulls(item, depth + 1) if isinstance(item, dict) and key != "traits" else item
+        for key, item in value.items()
+        if item is not None
+    }
+
+
 def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
     """Return a new event with event_id, receivedAt, corrected timestamp and provenance."""
     if facts.call_type is not None:
@@ -78,7 +90,7 @@ def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
     else:
         moment = original or facts.received_at
 
-    enriched = dict(event)
+    enriched = _without_nulls(event)
     message_id = event.get("messageId")
     if message_id is None or message_id == "":
         message_id = f"gen-{uuid.uuid4()}"

@@ -8,19 +8,20 @@ code. ``down`` stops only what ``up`` started, by pid. All state lives under
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.log import get_logger, log_event
-from core.settings import Settings
+from core.settings import PROJECT_ROOT, Settings, settings_env
 from platformctl.process import ManagedProcess, port_open
 from platformctl.services import cassandra as cassandra_service
 from platformctl.services import kafka as kafka_service
 
 __all__ = ["SERVICES", "ServiceStatus", "down", "processes", "status", "up"]
 
-SERVICES = ("kafka", "cassandra")
+SERVICES = ("kafka", "cassandra", "collector")
 _log = get_logger(__name__)
 
 
@@ -108,6 +109,38 @@ def cassandra_process(settings: Settings) -> ManagedProcess:
     )
 
 
+def collector_process(settings: Settings) -> ManagedProcess:
+    """The HTTP collector, run from this Python environment with these settings."""
+    instance = str(settings.local.state_dir / "collector")
+    return ManagedProcess(
+        name="collector",
+        argv=[sys.executable, "-m", "ingest", "--instance", instance],
+        pid_file=_run_dir(settings) / "collector.pid",
+        log_file=_logs_dir(settings) / "collector.log",
+        marker=f"--instance {instance}",
+        ports=(settings.collector.port,),
+        env=settings_env(settings),
+        cwd=PROJECT_ROOT,
+    )
+
+
+def collector_healthy(settings: Settings) -> tuple[bool, str]:
+    """Probe: the collector's /health answers 200 (it checks Kafka itself)."""
+    import httpx
+
+    host = "127.0.0.1" if settings.collector.host == "0.0.0.0" else settings.collector.host
+    if not port_open(settings.collector.port, host):
+        return False, f"nothing listening on {host}:{settings.collector.port}"
+    try:
+        answer = httpx.get(f"http://{host}:{settings.collector.port}/health", timeout=5)
+    except httpx.HTTPError as exc:
+        return False, f"/health failed: {exc}"
+    body = answer.json()
+    return answer.status_code == 200, (
+        f"kafka {body.get('kafka')}, queue depth {body.get('queue_depth')}, {body.get('contract')}"
+    )
+
+
 def _format_kafka_once(settings: Settings) -> None:
     home = settings.local.state_dir / "kafka"
     if kafka_service.is_formatted(home / "data"):
@@ -161,11 +194,20 @@ def cassandra_healthy(settings: Settings) -> tuple[bool, str]:
 
 
 def processes(settings: Settings) -> dict[str, ManagedProcess]:
-    return {"kafka": kafka_process(settings), "cassandra": cassandra_process(settings)}
+    """Every service this platform runs, in start order."""
+    return {
+        "kafka": kafka_process(settings),
+        "cassandra": cassandra_process(settings),
+        "collector": collector_process(settings),
+    }
+
+
+_PROBES = {"kafka": kafka_healthy, "cassandra": cassandra_healthy, "collector": collector_healthy}
+_JAR_SERVICES = ("kafka", "cassandra")
 
 
 def _probe(settings: Settings, name: str) -> tuple[bool, str]:
-    return kafka_healthy(settings) if name == "kafka" else cassandra_healthy(settings)
+    return _PROBES[name](settings)
 
 
 def _provision(settings: Settings, services: tuple[str, ...]) -> None:
@@ -201,30 +243,34 @@ def up(
 
     if install_missing:
         for name in services:
-            install_jars(settings, name)
+            if name in _JAR_SERVICES:
+                install_jars(settings, name)
     managed = processes(settings)
     timings: dict[str, float] = {}
     for name in services:
         process = managed[name]
         if process.pid() is not None and _probe(settings, name)[0]:
             timings[name] = 0.0
-            continue
-        if name == "kafka":
-            _format_kafka_once(settings)
-        started = time.monotonic()
-        pid = process.start()
-        log_event(_log, "service.starting", service=name, pid=pid, log=str(process.log_file))
-        process.wait_healthy(lambda n=name: _probe(settings, n)[0], settings.local.start_timeout_s)
-        timings[name] = round(time.monotonic() - started, 1)
-        log_event(_log, "service.healthy", service=name, pid=pid, seconds=timings[name])
-    _provision(settings, services)
+        else:
+            if name == "kafka":
+                _format_kafka_once(settings)
+            started = time.monotonic()
+            pid = process.start()
+            log_event(_log, "service.starting", service=name, pid=pid, log=str(process.log_file))
+            process.wait_healthy(
+                lambda n=name: _probe(settings, n)[0], settings.local.start_timeout_s
+            )
+            timings[name] = round(time.monotonic() - started, 1)
+            log_event(_log, "service.healthy", service=name, pid=pid, seconds=timings[name])
+        # Topics before the collector produces; keyspace before jobs write.
+        _provision(settings, (name,))
     return timings
 
 
 def down(settings: Settings, services: tuple[str, ...] = SERVICES) -> list[str]:
     """Stop the services this platform started; return the names stopped."""
     stopped = []
-    for name, process in processes(settings).items():
+    for name, process in reversed(processes(settings).items()):
         if name in services and process.stop():
             log_event(_log, "service.stopped", service=name)
             stopped.append(name)
@@ -234,7 +280,11 @@ def down(settings: Settings, services: tuple[str, ...] = SERVICES) -> list[str]:
 def status(settings: Settings) -> list[ServiceStatus]:
     """Each service: running, healthy, port, pid, memory, log path and probe detail."""
     result = []
-    ports = {"kafka": _kafka_port(settings), "cassandra": settings.cassandra.port}
+    ports = {
+        "kafka": _kafka_port(settings),
+        "cassandra": settings.cassandra.port,
+        "collector": settings.collector.port,
+    }
     for name, process in processes(settings).items():
         pid = process.pid()
         healthy, detail = _probe(settings, name) if pid is not None else (False, "not running")

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import CassandraSettings, KafkaSettings, LocalSettings, Settings
+from core.settings import (
+    CassandraSettings,
+    CollectorSettings,
+    KafkaSettings,
+    LocalSettings,
+    Settings,
+)
 from platformctl import platform
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -27,6 +33,7 @@ def isolated(settings: Settings, tmp_path: Path):
         update={
             "kafka": KafkaSettings(bootstrap_servers="127.0.0.1:19092"),
             "cassandra": CassandraSettings(port=19042),
+            "collector": CollectorSettings(port=18088),
             "local": LocalSettings(
                 state_dir=state, kafka_controller_port=19093, cassandra_storage_port=17000
             ),
@@ -51,18 +58,18 @@ def _our_pids(state: Path) -> list[int]:
 def test_up_status_down_up(local_platform, isolated):
     # local_platform: the jars are installed (the isolated state links to them).
     timings = platform.up(isolated, install_missing=False)
-    assert set(timings) == {"kafka", "cassandra"}
+    assert set(timings) == {"kafka", "cassandra", "collector"}
     rows = {row.name: row for row in platform.status(isolated)}
     assert all(row.healthy for row in rows.values()), rows
-    assert rows["kafka"].port == 19092 and rows["cassandra"].port == 19042
-    assert rows["kafka"].pid and rows["cassandra"].pid
+    assert [rows[n].port for n in ("kafka", "cassandra", "collector")] == [19092, 19042, 18088]
+    assert all(row.pid for row in rows.values())
     first_pids = {name: row.pid for name, row in rows.items()}
 
     # up while running is a no-op: same processes, nothing restarted.
-    assert platform.up(isolated, install_missing=False) == {"kafka": 0.0, "cassandra": 0.0}
+    assert platform.up(isolated, install_missing=False) == dict.fromkeys(rows, 0.0)
     assert {r.name: r.pid for r in platform.status(isolated)} == first_pids
 
-    assert sorted(platform.down(isolated)) == ["cassandra", "kafka"]
+    assert sorted(platform.down(isolated)) == ["cassandra", "collector", "kafka"]
     assert _our_pids(isolated.local.state_dir) == []  # down leaves nothing of ours running
     assert not any(row.running for row in platform.status(isolated))
 

@@ -1,0 +1,315 @@
+"""The collector: Segment's HTTP Tracking API in front of Kafka.
+
+``POST /v1/{track,page,screen,identify,alias,group}`` take one call,
+``/v1/batch`` and ``/v1/import`` take ``{"batch": [...]}``. Auth is HTTP
+Basic with the source's write key as user (or ``writeKey`` in the body), as
+Segment's libraries send it. An answer of 200 means every event of the
+request is durable in Kafka: accepted ones in the events topic, rejected ones
+(listed in the answer with their reasons) in the dead-letter topic. When
+Kafka cannot take them the answer is 503 with ``Retry-After`` and the client
+keeps the events.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import generate_latest
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from data_contracts import load_contract
+from data_contracts.derive import compile_validator
+from ingest.enrich import RequestFacts
+from ingest.intake import Intake
+from ingest.metrics import CollectorMetrics
+from ingest.producer import EventProducer, KafkaUnavailable, producer_config
+
+__all__ = ["SINGLE_CALLS", "create_app"]
+
+SINGLE_CALLS = ("track", "page", "screen", "identify", "alias", "group")
+_log = get_logger(__name__)
+
+_EVENT_BODY = {
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "description": "One Segment call; see data_contracts/web_events.",
+                "additionalProperties": True,
+            }
+        }
+    },
+    "required": True,
+}
+_BATCH_BODY = {
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["batch"],
+                "properties": {
+                    "batch": {"type": "array", "items": {"type": "object"}},
+                    "sentAt": {"type": "string", "format": "date-time"},
+                    "context": {"type": "object"},
+                },
+            }
+        }
+    },
+    "required": True,
+}
+
+
+def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"success": False, "error": code, "message": message}, status, headers)
+
+
+class _Refused(Exception):
+    def __init__(self, response: JSONResponse, reason: str) -> None:
+        self.response = response
+        self.reason = reason
+
+
+def create_app(settings: Settings, producer: EventProducer | None = None) -> FastAPI:
+    """Build the collector app; the producer is created at start-up unless given."""
+    contract = load_contract("web_events", 1)
+    intake = Intake(contract, compile_validator(contract), settings.collector.max_event_bytes)
+    sources = settings.collector.source_of()
+    metrics = CollectorMetrics()
+    events_topic, dlq_topic = settings.kafka.events_topic, settings.kafka.dlq_topic
+    limits = settings.collector
+    state: dict[str, EventProducer] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        state["producer"] = producer or EventProducer(
+            producer_config(settings.kafka, settings.collector), limits.delivery_timeout_s
+        )
+        log_event(
+            _log,
+            "collector.started",
+            topic=events_topic,
+            dlq=dlq_topic,
+            contract=contract.ref,
+            sources=sorted(sources.values()),
+        )
+        yield
+        left = state["producer"].close()
+        log_event(_log, "collector.stopped", undelivered=left)
+
+    app = FastAPI(
+        title="Web activity collector",
+        version=contract.version,
+        description=__doc__,
+        lifespan=lifespan,
+    )
+
+    def _source(request: Request, body: Any) -> str:
+        key = None
+        header = request.headers.get("authorization", "")
+        if header.lower().startswith("basic "):
+            try:
+                key = base64.b64decode(header[6:], validate=True).decode().split(":", 1)[0]
+            except (binascii.Error, UnicodeDecodeError):
+                raise _Refused(
+                    _error(401, "unauthorized", "Malformed Basic authorization header."), "auth"
+                ) from None
+        elif isinstance(body, dict) and isinstance(body.get("writeKey"), str):
+            key = body["writeKey"]
+        if not key:
+            raise _Refused(
+                _error(
+                    401,
+                    "unauthorized",
+                    "Send the source's write key as the HTTP Basic user.",
+                    **{"WWW-Authenticate": 'Basic realm="collector"'},
+                ),
+                "auth",
+            )
+        if key not in sources:
+            raise _Refused(_error(401, "unauthorized", "Unknown write key."), "auth")
+        return sources[key]
+
+    async def _body(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limits.max_request_bytes:
+            raise _Refused(_too_large(int(declared)), "too_large")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limits.max_request_bytes:
+                raise _Refused(_too_large(size), "too_large")
+            chunks.append(chunk)
+        try:
+            return orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError as exc:
+            raise _Refused(
+                _error(400, "invalid_json", f"The body is not valid JSON: {exc}"), "invalid_json"
+            ) from None
+
+    def _too_large(size: int) -> JSONResponse:
+        return _error(
+            413,
+            "too_large",
+            f"The request is {size} bytes or more; the limit is {limits.max_request_bytes} "
+            "bytes. Send smaller batches.",
+        )
+
+    async def _handle(request: Request, call_type: str | None, endpoint: str) -> Response:
+        received_at = datetime.now(UTC)
+        try:
+            body = await _body(request)
+            source_id = _source(request, body)
+            if call_type is None:
+                if not isinstance(body, dict) or not isinstance(body.get("batch"), list):
+                    raise _Refused(
+                        _error(
+                            400,
+                            "invalid_batch",
+                            'A batch body is a JSON object with a "batch" array of calls.',
+                        ),
+                        "invalid_batch",
+                    )
+                events, sent_at = body["batch"], body.get("sentAt")
+                batch_context = body.get("context")
+                if isinstance(batch_context, dict):
+                    events = [_with_context(e, batch_context) for e in events]
+            else:
+                events, sent_at = [body], None
+            response = await _route(events, call_type, sent_at, source_id, request, received_at)
+        except _Refused as refused:
+            metrics.request_errors.labels(refused.reason).inc()
+            response = refused.response
+        metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        return response
+
+    async def _route(
+        events: list[Any],
+        call_type: str | None,
+        sent_at: Any,
+        source_id: str,
+        request: Request,
+        received_at: datetime,
+    ) -> Response:
+        facts = RequestFacts(
+            received_at=received_at,
+            source_id=source_id,
+            contract_version=contract.version,
+            call_type=call_type,
+            sent_at=sent_at,
+            ip=request.client.host if request.client else None,
+        )
+        routed = intake.route(events, facts)
+        records = [(events_topic, r) for r in routed.accepted]
+        records += [(dlq_topic, r) for r in routed.dead_letters]
+        started = time.perf_counter()
+        try:
+            await state["producer"].deliver(records)
+        except KafkaUnavailable as exc:
+            metrics.request_errors.labels("kafka_unavailable").inc()
+            log_event(_log, "collector.kafka_unavailable", error=str(exc), events=len(events))
+            return _error(
+                503,
+                "kafka_unavailable",
+                f"The event log is unavailable ({exc}); nothing was kept. Retry later.",
+                **{"Retry-After": str(limits.retry_after_s)},
+            )
+        finally:
+            metrics.queue_depth.set(state["producer"].queue_depth)
+        metrics.produce_latency.observe(time.perf_counter() - started)
+        metrics.accepted.inc(len(routed.accepted))
+        metrics.dead_lettered.inc(len(routed.dead_letters))
+        for rejection in routed.rejections:
+            metrics.rejected.labels(rejection.reason).inc()
+        if call_type is not None and routed.rejections:
+            rejection = routed.rejections[0]
+            return JSONResponse(
+                {
+                    "success": False,
+                    "error": "invalid_event",
+                    "message": rejection.detail,
+                    "rejected": [rejection.as_dict()],
+                    "dead_lettered": True,
+                },
+                400,
+            )
+        return JSONResponse(
+            {
+                "success": True,
+                "accepted": len(routed.accepted),
+                "rejected": [r.as_dict() for r in routed.rejections],
+            }
+        )
+
+    for name in SINGLE_CALLS:
+        app.add_api_route(
+            f"/v1/{name}",
+            _single_endpoint(_handle, name),
+            methods=["POST"],
+            summary=f"Send one {name} call",
+            openapi_extra={"requestBody": _EVENT_BODY},
+        )
+    for name in ("batch", "import"):
+        app.add_api_route(
+            f"/v1/{name}",
+            _batch_endpoint(_handle, name),
+            methods=["POST"],
+            summary=f"Send many calls ({name})",
+            openapi_extra={"requestBody": _BATCH_BODY},
+        )
+
+    @app.get("/health", summary="Kafka reachable?")
+    async def health() -> JSONResponse:
+        p = state["producer"]
+        ok = not p.brokers_down and p.reachable(timeout_s=2.0)
+        return JSONResponse(
+            {
+                "status": "ok" if ok else "unavailable",
+                "kafka": "reachable" if ok else "down",
+                "queue_depth": p.queue_depth,
+                "contract": contract.ref,
+            },
+            200 if ok else 503,
+        )
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    async def prometheus() -> Response:
+        metrics.queue_depth.set(state["producer"].queue_depth)
+        return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def _with_context(event: Any, batch_context: dict[str, Any]) -> Any:
+    if not isinstance(event, dict):
+        return event
+    context = event.get("context")
+    if context is None:
+        return {**event, "context": batch_context}
+    if isinstance(context, dict):
+        return {**event, "context": {**batch_context, **context}}
+    return event
+
+
+def _single_endpoint(handle, name: str):
+    async def endpoint(request: Request) -> Response:
+        return await handle(request, name, f"/v1/{name}")
+
+    endpoint.__name__ = f"post_{name}"
+    return endpoint
+
+
+def _batch_endpoint(handle, name: str):
+    async def endpoint(request: Request) -> Response:
+        return await handle(request, None, f"/v1/{name}")
+
+    endpoint.__name__ = f"post_{name}"
+    return endpoint

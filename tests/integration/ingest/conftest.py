@@ -1,0 +1,108 @@
+"""A collector in this process (uvicorn on a free port) writing to per-test topics."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+
+from core.settings import CollectorSettings, Settings
+
+
+@dataclass(frozen=True)
+class RunningCollector:
+    url: str
+    settings: Settings
+    write_key: str = "test-write-key"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def consume_all(settings: Settings, topic: str, expected: int, timeout_s: float = 30) -> list:
+    """Read ``topic`` from the start until ``expected`` records arrived (or time is up)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        settings.kafka.client_config()
+        | {
+            "group.id": f"reader-{topic}-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    records = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                records.append(message)
+        # Anything beyond what we expected would be a duplicate or a stray: look briefly.
+        extra_deadline = time.monotonic() + 1.0
+        while time.monotonic() < extra_deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                records.append(message)
+    finally:
+        consumer.close()
+    return records
+
+
+@pytest.fixture
+def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCollector]:
+    from confluent_kafka.admin import AdminClient
+
+    from core.settings import KafkaSettings
+    from ingest.app import create_app
+    from ingest.topics import ensure_topics, platform_topics
+
+    topic = unique_name.replace("_", "-")
+    kafka = KafkaSettings(
+        **(
+            local_platform.kafka.model_dump()
+            | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
+        )
+    )
+    port = _free_port()
+    settings = local_platform.model_copy(
+        update={
+            "kafka": kafka,
+            "collector": CollectorSettings(
+                port=port,
+                write_keys={"test-site": "test-write-key"},
+                delivery_timeout_s=5,
+                retry_after_s=2,
+            ),
+        }
+    )
+    admin = AdminClient(kafka.client_config())
+    ensure_topics(admin, platform_topics(kafka))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "collector did not start"
+    yield RunningCollector(f"http://127.0.0.1:{port}", settings)
+    server.should_exit = True
+    thread.join(timeout=40)
+    admin.delete_topics([kafka.events_topic, kafka.dlq_topic])
+
+
+@pytest.fixture
+def consume():
+    """``consume(settings, topic, expected)`` -> the records of a topic, from the start."""
+    return consume_all
