@@ -3,8 +3,9 @@
 Pure functions of the raw event and the request's facts (receive time,
 source, batch-level fields), so they are easy to test and replay.
 
-Null fields are treated as absent, as Segment does. Event time follows Segment's definition: ``timestamp = receivedAt - (sentAt -
-originalTimestamp)``, which cancels a client clock that runs fast or slow.
+Null fields are treated as absent, as Segment does. Event time follows
+Segment's definition: ``timestamp = receivedAt - (sentAt - originalTimestamp)``,
+which cancels a client clock that runs fast or slow.
 ``originalTimestamp`` is the client's ``originalTimestamp``, else its
 ``timestamp`` (server libraries send ``timestamp``); without ``sentAt`` the
 client time is used as is; without any client time, ``receivedAt``.

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.simulator.clock import to_ms
 from ingest.simulator.config import SimulatorConfig
 from ingest.simulator.site import Site
 
@@ -89,6 +90,8 @@ class _Session:
     user: int
     slot: int
     page: int | None = None
+    path: str = ""
+    title: str = ""
     url: str = ""
     referrer: str = ""
     search: str = ""
@@ -121,7 +124,7 @@ def build_users(config: SimulatorConfig) -> tuple[User, ...]:
 def simulate_traffic(config: SimulatorConfig, site: Site, users: tuple[User, ...]) -> list[Draft]:
     """Clean events in the order they happen, until ``events`` or ``duration_s`` is reached."""
     rng = random.Random(f"{config.seed}/traffic")
-    clock = float(config.start.timestamp() * 1000)
+    clock = float(to_ms(config.start))
     end = clock + config.duration_s * 1000 if config.duration_s is not None else math.inf
     limit = config.events if config.events is not None else math.inf
     concurrency = max(1, min(config.users, round(config.rate * config.think_time_s)))
@@ -217,6 +220,7 @@ def _page_view(
 ) -> dict[str, Any]:
     page = site.pages[target]
     session.page, session.url = target, page.url + search
+    session.path, session.title = page.path, page.title
     session.referrer, session.search, session.next_page = referrer, search, None
     load = rng.lognormvariate(math.log(page.load_median_ms), page.load_sigma)
     properties: dict[str, Any] = {
@@ -260,9 +264,12 @@ def _call(
 
 
 def _context(user: User, session: _Session) -> dict[str, Any]:
-    page = {"path": "", "referrer": session.referrer, "title": "", "url": session.url}
-    if session.url:
-        page["path"] = session.url.removeprefix("https://www.example.com").split("?")[0]
+    page = {
+        "path": session.path,
+        "referrer": session.referrer,
+        "title": session.title,
+        "url": session.url,
+    }
     context: dict[str, Any] = {
         "page": page,
         "userAgent": user.user_agent,
