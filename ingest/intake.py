@@ -7,6 +7,7 @@ topic. Nothing is dropped.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,7 +96,10 @@ class Intake:
                 "invalid:event", f"an event must be a JSON object, got {_kind(event)}"
             )
         enriched = enrich(event, facts)
-        value = orjson.dumps(enriched)
+        try:
+            value = orjson.dumps(enriched)
+        except TypeError as exc:  # e.g. lone surrogates in a string
+            raise EnrichError("invalid:encoding", f"the event cannot be encoded: {exc}") from None
         if len(value) > self._max_event_bytes:
             raise EnrichError(
                 "too_large",
@@ -123,9 +127,18 @@ class Intake:
             "received_at": format_ts(facts.received_at),
             "source_id": facts.source_id,
         }
+        try:
+            value = orjson.dumps(letter, default=repr)
+        except TypeError:  # keep the letter even when the payload is not valid UTF-8
+            value = json.dumps(letter, default=repr, ensure_ascii=True).encode()
+        key = (
+            rejection.message_id.encode("utf-8", "backslashreplace")
+            if rejection.message_id
+            else None
+        )
         return Record(
-            key=rejection.message_id.encode() if rejection.message_id else None,
-            value=orjson.dumps(letter, default=repr),
+            key=key,
+            value=value,
             headers=[
                 ("content-type", b"application/json"),
                 ("contract", self._contract_header),

@@ -71,7 +71,7 @@ class User:
     """How far the device clock is off, in milliseconds (0 for most)."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Draft:
     """One clean event on its way to the wire (times in epoch milliseconds)."""
 
