@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +44,15 @@ class RequestFacts:
     """Batch-level ``sentAt``, used when an event has none."""
     ip: str | None = None
 
+    @cached_property
+    def received_at_text(self) -> str:
+        return format_ts(self.received_at)
+
+    @cached_property
+    def batch_sent_at(self) -> datetime | None:
+        """The batch-level sentAt, parsed once per request."""
+        return parse_ts(self.sent_at, "sentAt")
+
 
 def parse_ts(value: Any, field: str) -> datetime | None:
     """Parse an ISO-8601 timestamp (``Z`` or offset); naive times are taken as UTC."""
@@ -61,16 +71,25 @@ def parse_ts(value: Any, field: str) -> datetime | None:
 
 def format_ts(moment: datetime) -> str:
     """ISO-8601 in UTC with milliseconds and ``Z``, the one format the platform writes."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
-def _without_nulls(value: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+def _has_nulls(value: dict[str, Any]) -> bool:
+    return None in value.values() or any(
+        isinstance(item, dict) and key != "traits" and _has_nulls(item)
+        for key, item in value.items()
+    )
+
+
+def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:
     """Segment libraries send absent fields as null (``"userId": null``); null means absent.
 
     ``traits`` are kept as sent: there a null can mean "unset this trait".
     """
     return {
-        key: _without_nulls(item, depth + 1) if isinstance(item, dict) and key != "traits" else item
+        key: _without_nulls(item) if isinstance(item, dict) and key != "traits" else item
         for key, item in value.items()
         if item is not None
     }
@@ -85,13 +104,13 @@ def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
                 "invalid:type", f"type {declared!r} sent to the /v1/{facts.call_type} endpoint"
             )
     original = parse_ts(event.get("originalTimestamp", event.get("timestamp")), "timestamp")
-    sent_at = parse_ts(event.get("sentAt", facts.sent_at), "sentAt")
+    sent_at = parse_ts(event["sentAt"], "sentAt") if "sentAt" in event else facts.batch_sent_at
     if original is not None and sent_at is not None:
         moment = facts.received_at - (sent_at - original)
     else:
         moment = original or facts.received_at
 
-    enriched = _without_nulls(event)
+    enriched = _without_nulls(event) if _has_nulls(event) else dict(event)
     message_id = event.get("messageId")
     if message_id is None or message_id == "":
         message_id = f"gen-{uuid.uuid4()}"
@@ -99,12 +118,12 @@ def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
     enriched["event_id"] = message_id
     if facts.call_type is not None:
         enriched["type"] = facts.call_type
-    if original is not None:
-        enriched["originalTimestamp"] = format_ts(original)
-    if sent_at is not None:
-        enriched["sentAt"] = format_ts(sent_at)
+    if original is not None and "originalTimestamp" not in enriched:
+        enriched["originalTimestamp"] = enriched["timestamp"]  # as the client sent it
+    if sent_at is not None and "sentAt" not in enriched:
+        enriched["sentAt"] = facts.sent_at
     enriched["timestamp"] = format_ts(moment)
-    enriched["receivedAt"] = format_ts(facts.received_at)
+    enriched["receivedAt"] = facts.received_at_text
     enriched["source_id"] = facts.source_id
     enriched["contract_version"] = facts.contract_version
     if facts.ip is not None:

@@ -64,7 +64,8 @@ class SimulatorConfig:
     def __post_init__(self) -> None:
         if (self.events is None) == (self.duration_s is None):
             raise ValueError(
-                "Set exactly one of events (a count) and duration_s (simulated seconds); "
+                "Set exactly one of events (a count) and duration_s (simulated seconds; "
+                "pass events=None with it); "
                 f"got events={self.events!r}, duration_s={self.duration_s!r}."
             )
         if self.events is not None and self.events < 1:

@@ -1,0 +1,231 @@
+"""Collector throughput: HTTP -> validated -> acknowledged by Kafka, vs a raw produce loop.
+
+Runs on the local platform (``make up`` first, or it brings Kafka up). In one
+run it measures:
+
+1. **collector**: a real collector process (``python -m ingest``) on a
+   bench-only topic, driven by concurrent HTTP clients posting Segment
+   ``/v1/batch`` requests; events/s acknowledged and request latency p50/p99.
+2. **raw**: a confluent-kafka produce loop of the same enriched records with
+   the same producer settings (idempotent, acks=all, lz4, linger), waiting for
+   every acknowledgement; events/s.
+
+and prints both with the ratio. Timings are printed, never asserted.
+
+    .venv/bin/python -m bench.collector_throughput --seconds 20 --batch 100 --concurrency 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+
+import httpx
+
+from core.settings import CollectorSettings, KafkaSettings, load_settings, settings_env
+from ingest.producer import producer_config
+from platformctl import platform
+from platformctl.process import port_open
+
+WRITE_KEY = "bench-write-key"
+
+
+def _events(count: int, run: str) -> list[dict]:
+    now = datetime.now(UTC).isoformat()
+    return [
+        {
+            "type": "page" if i % 5 else "track",
+            "event": "Element Clicked" if i % 5 == 0 else None,
+            "messageId": f"{run}-{i}",
+            "anonymousId": f"user-{i % 5000}",
+            "properties": {
+                "path": f"/page/{i % 200}",
+                "title": "Bench page",
+                "load_time_ms": 120 + i % 900,
+            },
+            "context": {
+                "page": {"url": f"https://shop.example/page/{i % 200}", "path": f"/page/{i % 200}"},
+                "userAgent": "Mozilla/5.0 (X11; Linux x86_64) bench",
+                "library": {"name": "bench", "version": "1"},
+            },
+            "originalTimestamp": now,
+        }
+        for i in range(count)
+    ]
+
+
+def _start_collector(settings, port: int) -> subprocess.Popen:
+    env = {**os.environ, **settings_env(settings)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ingest", "--instance", f"bench-{port}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not port_open(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"bench collector did not start: {proc.stderr.read().decode()}")
+        time.sleep(0.1)
+    return proc
+
+
+async def _drive(
+    url: str, bodies: list[bytes], per_body: int, seconds: float, concurrency: int
+) -> dict:
+    latencies: list[float] = []
+    accepted = 0
+    errors = 0
+    stop_at = time.perf_counter() + seconds
+    auth = httpx.BasicAuth(WRITE_KEY, "")
+
+    async def worker(offset: int) -> None:
+        nonlocal accepted, errors
+        async with httpx.AsyncClient(base_url=url, auth=auth, timeout=30) as client:
+            i = offset
+            while time.perf_counter() < stop_at:
+                body = bodies[i % len(bodies)]
+                i += concurrency
+                started = time.perf_counter()
+                answer = await client.post(
+                    "/v1/batch", content=body, headers={"content-type": "application/json"}
+                )
+                latencies.append(time.perf_counter() - started)
+                if answer.status_code == 200:
+                    accepted += answer.json()["accepted"]
+                else:
+                    errors += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(n) for n in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "events_per_s": accepted / elapsed,
+        "requests": len(latencies),
+        "errors": errors,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))],
+        "events_per_request": per_body,
+    }
+
+
+def _raw_loop(settings, values: list[tuple[bytes, bytes]], seconds: float) -> dict:
+    from confluent_kafka import Producer
+
+    producer = Producer(producer_config(settings.kafka, settings.collector))
+    topic = settings.kafka.events_topic
+    acked = 0
+
+    def on_delivery(error, _message) -> None:
+        nonlocal acked
+        if error is None:
+            acked += 1
+
+    started = time.perf_counter()
+    i = 0
+    while time.perf_counter() - started < seconds:
+        key, value = values[i % len(values)]
+        try:
+            producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.05)
+            continue
+        i += 1
+        if i % 1000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    elapsed = time.perf_counter() - started
+    return {"events_per_s": acked / elapsed, "events": acked}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--batch", type=int, default=100, help="events per HTTP request")
+    parser.add_argument("--concurrency", type=int, default=8, help="concurrent HTTP clients")
+    parser.add_argument("--port", type=int, default=18188)
+    args = parser.parse_args(argv)
+
+    base = load_settings()
+    platform.up(base, ("kafka",))
+    run = uuid.uuid4().hex[:8]
+    settings = base.model_copy(
+        update={
+            "kafka": KafkaSettings(
+                **(
+                    base.kafka.model_dump()
+                    | {"events_topic": f"bench.events.{run}", "dlq_topic": f"bench.dlq.{run}"}
+                )
+            ),
+            "collector": CollectorSettings(port=args.port, write_keys={"bench": WRITE_KEY}),
+        }
+    )
+    from confluent_kafka.admin import AdminClient
+
+    from ingest.topics import ensure_topics, platform_topics
+
+    admin = AdminClient(settings.kafka.client_config())
+    ensure_topics(admin, platform_topics(settings.kafka))
+
+    events = [{k: v for k, v in e.items() if v is not None} for e in _events(50_000, run)]
+    bodies = [
+        json.dumps(
+            {"batch": events[i : i + args.batch], "sentAt": events[i]["originalTimestamp"]}
+        ).encode()
+        for i in range(0, len(events), args.batch)
+    ]
+    print(
+        f"[bench] {len(events)} distinct events, {len(bodies)} request bodies of "
+        f"{args.batch} events (~{len(bodies[0]) // 1024} KB), {args.concurrency} clients, "
+        f"{args.seconds:.0f}s per side",
+        flush=True,
+    )
+
+    proc = _start_collector(settings, args.port)
+    try:
+        collector = asyncio.run(
+            _drive(
+                f"http://127.0.0.1:{args.port}", bodies, args.batch, args.seconds, args.concurrency
+            )
+        )
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+    # The raw loop produces the same enriched records the collector writes.
+    from data_contracts import load_contract
+    from data_contracts.derive import compile_validator
+    from ingest.enrich import RequestFacts
+    from ingest.intake import Intake
+
+    contract = load_contract()
+    intake = Intake(contract, compile_validator(contract), settings.collector.max_event_bytes)
+    facts = RequestFacts(datetime.now(UTC), "bench", contract.version)
+    records = intake.route(events, facts).accepted
+    raw = _raw_loop(settings, [(r.key, r.value) for r in records], args.seconds)
+    admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
+
+    ratio = collector["events_per_s"] / raw["events_per_s"]
+    print(
+        f"[bench] collector: {collector['events_per_s']:,.0f} events/s acknowledged "
+        f"({collector['requests']} requests, {collector['errors']} errors), "
+        f"request p50 {collector['p50_ms']:.1f} ms, p99 {collector['p99_ms']:.1f} ms"
+    )
+    print(f"[bench] raw confluent-kafka loop: {raw['events_per_s']:,.0f} events/s acknowledged")
+    print(f"[bench] ratio collector/raw: {ratio:.0%}")
+    print(json.dumps({"collector": collector, "raw": raw, "ratio": ratio, "cores": os.cpu_count()}))
+
+
+if __name__ == "__main__":
+    main()
