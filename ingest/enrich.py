@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 __all__ = ["EnrichError", "RequestFacts", "enrich", "format_ts", "parse_ts"]
