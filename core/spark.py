@@ -57,6 +57,7 @@ def spark_conf(
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
+        "spark.sql.debug.maxToStringFields": "500",
         "spark.ui.enabled": str(spark.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.jars": ",".join(spark.jars if spark.jars is not None else jars),

@@ -1,18 +1,19 @@
-"""``make demo``: bring the platform up and run the path end to end, saying what it does.
+"""``make demo``: bring the platform up, send website traffic, show what it answers.
 
-At this stage the demo proves every real part together: events go into the
-Kafka log, Spark reads the log with the Kafka connector into a Delta table,
-a per-page count is upserted into Cassandra and read back, and Airflow's DAGs
-load. Later stages grow this into the full story (collector, speed layer,
-batch DAG run, merged answers).
+At this stage the story is: the platform starts (Kafka, Cassandra, the
+collector); the simulator sends realistic sessions through the collector,
+with duplicates, skewed clocks and some invalid events; Spark reads the Kafka
+log with the contract's schema into a Delta table, deduplicates on event_id
+and counts page views per minute; the counts are upserted into Cassandra, read
+back and compared with the simulator's ground truth. Later stages add the
+speed layer, a batch DAG run and the merged serving answers.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import uuid
-from datetime import UTC, datetime
+from collections import Counter
 
 from core.settings import Settings
 from platformctl import platform
@@ -24,11 +25,9 @@ def _say(step: str, text: str) -> None:
     print(f"[demo] {step:<10} {text}", flush=True)
 
 
-def run_demo(settings: Settings, events: int = 500) -> dict[str, int]:
-    from confluent_kafka import Producer
-
-    from core.cassandra import connect
+def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     from core.spark import build_spark_session
+    from ingest.simulator import SimulatorConfig, build_truth, generate, send
     from platformctl.install import install
 
     install(settings)
@@ -37,92 +36,123 @@ def run_demo(settings: Settings, events: int = 500) -> dict[str, int]:
     for row in platform.status(settings):
         _say("status", f"{row.name}: pid {row.pid}, port {row.port}, {row.detail}")
 
-    run_id = uuid.uuid4().hex[:8]
-    # A topic of its own: the events topic takes only contract-validated events.
-    topic = "platform.demo.smoke"
-    from confluent_kafka.admin import AdminClient
-
-    from ingest.topics import TopicSpec, ensure_topics
-
-    ensure_topics(
-        AdminClient(settings.kafka.client_config()),
-        [TopicSpec(topic, 1, settings.kafka.replication_factor, {"retention.ms": "86400000"})],
+    config = SimulatorConfig(
+        seed=int(time.time()),
+        events=events,
+        rate=events / 60,
+        duplicate_rate=0.03,
+        skewed_client_rate=0.1,
+        invalid_rate=0.02,
+        late_rate=0.01,
     )
-    producer = Producer(
-        settings.kafka.client_config() | {"enable.idempotence": True, "acks": "all"}
+    source, write_key = next(iter(settings.collector.write_keys.items()))
+    url = f"http://127.0.0.1:{settings.collector.port}"
+    _say(
+        "simulator",
+        f"sending {events} events over ~60s (live clock, 3% duplicates, "
+        "10% skewed clients, 2% invalid)",
     )
-    pages = ["/", "/pricing", "/docs", "/blog", "/signup"]
-    now = datetime.now(UTC).isoformat()
-    for i in range(events):
-        user = f"demo-{run_id}-user-{i % 37}"
-        event = {
-            "messageId": f"{run_id}-{i}",
-            "type": "page",
-            "anonymousId": user,
-            "properties": {"path": pages[i % len(pages)]},
-            "timestamp": now,
-            "demo_run": run_id,
-        }
-        producer.produce(topic, key=user, value=json.dumps(event))
-    producer.flush(30)
-    _say("kafka", f"produced {events} page events to {topic} (run {run_id}), acks=all")
+    report = send(
+        generate(config),
+        url,
+        write_key.get_secret_value(),
+        rate=config.rate,
+        progress=True,
+        time_mode="live",
+    )
+    truth = build_truth(list(report.events))
+    _say(
+        "collector",
+        f"{report.sent} calls sent as source {source!r}: {report.accepted} "
+        f"accepted, {report.rejected} dead-lettered "
+        f"{dict(Counter(report.rejected_by_reason))}",
+    )
 
     spark = build_spark_session(settings, app_name="demo")
+    answer = _count_page_views(spark, settings, {e.message_id for e in report.events})
+    expected = truth.page_views_per_minute
+    _say(
+        "spark",
+        f"read {settings.kafka.events_topic} with the contract schema, deduplicated "
+        f"on event_id: {sum(answer.values())} page views in {len(answer)} minutes",
+    )
+    stored = _upsert_and_read_back(settings, answer)
+    _say(
+        "cassandra",
+        "page views per minute, upserted and read back: "
+        + json.dumps(dict(sorted(stored.items())[-5:]))
+        + " (last 5 minutes)",
+    )
+    moved = sum(abs(stored.get(m, 0) - expected.get(m, 0)) for m in expected | stored) // 2
+    _say(
+        "truth",
+        f"ground truth: {sum(expected.values())} page views; platform: "
+        f"{sum(stored.values())}; per minute equal except {moved} event(s) that "
+        "network latency moved across a minute boundary",
+    )
+    if sum(stored.values()) != sum(expected.values()):
+        raise RuntimeError(f"Demo answer differs from the ground truth: {stored} != {expected}")
+    _say(
+        "done",
+        f"`make status` shows the services; the collector listens on {url}; "
+        "`make down` stops everything.",
+    )
+    return stored
+
+
+def _count_page_views(spark, settings: Settings, message_ids: set[str]) -> dict[str, int]:
     from pyspark.sql import functions as F
 
+    from data_contracts import load_contract
+    from data_contracts.derive import to_spark_schema
+
+    schema = to_spark_schema(load_contract())
     raw = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
-        .option("subscribe", topic)
+        .option("subscribe", settings.kafka.events_topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
         .load()
     )
-    mine = raw.select(F.col("value").cast("string").alias("value"), "partition", "offset").where(
-        F.get_json_object("value", "$.demo_run") == run_id
-    )
-    table = f"{settings.lake.root}/demo/raw_events"
-    started = time.monotonic()
-    mine.write.format("delta").mode("append").save(table)
-    stored = (
-        spark.read.format("delta")
-        .load(table)
-        .where(F.get_json_object("value", "$.demo_run") == run_id)
-    )
-    _say(
-        "delta",
-        f"Spark read the log and appended {stored.count()} rows to {table} "
-        f"({time.monotonic() - started:.1f}s)",
-    )
-    per_page = {
-        row.path: row.views
-        for row in stored.groupBy(F.get_json_object("value", "$.properties.path").alias("path"))
-        .agg(F.count("*").alias("views"))
+    table = f"{settings.lake.root}/demo/events"
+    raw.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select(
+        "e.*"
+    ).write.format("delta").mode("overwrite").save(table)
+    events = spark.read.format("delta").load(table)
+    this_run = events.where(F.col("event_id").isin(list(message_ids)))
+    per_minute = (
+        this_run.dropDuplicates(["event_id"])
+        .where(F.col("type") == "page")
+        .groupBy(
+            F.date_format(F.date_trunc("minute", "timestamp"), "yyyy-MM-dd'T'HH:mm:00'Z'").alias(
+                "minute"
+            )
+        )
+        .count()
         .collect()
-    }
+    )
+    return {row.minute: row["count"] for row in per_minute}
+
+
+def _upsert_and_read_back(settings: Settings, per_minute: dict[str, int]) -> dict[str, int]:
+    from core.cassandra import connect
 
     cluster, session = connect(settings.cassandra)
+    keyspace = settings.cassandra.keyspace
     try:
-        keyspace = settings.cassandra.keyspace
         session.execute(
-            f"CREATE TABLE IF NOT EXISTS {keyspace}.demo_page_views "
-            "(run text, path text, views bigint, PRIMARY KEY ((run), path))"
+            f"CREATE TABLE IF NOT EXISTS {keyspace}.demo_page_views_per_minute "
+            "(minute text PRIMARY KEY, views bigint)"
         )
         upsert = session.prepare(
-            f"INSERT INTO {keyspace}.demo_page_views (run, path, views) VALUES (?, ?, ?)"
+            f"INSERT INTO {keyspace}.demo_page_views_per_minute (minute, views) VALUES (?, ?)"
         )
-        for path, views in per_page.items():
-            session.execute(upsert, (run_id, path, views))
-        read = session.prepare(f"SELECT path, views FROM {keyspace}.demo_page_views WHERE run = ?")
-        answer = {row.path: row.views for row in session.execute(read, (run_id,))}
+        read = session.prepare(
+            f"SELECT views FROM {keyspace}.demo_page_views_per_minute WHERE minute = ?"
+        )
+        for minute, views in per_minute.items():
+            session.execute(upsert, (minute, views))
+        return {minute: session.execute(read, (minute,)).one().views for minute in per_minute}
     finally:
         cluster.shutdown()
-    _say("cassandra", f"page views per path, upserted and read back: {answer}")
-    if answer != per_page or sum(answer.values()) != events:
-        raise RuntimeError(f"Demo answer {answer} does not match what was sent ({events}).")
-    _say(
-        "done",
-        f"{events} events sent = {sum(answer.values())} counted. "
-        "`make status` shows the services; `make down` stops them.",
-    )
-    return answer
