@@ -118,6 +118,13 @@ async def _drive(
     }
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _raw_loop(settings, values: list[tuple[bytes, bytes]], seconds: float) -> dict:
     from confluent_kafka import Producer
 
@@ -194,23 +201,28 @@ def main(argv: list[str] | None = None) -> None:
 
     proc = _start_collector(settings, args.port)
     try:
+        cpu_before = _cpu_seconds(proc.pid)
         collector = asyncio.run(
             _drive(
                 f"http://127.0.0.1:{args.port}", bodies, args.batch, args.seconds, args.concurrency
             )
         )
+        cpu = _cpu_seconds(proc.pid) - cpu_before
+        acknowledged = collector["events_per_s"] * args.seconds
+        collector["cpu_us_per_event"] = 1e6 * cpu / max(1.0, acknowledged)
+        collector["cpu_cores_used"] = cpu / args.seconds
     finally:
         proc.terminate()
         proc.wait(30)
 
     # The raw loop produces the same enriched records the collector writes.
     from data_contracts import load_contract
-    from data_contracts.derive import compile_validator
+    from data_contracts.derive import compile_fast_validator
     from ingest.enrich import RequestFacts
     from ingest.intake import Intake
 
     contract = load_contract()
-    intake = Intake(contract, compile_validator(contract), settings.collector.max_event_bytes)
+    intake = Intake(contract, compile_fast_validator(contract), settings.collector.max_event_bytes)
     facts = RequestFacts(datetime.now(UTC), "bench", contract.version)
     records = intake.route(events, facts).accepted
     raw = _raw_loop(settings, [(r.key, r.value) for r in records], args.seconds)
@@ -220,7 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"[bench] collector: {collector['events_per_s']:,.0f} events/s acknowledged "
         f"({collector['requests']} requests, {collector['errors']} errors), "
-        f"request p50 {collector['p50_ms']:.1f} ms, p99 {collector['p99_ms']:.1f} ms"
+        f"request p50 {collector['p50_ms']:.1f} ms, p99 {collector['p99_ms']:.1f} ms; "
+        f"collector CPU {collector['cpu_us_per_event']:.0f} us/event "
+        f"({collector['cpu_cores_used']:.2f} cores)"
     )
     print(f"[bench] raw confluent-kafka loop: {raw['events_per_s']:,.0f} events/s acknowledged")
     print(f"[bench] ratio collector/raw: {ratio:.0%}")

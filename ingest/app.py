@@ -27,7 +27,7 @@ from prometheus_client import generate_latest
 from core.log import get_logger, log_event
 from core.settings import Settings
 from data_contracts import load_contract
-from data_contracts.derive import compile_validator
+from data_contracts.derive import compile_fast_validator
 from ingest.enrich import RequestFacts
 from ingest.intake import Intake
 from ingest.metrics import CollectorMetrics
@@ -81,7 +81,7 @@ class _Refused(Exception):
 def create_app(settings: Settings, producer: EventProducer | None = None) -> FastAPI:
     """Build the collector app; the producer is created at start-up unless given."""
     contract = load_contract("web_events", 1)
-    intake = Intake(contract, compile_validator(contract), settings.collector.max_event_bytes)
+    intake = Intake(contract, compile_fast_validator(contract), settings.collector.max_event_bytes)
     sources = settings.collector.source_of()
     metrics = CollectorMetrics()
     events_topic, dlq_topic = settings.kafka.events_topic, settings.kafka.dlq_topic

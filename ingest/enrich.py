@@ -77,10 +77,12 @@ def format_ts(moment: datetime) -> str:
 
 
 def _has_nulls(value: dict[str, Any]) -> bool:
-    return None in value.values() or any(
-        isinstance(item, dict) and key != "traits" and _has_nulls(item)
-        for key, item in value.items()
-    )
+    for key, item in value.items():
+        if item is None:
+            return True
+        if type(item) is dict and key != "traits" and _has_nulls(item):
+            return True
+    return False
 
 
 def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:

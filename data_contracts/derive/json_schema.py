@@ -17,7 +17,7 @@ from open_data_contract_standard.model import SchemaProperty
 
 from data_contracts.contract import Contract, ContractError
 
-__all__ = ["ValidationFailure", "compile_validator", "to_json_schema"]
+__all__ = ["ValidationFailure", "compile_rule", "compile_validator", "to_json_schema"]
 
 _JSON_TYPES = {
     "string": "string",
@@ -92,7 +92,7 @@ class ValidationFailure(ValueError):
         self.detail = detail
 
 
-def _compile_rule(rule: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+def compile_rule(rule: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
     """A fast predicate for the rule shapes contracts use; any other shape via fastjsonschema.
 
     Cross-field rules are checked in plain Python because fastjsonschema evaluates
@@ -102,7 +102,17 @@ def _compile_rule(rule: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
     any_of = rule.get("anyOf")
     if set(rule) == {"anyOf"} and all(set(b) == {"required"} for b in any_of):
         groups = [tuple(branch["required"]) for branch in any_of]
-        return lambda event: any(all(f in event for f in group) for group in groups)
+
+        def any_group_present(event: dict[str, Any]) -> bool:
+            for group in groups:
+                for name in group:
+                    if name not in event:
+                        break
+                else:
+                    return True
+            return False
+
+        return any_group_present
     condition, then = rule.get("if", {}), rule.get("then", {})
     consts = {k: v.get("const") for k, v in condition.get("properties", {}).items()}
     if (
@@ -112,10 +122,15 @@ def _compile_rule(rule: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
         and set(then) == {"required"}
     ):
         needed = tuple(then["required"])
-        return lambda event: (
-            any(event.get(k, _ABSENT) != v for k, v in consts.items())
-            or all(f in event for f in needed)
-        )
+        conditions = tuple(consts.items())
+
+        def then_holds(event: dict[str, Any]) -> bool:
+            for key, value in conditions:
+                if event.get(key, _ABSENT) != value:
+                    return True  # the condition does not apply
+            return all(name in event for name in needed)
+
+        return then_holds
     import fastjsonschema
 
     check = fastjsonschema.compile(rule)
@@ -146,7 +161,7 @@ def compile_validator(contract: Contract) -> Callable[[dict[str, Any]], None]:
     fields_only = {key: value for key, value in schema.items() if key != "allOf"}
     check = fastjsonschema.compile(fields_only)
     rules = [
-        (str(q.name), str(q.description or q.name), _compile_rule(q.implementation))
+        (str(q.name), str(q.description or q.name), compile_rule(q.implementation))
         for q in contract.schema.quality or []
         if q.type == "custom" and q.engine == "jsonschema" and isinstance(q.implementation, dict)
     ]

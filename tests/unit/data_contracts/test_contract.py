@@ -6,7 +6,12 @@ import pytest
 
 from data_contracts import ContractError, load_contract
 from data_contracts.compat import FieldShape, breaking_changes, check_compatibility, shape_of
-from data_contracts.derive import ValidationFailure, compile_validator, to_json_schema
+from data_contracts.derive import (
+    ValidationFailure,
+    compile_fast_validator,
+    compile_validator,
+    to_json_schema,
+)
 
 VALID = {
     "event_id": "e1",
@@ -27,9 +32,11 @@ def contract():
     return load_contract("web_events", 1)
 
 
-@pytest.fixture(scope="module")
-def validate(contract):
-    return compile_validator(contract)
+@pytest.fixture(scope="module", params=["json_schema", "msgspec"])
+def validate(contract, request):
+    """Every validator test runs against both derived validators: they must agree."""
+    compile_ = compile_validator if request.param == "json_schema" else compile_fast_validator
+    return compile_(contract)
 
 
 def test_contract_is_odcs_and_describes_the_kafka_record(contract):
@@ -143,3 +150,29 @@ def test_compatible_changes_pass(contract):
 def test_unknown_contract_names_what_exists():
     with pytest.raises(ContractError, match="Available"):
         load_contract("web_events", 9)
+
+
+def test_both_validators_agree_on_simulated_traffic(contract):
+    from datetime import UTC, datetime
+
+    from ingest.enrich import EnrichError, RequestFacts, enrich
+    from ingest.simulator import SimulatorConfig, generate
+
+    reference, fast = compile_validator(contract), compile_fast_validator(contract)
+    facts = RequestFacts(datetime.now(UTC), "site", contract.version)
+    outcomes = []
+    for sim in generate(SimulatorConfig(seed=3, events=2000, invalid_rate=0.2)):
+        try:
+            event = enrich(sim.payload, facts)
+        except (EnrichError, AttributeError, TypeError):
+            continue  # not an object: never reaches a validator
+        verdicts = []
+        for check in (reference, fast):
+            try:
+                check(event)
+                verdicts.append("ok")
+            except ValidationFailure as exc:
+                verdicts.append(exc.reason)
+        outcomes.append(verdicts)
+    assert all(a == b for a, b in outcomes), [o for o in outcomes if o[0] != o[1]][:5]
+    assert sum(1 for a, _ in outcomes if a != "ok") > 100  # the corpus has invalid events
