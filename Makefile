@@ -14,7 +14,7 @@ demo: install  ## start the platform, send traffic, print merged answers
 test: install  ## every test, against the real local Kafka, Cassandra, Spark, Delta and Airflow
 	$(BIN)/python -m pytest
 
-unit: $(STAMP)  ## only the fast tests that need no service
+unit: install  ## only the tests that need no service (Spark runs in-process)
 	$(BIN)/python -m pytest -m "not integration"
 
 install: $(STAMP)  ## Python env, JVM jars from Maven Central, Airflow's own env (no-op when done)

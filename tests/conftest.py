@@ -20,3 +20,18 @@ def unique_name(request: pytest.FixtureRequest) -> str:
     """A name no other test uses: for topics, keyspaces, tables and paths."""
     test = "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:24]
     return f"t_{test}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings):
+    """The one local SparkSession of the test run (Delta, Kafka connector, RocksDB).
+
+    Every test that needs Spark uses this fixture: a JVM holds one session
+    config, so a second, differently configured session would silently be
+    the first one.
+    """
+    from core.spark import build_spark_session
+
+    session = build_spark_session(settings, app_name="tests")
+    yield session
+    session.stop()

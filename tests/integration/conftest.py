@@ -42,16 +42,6 @@ def local_platform(settings: Settings) -> Iterator[Settings]:
         platform.down(settings, to_stop)
 
 
-@pytest.fixture(scope="session")
-def spark(settings: Settings):
-    """One shared local SparkSession with Delta and the Kafka connector."""
-    from core.spark import build_spark_session
-
-    session = build_spark_session(settings, app_name="tests")
-    yield session
-    session.stop()
-
-
 @pytest.fixture
 def kafka_admin(local_platform: Settings):
     from confluent_kafka.admin import AdminClient

@@ -1,0 +1,109 @@
+"""Merging partial view rows into coarser ones (hours, days, a whole range, fewer keys).
+
+Every view row is a *partial*: counts and sums add, maxima take the larger,
+sketches union. :func:`merge_partials` applies that rule to any set of rows
+of one view, and its output is again partial rows of the same shape, so
+merges compose (minutes -> hours -> a range; batch rows + speed rows).
+:func:`estimates` turns sketch columns into numbers for an answer.
+Batch DataFrames only (serving and the batch layer use them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from views.spec import Measure, ViewSpec
+
+__all__ = ["PERIODS", "estimates", "merge_partials"]
+
+PERIODS = ("minute", "hour", "day", "week", "month", "year")
+"""Periods :func:`merge_partials` can group windows by (``date_trunc`` units, UTC)."""
+
+
+def _merged(measure: Measure) -> Column:
+    column = F.col(measure.name)
+    if measure.kind in ("count", "sum"):
+        merged = F.sum(column)
+    elif measure.kind == "max":
+        merged = F.max(column)
+    elif measure.kind == "hll":
+        # Sketches built with another lgConfigK (a past setting) union at the smaller one.
+        merged = F.hll_union_agg(column, True)
+    else:
+        merged = F.kll_merge_agg_double(column)
+    return merged.alias(measure.name)
+
+
+def merge_partials(
+    rows: DataFrame,
+    spec: ViewSpec,
+    *,
+    period: str | None = None,
+    keys: Sequence[str] | None = None,
+) -> DataFrame:
+    """Merge rows of view ``spec`` per ``period`` (or over all of them) and ``keys``.
+
+    ``period``: ``None`` merges every window of ``rows`` into one row per key
+    (filter ``rows`` to the range first) and drops ``window_start``; a unit of
+    :data:`PERIODS` keeps ``window_start``, truncated to that unit.
+    ``keys``: the keys to keep, default all of ``spec.keys``; ``()`` merges
+    across keys (e.g. visitors of the whole site from per-page rows).
+    Output columns: ``[window_start], *keys, *measures``, same types as the input.
+    """
+    missing = [c for c in spec.columns if c not in rows.columns]
+    if missing:
+        raise ValueError(
+            f"merge_partials({spec.name!r}): rows lack columns {missing}; "
+            f"expected the view's columns {list(spec.columns)}."
+        )
+    if period is not None and period not in PERIODS:
+        raise ValueError(f"period must be None or one of {', '.join(PERIODS)}; got {period!r}.")
+    kept = tuple(spec.keys if keys is None else keys)
+    unknown = [k for k in kept if k not in spec.keys]
+    if unknown or isinstance(keys, str):
+        raise ValueError(
+            f"keys must be a sequence of keys of view {spec.name!r} {list(spec.keys)}; "
+            f"got {keys!r}."
+        )
+    groups = [F.col(k) for k in kept]
+    if period is not None:
+        groups.insert(0, F.date_trunc(period, "window_start").alias("window_start"))
+    return rows.groupBy(*groups).agg(*(_merged(m) for m in spec.measures))
+
+
+def _quantile_name(name: str, q: float) -> str:
+    return f"{name}_p{q * 100:g}".replace(".", "_")
+
+
+def estimates(
+    rows: DataFrame, spec: ViewSpec, *, quantiles: Sequence[float] = (0.5, 0.95)
+) -> DataFrame:
+    """``rows`` with each sketch measure replaced by numbers.
+
+    An ``hll`` measure becomes its distinct-count estimate (long, same name).
+    A ``kll`` measure ``m`` becomes ``m_n`` (values in the sketch) and one
+    column per quantile, ``m_p50``, ``m_p95`` ... (null when the sketch is
+    null or empty). Other columns pass through.
+    """
+    bad = [q for q in quantiles if not 0.0 <= q <= 1.0]
+    if bad:
+        raise ValueError(f"quantiles must lie in [0, 1]; got {bad}.")
+    sketches = {m.name: m for m in spec.measures if m.is_sketch}
+    columns: list[Column] = []
+    for name in rows.columns:
+        measure = sketches.get(name)
+        sketch = F.col(name)
+        if measure is None:
+            columns.append(sketch)
+        elif measure.kind == "hll":
+            columns.append(F.hll_sketch_estimate(sketch).alias(name))
+        else:
+            n = F.kll_sketch_get_n_double(sketch)
+            columns.append(F.coalesce(n, F.lit(0)).alias(f"{name}_n"))
+            for q in quantiles:
+                value = F.when(n > 0, F.kll_sketch_get_quantile_double(sketch, F.lit(q)))
+                columns.append(value.alias(_quantile_name(name, q)))
+    return rows.select(*columns)
