@@ -32,6 +32,7 @@ __all__ = [
     "LocalSettings",
     "Settings",
     "SparkSettings",
+    "SpeedSettings",
     "load_settings",
     "settings_env",
 ]
@@ -161,6 +162,23 @@ class CollectorSettings(_Section):
         return {key.get_secret_value(): source for source, key in self.write_keys.items()}
 
 
+class SpeedSettings(_Section):
+    """The streaming speed layer."""
+
+    watermark: str = "10 minutes"
+    """How late an event may arrive and still update its window; later ones go to batch."""
+    trigger: str = "1 second"
+    """Micro-batch interval."""
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    """Where a query without a checkpoint starts reading the log."""
+    max_offsets_per_trigger: int = Field(default=200_000, ge=1)
+    """Upper bound of records per micro-batch (smooths catch-up after downtime)."""
+    ttl_s: int = Field(default=3 * 24 * 3600, ge=3600)
+    """Lifetime of speed rows in Cassandra; must exceed the batch layer's delay."""
+    checkpoint_name: str = "speed"
+    """Sub-directory of the checkpoint root; a new name starts a new (Kappa) run."""
+
+
 class SparkSettings(_Section):
     """How jobs get a SparkSession: local by default, any cluster manager by config."""
 
@@ -231,6 +249,7 @@ class Settings(BaseSettings):
     """Which deployment this is; only labels logs and guards local-only actions."""
     kafka: KafkaSettings = KafkaSettings()
     collector: CollectorSettings = CollectorSettings()
+    speed: SpeedSettings = SpeedSettings()
     cassandra: CassandraSettings = CassandraSettings()
     spark: SparkSettings = SparkSettings()
     lake: LakeSettings = LakeSettings()

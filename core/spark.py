@@ -17,6 +17,7 @@ from :class:`core.settings.SparkSettings`.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,8 +81,10 @@ def build_spark_session(settings: Settings, *, app_name: str) -> SparkSession:
     from pyspark.sql import SparkSession
 
     if settings.spark.master.startswith("local"):
-        # The driver JVM reads this at launch; it keeps Spark on loopback locally.
+        # The driver JVM reads these at launch: keep Spark on loopback, and run the
+        # Python workers with this interpreter (the project's venv, not the base one).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = () if settings.spark.jars is not None else local_spark_jars(settings.local.state_dir)
     builder = SparkSession.builder
     for key, value in spark_conf(settings.spark, app_name=app_name, jars=jars).items():

@@ -3,8 +3,8 @@
 Spark's ``hll_sketch_agg`` and ``kll_sketch_agg_double`` write the Apache
 DataSketches binary formats, which the ``datasketches`` package reads; so a
 service can union visitors or merge load-time quantiles of any set of view
-rows (e.g. read from Cassandra) without Spark. Results agree with Spark's
-``hll_union_agg`` / ``kll_merge_agg_double`` followed by
+rows (e.g. read from Cassandra) without a Spark session. Results agree with
+Spark's ``hll_union_agg`` / ``kll_merge_agg_double`` followed by
 ``hll_sketch_estimate`` / ``kll_sketch_get_quantile_double``.
 """
 

@@ -1,27 +1,27 @@
 """Contract -> Great Expectations suite for the event tables, and a runner for Spark.
 
-:func:`expectation_suite` turns the contract into a GX Core 1.x suite for the
-event table as silver holds it (one column per top-level field, typed objects
-as structs): ``required`` -> not null, ``enum`` -> in set, ``minLength`` /
-``maxLength`` -> value lengths, ``minimum`` / ``maximum`` -> values between,
-``pattern`` -> regex (Java syntax, via ``rlike``), ``primaryKey`` / ``unique`` /
-the ``duplicateValues`` library rule -> unique, the simple cross-field
-``jsonschema`` rules (any of these fields set; if type is X then Y is set) ->
-not null under a row condition, and the exact set of columns. Every
-expectation's ``meta`` names the contract, field and rule it came from.
-Contract rules with no translation are listed in ``suite.meta["not_checked"]``.
+The GX Core 1.x suite checks the event table as silver holds it: ``required``
+-> not null, ``enum`` -> in set, ``minLength`` / ``maxLength`` -> lengths,
+``minimum`` / ``maximum`` -> between, ``pattern`` -> regex (Java syntax),
+``primaryKey`` / ``unique`` / ``duplicateValues`` -> unique, the simple
+cross-field ``jsonschema`` rules -> not null on the rows concerned, plus the
+exact set of columns. Each expectation's ``meta`` names the contract, field
+and rule, so a failure says why; untranslated rules are listed in
+``suite.meta["not_checked"]``.
 
-Nested fields are addressed by dotted path (``properties.load_time_ms``): GX on
-Spark resolves such names with ``F.col`` and lists nested paths in its
-``table.columns`` metric, so the suite checks silver as it is, with no
-flattened copy. A required field inside an optional object is only required
-where the object is present. Rows are checked through
-:func:`validate_dataframe`, which needs no files and no network.
+Nested fields are addressed by dotted path (``properties.load_time_ms``): GX
+on Spark resolves these with ``F.col`` and lists nested paths in its
+``table.columns`` metric, so silver is checked as it is, with no flattened
+copy. A required field inside an object is required where the object is set.
+GX is imported lazily, as the collector imports this package.
 """
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from open_data_contract_standard.model import SchemaProperty
@@ -32,172 +32,151 @@ from data_contracts.derive.spark import to_spark_schema
 if TYPE_CHECKING:
     import great_expectations as gx
     from great_expectations.core import ExpectationValidationResult
+    from great_expectations.datasource.fluent.interfaces import Batch
     from great_expectations.expectations import Expectation
+    from great_expectations.expectations.row_conditions import Condition
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 __all__ = ["ExpectationFailure", "ValidationSummary", "expectation_suite", "validate_dataframe"]
 
+_EXAMPLES = 5  # unexpected values reported per failed expectation
+
 
 def expectation_suite(
-    contract: Contract, *, name: str | None = None, flatten: bool = True
+    contract: Contract,
+    *,
+    name: str | None = None,
+    flatten: bool = True,
+    extra_columns: Sequence[str] = (),
 ) -> gx.ExpectationSuite:
-    """The suite every silver / gold event table must pass.
+    """The suite a silver or gold event table must pass.
 
-    ``flatten=True`` checks the typed fields inside objects too (by dotted
-    path); ``flatten=False`` checks top-level fields only. The column-set
-    expectation always lists every path of the contract's Spark schema, since
-    GX reports nested paths as columns.
+    ``flatten=True`` also checks the typed fields inside objects, by dotted
+    path; ``flatten=False`` checks top-level fields only. The column set always
+    lists every path of the contract's Spark schema (GX lists nested paths),
+    plus ``extra_columns`` the table adds, e.g. a partition column.
     """
     import great_expectations as gx
 
-    E = gx.expectations
-    ref = contract.ref
-    expectations: list[Expectation] = [
-        E.ExpectTableColumnsToMatchSet(
-            column_set=_column_paths(to_spark_schema(contract)),
-            exact_match=True,
-            meta={"contract": ref, "field": "*", "rule": "schema"},
-        )
-    ]
+    columns = gx.expectations.ExpectTableColumnsToMatchSet(
+        column_set=[*_column_paths(to_spark_schema(contract)), *extra_columns],
+        exact_match=True,
+        meta={"contract": contract.ref, "field": "*", "rule": "schema"},
+    )
+    expectations: list[Expectation] = [columns]
     for prop in contract.properties:
-        expectations += _field_expectations(ref, prop, None, flatten=flatten)
-    unique, not_checked = _schema_rule_expectations(contract)
+        expectations += _field_expectations(contract.ref, prop, None, flatten)
+    table_rules, not_checked = _schema_rules(contract)
     return gx.ExpectationSuite(
         name=name or f"{contract.id}-{contract.version}",
-        expectations=expectations + unique,
-        meta={"contract": ref, "not_checked": not_checked},
+        expectations=expectations + table_rules,
+        meta={"contract": contract.ref, "not_checked": not_checked},
     )
 
 
 def _field_expectations(
-    ref: str, prop: SchemaProperty, parent: str | None, *, flatten: bool
+    ref: str, prop: SchemaProperty, parent: str | None, flatten: bool
 ) -> list[Expectation]:
-    import great_expectations as gx
+    from great_expectations import expectations as E
+    from great_expectations.expectations.row_conditions import Column
 
-    E = gx.expectations
     path = f"{parent}.{prop.name}" if parent else str(prop.name)
-
-    def meta(rule: str) -> dict[str, str]:
-        return {"contract": ref, "field": path, "rule": rule}
-
     out: list[Expectation] = []
+
+    def add(kind: type[Expectation], rule: str, **kwargs: Any) -> None:
+        out.append(kind(column=path, meta={"contract": ref, "field": path, "rule": rule}, **kwargs))
+
     if prop.required:
-        where = {"row_condition": f"{_sql(parent)} IS NOT NULL", "condition_parser": "spark"}
-        out.append(
-            E.ExpectColumnValuesToNotBeNull(
-                column=path, meta=meta("required"), **(where if parent else {})
-            )
-        )
+        where = Column(parent).is_not_null() if parent else None
+        add(E.ExpectColumnValuesToNotBeNull, "required", row_condition=where)
     if prop.enum:
-        values = [item.value for item in prop.enum]
-        out.append(E.ExpectColumnValuesToBeInSet(column=path, value_set=values, meta=meta("enum")))
+        add(E.ExpectColumnValuesToBeInSet, "enum", value_set=[item.value for item in prop.enum])
     options = prop.logicalTypeOptions or {}
     for rule, bound in (("minLength", "min_value"), ("maxLength", "max_value")):
         if rule in options:
-            kwargs = {bound: options[rule]}
-            out.append(
-                E.ExpectColumnValueLengthsToBeBetween(column=path, meta=meta(rule), **kwargs)
-            )
+            add(E.ExpectColumnValueLengthsToBeBetween, rule, **{bound: options[rule]})
     for rule, bound in (("minimum", "min_value"), ("maximum", "max_value")):
         if rule in options:
-            kwargs = {bound: options[rule]}
-            out.append(E.ExpectColumnValuesToBeBetween(column=path, meta=meta(rule), **kwargs))
+            add(E.ExpectColumnValuesToBeBetween, rule, **{bound: options[rule]})
     if "pattern" in options:
-        out.append(
-            E.ExpectColumnValuesToMatchRegex(
-                column=path, regex=options["pattern"], meta=meta("pattern")
-            )
-        )
+        add(E.ExpectColumnValuesToMatchRegex, "pattern", regex=options["pattern"])
     if prop.unique:
-        out.append(E.ExpectColumnValuesToBeUnique(column=path, meta=meta("unique")))
-    nested = prop.logicalType == "object" and prop.physicalType != "json" and prop.properties
-    if flatten and nested:
+        add(E.ExpectColumnValuesToBeUnique, "unique")
+    if flatten and prop.logicalType == "object" and prop.physicalType != "json":
         for child in prop.properties or []:
-            out += _field_expectations(ref, child, path, flatten=flatten)
+            out += _field_expectations(ref, child, path, flatten)
     return out
 
 
-def _schema_rule_expectations(contract: Contract) -> tuple[list[Expectation], list[str]]:
-    """Primary key, ``duplicateValues`` and cross-field rules; names of rules left unchecked."""
-    import great_expectations as gx
+def _schema_rules(contract: Contract) -> tuple[list[Expectation], list[str]]:
+    """Uniqueness (primary key, ``duplicateValues``) and cross-field rules; rules not checked."""
+    from great_expectations import expectations as E
 
-    E = gx.expectations
     ref = contract.ref
     keys: dict[tuple[str, ...], dict[str, str]] = {}
-    primary = sorted((p for p in contract.properties if p.primaryKey), key=_pk_position)
+    primary = [p for p in contract.properties if p.primaryKey]
     if primary:
+        primary.sort(key=lambda p: p.primaryKeyPosition or 0)
         columns = tuple(str(p.name) for p in primary)
         keys[columns] = {"contract": ref, "field": ", ".join(columns), "rule": "primaryKey"}
-    out: list[Expectation] = []
+    cross: list[Expectation] = []
     not_checked: list[str] = []
     for rule in contract.schema.quality or []:
-        args = rule.arguments or {}
         if rule.type == "library" and rule.metric == "duplicateValues" and rule.mustBe == 0:
-            columns = tuple(args.get("properties") or ())
-            meta = keys.setdefault(
-                columns, {"contract": ref, "field": ", ".join(columns), "rule": "duplicateValues"}
-            )
-            meta["quality"] = str(rule.name)
-        elif rule.type == "custom" and rule.engine == "jsonschema":
-            found = _cross_field(rule.implementation)
-            if found is None:
-                not_checked.append(str(rule.name))
-            for column, condition in found or []:
-                meta = {"contract": ref, "field": column, "rule": str(rule.name)}
-                if rule.description:
-                    meta["description"] = str(rule.description)
-                out.append(
-                    E.ExpectColumnValuesToNotBeNull(
-                        column=column, row_condition=condition, condition_parser="spark", meta=meta
-                    )
-                )
-        else:
+            columns = tuple((rule.arguments or {}).get("properties") or ())
+            meta = {"contract": ref, "field": ", ".join(columns), "rule": "duplicateValues"}
+            keys.setdefault(columns, meta)["quality"] = str(rule.name)
+            continue
+        translated = _cross_field(rule.implementation) if rule.engine == "jsonschema" else None
+        if not translated:
             not_checked.append(str(rule.name))
-    for columns, meta in keys.items():
-        if len(columns) == 1:
-            out.insert(0, E.ExpectColumnValuesToBeUnique(column=columns[0], meta=meta))
-        else:
-            out.insert(0, E.ExpectCompoundColumnsToBeUnique(column_list=list(columns), meta=meta))
-    return out, not_checked
+        for column, where in translated or []:
+            meta = {"contract": ref, "field": column, "rule": str(rule.name)}
+            meta |= {"description": str(rule.description)} if rule.description else {}
+            cross.append(
+                E.ExpectColumnValuesToNotBeNull(column=column, row_condition=where, meta=meta)
+            )
+    unique: list[Expectation] = [
+        E.ExpectColumnValuesToBeUnique(column=cols[0], meta=meta)
+        if len(cols) == 1
+        else E.ExpectCompoundColumnsToBeUnique(column_list=list(cols), meta=meta)
+        for cols, meta in keys.items()
+    ]
+    return unique + cross, not_checked
 
 
-def _cross_field(rule: Any) -> list[tuple[str, str]] | None:
-    """``(column that must be set, Spark SQL row condition)`` pairs, or None if untranslatable."""
+def _cross_field(rule: Any) -> list[tuple[str, Condition | None]] | None:
+    """(column that must be set, rows it must be set on) pairs, or None if untranslatable."""
+    from great_expectations.expectations.row_conditions import Column
+
     if not isinstance(rule, dict):
         return None
-    any_of = rule.get("anyOf")
-    if set(rule) == {"anyOf"} and all(
-        set(b) == {"required"} and len(b["required"]) == 1 for b in any_of
-    ):
-        first, *others = [branch["required"][0] for branch in any_of]
-        return [(first, " AND ".join(f"{_sql(o)} IS NULL" for o in others) or "true")]
+    branches = rule.get("anyOf") or []
+    fields = [b["required"] for b in branches if list(b) == ["required"]]
+    if set(rule) == {"anyOf"} and len(fields) == len(branches) and all(len(f) == 1 for f in fields):
+        (first,), *others = fields
+        return [(first, _all([Column(other).is_null() for (other,) in others]))]
     condition, then = rule.get("if", {}), rule.get("then", {})
     consts = {k: v.get("const") for k, v in condition.get("properties", {}).items()}
     if (
         set(rule) == {"if", "then"}
         and set(condition) <= {"properties", "required"}
         and consts
-        and all(isinstance(v, str) for v in consts.values())
-        and set(then) == {"required"}
+        and None not in consts.values()
+        and list(then) == ["required"]
     ):
-        where = " AND ".join(
-            f"{_sql(k)} = '{v.replace(chr(39), chr(39) * 2)}'" for k, v in consts.items()
-        )
+        where = _all([Column(name) == value for name, value in consts.items()])
         return [(column, where) for column in then["required"]]
     return None
 
 
-def _pk_position(prop: SchemaProperty) -> int:
-    return prop.primaryKeyPosition if prop.primaryKeyPosition is not None else 0
-
-
-def _sql(path: str | None) -> str:
-    return ".".join(f"`{part}`" for part in str(path).split("."))
+def _all(conditions: list[Condition]) -> Condition | None:
+    return reduce(operator.and_, conditions) if conditions else None
 
 
 def _column_paths(schema: StructType, prefix: str = "") -> list[str]:
-    """Column names as GX's ``table.columns`` reports them on Spark: structs and their fields."""
+    """Column names as GX's ``table.columns`` lists them on Spark: structs, then their fields."""
     from pyspark.sql.types import StructType
 
     paths: list[str] = []
@@ -210,13 +189,13 @@ def _column_paths(schema: StructType, prefix: str = "") -> list[str]:
 
 @dataclass(frozen=True)
 class ExpectationFailure:
-    """One failed expectation: what was expected of which column, why, and what was seen."""
+    """One failed expectation: of which column, from which contract rule, what was seen."""
 
     expectation: str
     """GX expectation type, e.g. ``expect_column_values_to_be_between``."""
     column: str | None
     meta: dict[str, Any]
-    """Where it came from: ``contract``, ``field``, ``rule`` (and ``quality`` / ``description``)."""
+    """``contract``, ``field`` and ``rule`` (and ``quality`` / ``description``)."""
     observed: dict[str, Any]
     """Unexpected count and examples, the column mismatch, or the error GX raised."""
 
@@ -234,19 +213,19 @@ class ValidationSummary:
     statistics: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        head = "passed" if self.success else f"failed {len(self.failures)} expectation(s)"
-        stats = self.statistics
-        counts = f"{stats.get('successful_expectations')}/{stats.get('evaluated_expectations')}"
-        return "\n  ".join([f"suite {head} ({counts} passed)", *map(str, self.failures)])
+        s = self.statistics
+        head = f"{s.get('successful_expectations')}/{s.get('evaluated_expectations')} passed"
+        outcome = "passed" if self.success else "FAILED"
+        return "\n  ".join([f"suite {outcome}: {head}", *map(str, self.failures)])
 
 
 def validate_dataframe(df: DataFrame, suite: gx.ExpectationSuite) -> ValidationSummary:
-    """Run ``suite`` on a Spark DataFrame in a throwaway, in-memory GX context.
+    """Run ``suite`` on a Spark DataFrame, in a throwaway in-memory GX context.
 
-    GX reads ``df`` several times (one pass for the bundled aggregates, more
-    for uniqueness and the unexpected examples of a failing expectation):
-    persist it first if it is expensive to recompute. It runs on the active
-    SparkSession.
+    GX reads ``df`` once per metric group, so it is persisted for the run
+    (unless it already was) and unpersisted afterwards. The first pass only
+    decides pass / fail; each failed expectation is rerun for its unexpected
+    count and a few examples, so a passing run stays cheap.
     """
     import great_expectations as gx
     from great_expectations.data_context.types.base import (
@@ -263,38 +242,32 @@ def validate_dataframe(df: DataFrame, suite: gx.ExpectationSuite) -> ValidationS
     context = gx.get_context(mode="ephemeral", project_config=config)
     source = context.data_sources.add_spark("dataframe", persist=False)
     definition = source.add_dataframe_asset("events").add_batch_definition_whole_dataframe("all")
-    batch = definition.get_batch(batch_parameters={"dataframe": df})
-    result = batch.validate(suite, result_format="BASIC")
-    failures = tuple(_failure(r) for r in result.results if not r.success)
+    cached = df.is_cached
+    if not cached:
+        df.persist()
+    try:
+        batch = definition.get_batch(batch_parameters={"dataframe": df})
+        result = batch.validate(suite, result_format="BOOLEAN_ONLY")
+        failures = tuple(_failure(r, batch) for r in result.results if not r.success)
+    finally:
+        if not cached:
+            df.unpersist()
     return ValidationSummary(bool(result.success), failures, dict(result.statistics))
 
 
-def _failure(result: ExpectationValidationResult) -> ExpectationFailure:
-    config = result.expectation_config
-    kwargs = config.kwargs if config else {}
-    column = kwargs.get("column") or ", ".join(kwargs.get("column_list") or []) or None
-    return ExpectationFailure(
-        expectation=config.type if config else "?",
-        column=column,
-        meta=dict(config.meta or {}) if config else {},
-        observed=_observed(result),
-    )
-
-
-def _observed(result: ExpectationValidationResult) -> dict[str, Any]:
-    info = result.exception_info or {}
+def _failure(result: ExpectationValidationResult, batch: Batch) -> ExpectationFailure:
+    """What failed and why; a check that did not raise is rerun on ``batch`` for details."""
+    config, info = result.expectation_config, result.exception_info or {}
     errors = [info] if "raised_exception" in info else list(info.values())
-    messages = [e.get("exception_message") for e in errors if e.get("raised_exception")]
-    if messages:
-        return {"error": messages[0]}
-    seen = result.result or {}
-    if "details" in seen:
-        return dict(seen["details"])
-    out = {
-        k: seen[k]
-        for k in ("unexpected_count", "unexpected_percent", "observed_value")
-        if k in seen
-    }
-    if "partial_unexpected_list" in seen:
-        out["examples"] = list(seen["partial_unexpected_list"])[:5]
-    return out
+    messages = [e["exception_message"] for e in errors if e.get("raised_exception")]
+    observed: dict[str, Any] = {"error": messages[0]} if messages else {}
+    if not messages:
+        details = {"result_format": "BASIC", "partial_unexpected_count": _EXAMPLES}
+        seen = batch.validate(config.to_domain_obj(), result_format=details).result or {}
+        observed = dict(seen.get("details") or {})
+        observed |= {k: seen[k] for k in ("unexpected_count", "unexpected_percent") if k in seen}
+        if "partial_unexpected_list" in seen:
+            observed["examples"] = list(seen["partial_unexpected_list"])
+    columns = config.kwargs.get("column_list") or [config.kwargs.get("column")]
+    column = ", ".join(c for c in columns if c) or None
+    return ExpectationFailure(config.type, column, dict(config.meta or {}), observed)

@@ -1,0 +1,98 @@
+"""Cassandra tables for the speed views, derived from the view specs.
+
+Designed per query, so that a serving read is one partition slice:
+
+- ``speed_<view>``: one partition per (keys, UTC day), rows clustered by
+  ``window_start`` descending: a timeseries of one key over a range reads
+  one partition per day, newest first.
+- ``speed_<view>_by_minute``: one partition per minute window, one row per
+  key: "top N right now" reads one partition.
+- ``speed_progress``: per view, the last micro-batch written, the newest
+  event time it reflected and when, so freshness is a single-row read.
+
+Speed rows expire after ``ttl_s`` (longer than the batch layer's delay): by
+then the batch view has replaced them. Rows are written as absolute values
+(upserts), never counter increments, so a replayed micro-batch rewrites them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from views import VIEWS, ViewSpec
+
+__all__ = ["PROGRESS_TABLE", "SpeedTables", "create_statements", "speed_tables"]
+
+PROGRESS_TABLE = "speed_progress"
+_CQL_TYPES = {"count": "bigint", "sum": "double", "max": "double", "hll": "blob", "kll": "blob"}
+
+
+@dataclass(frozen=True)
+class SpeedTables:
+    """The two tables of one view and the statements to write them."""
+
+    spec: ViewSpec
+    keyspace: str
+
+    @property
+    def by_key(self) -> str:
+        return f"{self.keyspace}.speed_{self.spec.name}"
+
+    @property
+    def by_minute(self) -> str:
+        return f"{self.keyspace}.speed_{self.spec.name}_by_minute"
+
+    def _measures(self) -> str:
+        return ", ".join(f"{m.name} {_CQL_TYPES[m.kind]}" for m in self.spec.measures)
+
+    def create(self, ttl_s: int) -> list[str]:
+        keys = ", ".join(f"{k} text" for k in self.spec.keys)
+        key_list = ", ".join(self.spec.keys)
+        options = (
+            f"default_time_to_live = {ttl_s} AND compaction = "
+            "{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', "
+            "'compaction_window_size': 1}"
+        )
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.by_key} ({keys}, day date, "
+            f"window_start timestamp, {self._measures()}, batch_id bigint, "
+            f"written_at timestamp, PRIMARY KEY (({key_list}, day), window_start)) "
+            f"WITH CLUSTERING ORDER BY (window_start DESC) AND {options}",
+            f"CREATE TABLE IF NOT EXISTS {self.by_minute} (window_start timestamp, {keys}, "
+            f"{self._measures()}, batch_id bigint, written_at timestamp, "
+            f"PRIMARY KEY ((window_start), {key_list})) WITH {options}",
+        ]
+
+    def insert_by_key(self) -> str:
+        columns = [*self.spec.keys, "day", "window_start", *self._names(), "batch_id", "written_at"]
+        return self._insert(self.by_key, columns)
+
+    def insert_by_minute(self) -> str:
+        columns = ["window_start", *self.spec.keys, *self._names(), "batch_id", "written_at"]
+        return self._insert(self.by_minute, columns)
+
+    def _names(self) -> list[str]:
+        return [m.name for m in self.spec.measures]
+
+    @staticmethod
+    def _insert(table: str, columns: list[str]) -> str:
+        marks = ", ".join("?" for _ in columns)
+        return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+
+
+def speed_tables(keyspace: str) -> list[SpeedTables]:
+    """The tables of every registered view."""
+    return [SpeedTables(spec, keyspace) for spec in VIEWS]
+
+
+def create_statements(keyspace: str, ttl_s: int) -> list[str]:
+    """Every CREATE TABLE of the speed layer (idempotent)."""
+    statements = [s for tables in speed_tables(keyspace) for s in tables.create(ttl_s)]
+    statements.append(
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{PROGRESS_TABLE} (view_name text PRIMARY KEY, "
+        "batch_id bigint, max_event_time timestamp, watermark timestamp, written_at timestamp, "
+        "heartbeat_at timestamp, "
+        "input_rows bigint, input_rows_per_s double, processed_rows_per_s double, "
+        "late_rows_dropped bigint, kafka_lag bigint, batch_duration_ms bigint)"
+    )
+    return statements
