@@ -1,4 +1,4 @@
-"""``python -m speed_layer``: run the speed layer until SIGTERM (or ``--drain``: until caught up)."""
+"""``python -m speed_layer``: run the speed layer until SIGTERM, or ``--drain`` to catch up."""
 
 from __future__ import annotations
 
