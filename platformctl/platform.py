@@ -21,7 +21,7 @@ from platformctl.services import kafka as kafka_service
 
 __all__ = ["SERVICES", "ServiceStatus", "down", "processes", "status", "up"]
 
-SERVICES = ("kafka", "cassandra", "collector")
+SERVICES = ("kafka", "cassandra", "collector", "speed")
 _log = get_logger(__name__)
 
 
@@ -141,6 +141,70 @@ def collector_healthy(settings: Settings) -> tuple[bool, str]:
     )
 
 
+def speed_process(settings: Settings) -> ManagedProcess:
+    """The streaming speed layer (a Spark driver running one query per view)."""
+    instance = str(settings.local.state_dir / "speed")
+    return ManagedProcess(
+        name="speed",
+        argv=[sys.executable, "-m", "speed_layer", "--instance", instance],
+        pid_file=_run_dir(settings) / "speed.pid",
+        log_file=_logs_dir(settings) / "speed.log",
+        marker=f"--instance {instance}",
+        env=settings_env(settings),
+        cwd=PROJECT_ROOT,
+    )
+
+
+def speed_progress(settings: Settings) -> dict[str, dict]:
+    """The speed layer's progress per view, as recorded after each micro-batch."""
+    from core.cassandra import connect
+    from speed_layer.schema import PROGRESS_TABLE
+
+    cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    try:
+        rows = session.execute(f"SELECT * FROM {settings.cassandra.keyspace}.{PROGRESS_TABLE}")
+        return {row.view_name: row._asdict() for row in rows}
+    except Exception:  # the table does not exist before the first start
+        return {}
+    finally:
+        cluster.shutdown()
+
+
+def speed_healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool, str]:
+    """Probe: every view's query reported progress recently; detail = freshness and lag."""
+    from datetime import UTC, datetime
+
+    from views import VIEWS
+
+    if not port_open(settings.cassandra.port, settings.cassandra.contact_points[0]):
+        return False, "Cassandra is down: progress unknown"
+    progress = speed_progress(settings)
+    now = datetime.now(UTC)
+    started = speed_process(settings).started_at()
+    parts, healthy = [], True
+    for spec in VIEWS:
+        row = progress.get(spec.name)
+        beat = row and row.get("heartbeat_at")
+        beat = beat.replace(tzinfo=UTC) if beat else None
+        if (
+            beat is None
+            or (now - beat).total_seconds() > max_silence_s
+            or (started is not None and beat < started)
+        ):
+            healthy = False
+            parts.append(f"{spec.name}: no recent progress")
+            continue
+        newest = row.get("max_event_time")
+        fresh = f"{(now - newest.replace(tzinfo=UTC)).total_seconds():.0f}s" if newest else "-"
+        parts.append(
+            f"{spec.name}: fresh {fresh}, lag {row.get('kafka_lag')}, "
+            f"in {row.get('input_rows_per_s') or 0:.0f}/s, "
+            f"done {row.get('processed_rows_per_s') or 0:.0f}/s, "
+            f"batch {row.get('batch_duration_ms')}ms, late dropped {row.get('late_rows_dropped')}"
+        )
+    return healthy, "; ".join(parts)
+
+
 def _format_kafka_once(settings: Settings) -> None:
     home = settings.local.state_dir / "kafka"
     if kafka_service.is_formatted(home / "data"):
@@ -199,10 +263,16 @@ def processes(settings: Settings) -> dict[str, ManagedProcess]:
         "kafka": kafka_process(settings),
         "cassandra": cassandra_process(settings),
         "collector": collector_process(settings),
+        "speed": speed_process(settings),
     }
 
 
-_PROBES = {"kafka": kafka_healthy, "cassandra": cassandra_healthy, "collector": collector_healthy}
+_PROBES = {
+    "kafka": kafka_healthy,
+    "cassandra": cassandra_healthy,
+    "collector": collector_healthy,
+    "speed": speed_healthy,
+}
 _JAR_SERVICES = ("kafka", "cassandra")
 
 
@@ -229,6 +299,9 @@ def _provision(settings: Settings, services: tuple[str, ...]) -> None:
             ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
         finally:
             cluster.shutdown()
+        from speed_layer.job import create_tables
+
+        create_tables(settings)
         log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
 
 
@@ -284,6 +357,7 @@ def status(settings: Settings) -> list[ServiceStatus]:
         "kafka": _kafka_port(settings),
         "cassandra": settings.cassandra.port,
         "collector": settings.collector.port,
+        "speed": 0,
     }
     for name, process in processes(settings).items():
         pid = process.pid()

@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 __all__ = [
@@ -144,6 +145,12 @@ class ManagedProcess:
                 time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
         return True
+
+    def started_at(self) -> datetime | None:
+        """When our running process started (from its pid file's mtime), or None."""
+        if self.pid() is None:
+            return None
+        return datetime.fromtimestamp(self.pid_file.stat().st_mtime, UTC)
 
     def rss_mb(self) -> float | None:
         """Resident memory of the running process in MiB, from /proc."""

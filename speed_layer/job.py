@@ -149,6 +149,9 @@ class ProgressRecorder:
             row.view_name: row.late_rows_dropped or 0
             for row in self._session.execute(f"SELECT view_name, late_rows_dropped FROM {table}")
         }
+        self._touch = self._session.prepare(
+            f"UPDATE {table} SET heartbeat_at = ? WHERE view_name = ?"
+        )
         self._heartbeat = self._session.prepare(
             f"UPDATE {table} SET heartbeat_at = ?, kafka_lag = ?, watermark = ? WHERE view_name = ?"
         )
@@ -158,15 +161,17 @@ class ProgressRecorder:
 
         recorder = self
 
+        names: dict[str, str] = {}
+
         class _Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:
-                pass
+                names[str(event.id)] = event.name or ""
 
             def onQueryProgress(self, event: Any) -> None:
                 recorder.record(event.progress)
 
             def onQueryIdle(self, event: Any) -> None:
-                pass
+                recorder.heartbeat(names.get(str(event.id), ""))
 
             def onQueryTerminated(self, event: Any) -> None:
                 log_event(_log, "speed.query_terminated", id=str(event.id), error=event.exception)
@@ -209,6 +214,11 @@ class ProgressRecorder:
             )
         else:
             self._session.execute(self._heartbeat, (now, lag, watermark, view))
+
+    def heartbeat(self, name: str) -> None:
+        """An idle query is alive: refresh its heartbeat only."""
+        if name.startswith("speed_"):
+            self._session.execute(self._touch, (datetime.now(UTC), name.removeprefix("speed_")))
 
     def close(self) -> None:
         self._cluster.shutdown()

@@ -55,19 +55,22 @@ def _our_pids(state: Path) -> list[int]:
     return pids
 
 
+SERVICES = ("kafka", "cassandra", "collector")
+
+
 def test_up_status_down_up(local_platform, isolated):
     # local_platform: the jars are installed (the isolated state links to them).
-    timings = platform.up(isolated, install_missing=False)
+    timings = platform.up(isolated, SERVICES, install_missing=False)
     assert set(timings) == {"kafka", "cassandra", "collector"}
-    rows = {row.name: row for row in platform.status(isolated)}
+    rows = {row.name: row for row in platform.status(isolated) if row.name in SERVICES}
     assert all(row.healthy for row in rows.values()), rows
     assert [rows[n].port for n in ("kafka", "cassandra", "collector")] == [19092, 19042, 18088]
     assert all(row.pid for row in rows.values())
     first_pids = {name: row.pid for name, row in rows.items()}
 
     # up while running is a no-op: same processes, nothing restarted.
-    assert platform.up(isolated, install_missing=False) == dict.fromkeys(rows, 0.0)
-    assert {r.name: r.pid for r in platform.status(isolated)} == first_pids
+    assert platform.up(isolated, SERVICES, install_missing=False) == dict.fromkeys(rows, 0.0)
+    assert {r.name: r.pid for r in platform.status(isolated) if r.name in SERVICES} == first_pids
 
     assert sorted(platform.down(isolated)) == ["cassandra", "collector", "kafka"]
     assert _our_pids(isolated.local.state_dir) == []  # down leaves nothing of ours running
@@ -75,8 +78,8 @@ def test_up_status_down_up(local_platform, isolated):
 
     # A stale pid file (a pid that is not ours) does not block the next up.
     (isolated.local.state_dir / "run" / "kafka.pid").write_text(f"{os.getpid()}\n")
-    platform.up(isolated, install_missing=False)
-    assert all(row.healthy for row in platform.status(isolated))
+    platform.up(isolated, SERVICES, install_missing=False)
+    assert all(row.healthy for row in platform.status(isolated) if row.name in SERVICES)
     # The topics and keyspace were provisioned from code on this platform too.
     from confluent_kafka.admin import AdminClient
 
