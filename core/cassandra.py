@@ -19,7 +19,11 @@ def connect(
     """Open a cluster connection; the caller shuts the cluster down."""
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+    from cassandra.policies import (
+        DCAwareRoundRobinPolicy,
+        ExponentialReconnectionPolicy,
+        TokenAwarePolicy,
+    )
 
     auth = None
     if cassandra.username and cassandra.password:
@@ -43,6 +47,8 @@ def connect(
             )
         },
         protocol_version=5,
+        # Back within seconds of a node restart (the default backs off to 10 minutes).
+        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
         connect_timeout=connect_timeout_s,
     )
     return cluster, cluster.connect()

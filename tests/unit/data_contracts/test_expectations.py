@@ -1,3 +1,8 @@
+"""The expectation suite derived from the contract, and its runs on Spark.
+
+Spark tests use the run's one shared session (``spark`` in tests/conftest.py).
+"""
+
 from __future__ import annotations
 
 import copy
@@ -54,28 +59,6 @@ def contract() -> Contract:
 @pytest.fixture(scope="module")
 def suite(contract):
     return expectation_suite(contract)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """One small local session for the module; an already active session is reused as is."""
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("test_expectations")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def _rules(suite) -> Counter:
