@@ -33,9 +33,10 @@ from ingest.intake import Intake
 from ingest.metrics import CollectorMetrics
 from ingest.producer import EventProducer, KafkaUnavailable, producer_config
 
-__all__ = ["SINGLE_CALLS", "create_app"]
+__all__ = ["BATCH_CALLS", "SINGLE_CALLS", "create_app"]
 
 SINGLE_CALLS = ("track", "page", "screen", "identify", "alias", "group")
+BATCH_CALLS = ("batch", "import")
 _log = get_logger(__name__)
 
 _EVENT_BODY = {
@@ -249,21 +250,15 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
             }
         )
 
-    for name in SINGLE_CALLS:
+    routes = [(name, name, f"Send one {name} call", _EVENT_BODY) for name in SINGLE_CALLS]
+    routes += [(name, None, f"Send many calls ({name})", _BATCH_BODY) for name in BATCH_CALLS]
+    for name, call_type, summary, body in routes:
         app.add_api_route(
             f"/v1/{name}",
-            _single_endpoint(_handle, name),
+            _endpoint(_handle, name, call_type),
             methods=["POST"],
-            summary=f"Send one {name} call",
-            openapi_extra={"requestBody": _EVENT_BODY},
-        )
-    for name in ("batch", "import"):
-        app.add_api_route(
-            f"/v1/{name}",
-            _batch_endpoint(_handle, name),
-            methods=["POST"],
-            summary=f"Send many calls ({name})",
-            openapi_extra={"requestBody": _BATCH_BODY},
+            summary=summary,
+            openapi_extra={"requestBody": body},
         )
 
     @app.get("/health", summary="Kafka reachable?")
@@ -299,17 +294,11 @@ def _with_context(event: Any, batch_context: dict[str, Any]) -> Any:
     return event
 
 
-def _single_endpoint(handle, name: str):
+def _endpoint(handle, name: str, call_type: str | None):
+    """The route function of ``/v1/<name>``; ``call_type`` None means a batch body."""
+
     async def endpoint(request: Request) -> Response:
-        return await handle(request, name, f"/v1/{name}")
-
-    endpoint.__name__ = f"post_{name}"
-    return endpoint
-
-
-def _batch_endpoint(handle, name: str):
-    async def endpoint(request: Request) -> Response:
-        return await handle(request, None, f"/v1/{name}")
+        return await handle(request, call_type, f"/v1/{name}")
 
     endpoint.__name__ = f"post_{name}"
     return endpoint
