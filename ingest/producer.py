@@ -143,4 +143,5 @@ class EventProducer:
         left = self._producer.flush(timeout_s)
         self._stop.set()
         self._poller.join(timeout=5)
+        del self._producer  # destroy the librdkafka client: no reconnects after shutdown
         return left

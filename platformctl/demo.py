@@ -92,6 +92,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     )
     if sum(stored.values()) != sum(expected.values()):
         raise RuntimeError(f"Demo answer differs from the ground truth: {stored} != {expected}")
+    _show_speed_view(settings, expected, report.events)
     _say(
         "done",
         f"`make status` shows the services; the collector listens on {url}; "
@@ -156,3 +157,44 @@ def _upsert_and_read_back(settings: Settings, per_minute: dict[str, int]) -> dic
         return {minute: session.execute(read, (minute,)).one().views for minute in per_minute}
     finally:
         cluster.shutdown()
+
+
+def _show_speed_view(settings: Settings, expected: dict[str, int], sent) -> None:
+    """Wait for the speed layer to catch up, then compare its live view with the truth."""
+    from datetime import UTC, datetime
+
+    from core.cassandra import connect
+
+    newest = max(e.time for e in sent)
+    cluster, session = connect(settings.cassandra)
+    keyspace = settings.cassandra.keyspace
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            row = session.execute(
+                f"SELECT max_event_time FROM {keyspace}.speed_progress "
+                "WHERE view_name = 'site_activity'"
+            ).one()
+            seen = row and row.max_event_time and row.max_event_time.replace(tzinfo=UTC)
+            if seen and seen >= newest.replace(microsecond=0):
+                break
+            time.sleep(2)
+        live: dict[str, int] = {}
+        select = session.prepare(
+            f"SELECT window_start, page_views FROM {keyspace}.speed_site_activity "
+            "WHERE site = 'all' AND day = ?"
+        )
+        for day in {datetime.fromisoformat(m.replace("Z", "+00:00")).date() for m in expected}:
+            for row in session.execute(select, (day,)):
+                minute = row.window_start.strftime("%Y-%m-%dT%H:%M:00Z")
+                if minute in expected:
+                    live[minute] = row.page_views
+    finally:
+        cluster.shutdown()
+    missing = sum(expected.values()) - sum(live.values())
+    _say(
+        "speed",
+        f"live view in Cassandra (streaming, seconds behind): {sum(live.values())} "
+        f"page views in the same minutes; {missing} not (yet) there: events later than "
+        "the watermark are left to the batch layer",
+    )

@@ -58,6 +58,7 @@ def produce_direct(
                 producer.poll(0)
                 counts[label] += 1
     left = producer.flush(60)
+    del producer  # destroy the client now: no reconnect attempts after we are done
     if left or failures:
         raise RuntimeError(f"Kafka did not take {left} record(s); errors: {failures[:3]}")
     return counts
