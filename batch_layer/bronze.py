@@ -1,0 +1,166 @@
+"""Bronze: the raw Kafka log, appended to Delta exactly once per offset.
+
+Bronze is the immutable master dataset: every record of the events topic
+(key, value, headers, topic, partition, offset, Kafka timestamp) with the
+date it was ingested, kept after Kafka's retention has dropped it.
+
+A run reads the offset range from where the previous run stopped to a
+*stable end* fixed before reading (the partitions' high watermarks at the
+start of the run) and appends it in one Delta commit that also records the
+range (commit ``userMetadata``) and carries Delta's idempotent-write pair
+``txnAppId``/``txnVersion``. So:
+
+- a rerun after success starts from the recorded end: nothing is read twice;
+- two runs racing over the same range write it once: the second commit has
+  the same ``txnVersion`` and Delta skips it;
+- a run that fails before its commit leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["BronzeRun", "bronze_path", "committed_range", "ingest_bronze", "stable_end"]
+
+_log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class BronzeRun:
+    """What one run appended."""
+
+    path: str
+    run: int
+    start: dict[int, int]
+    end: dict[int, int]
+    rows: int
+    skipped: bool
+    """True when there was nothing new, or an identical run had already committed."""
+
+
+def bronze_path(settings: Settings) -> str:
+    return (
+        f"{settings.lake.root.rstrip('/')}/bronze/{settings.kafka.events_topic.replace('.', '_')}"
+    )
+
+
+def _app_id(settings: Settings) -> str:
+    return f"bronze:{settings.kafka.events_topic}"
+
+
+def committed_range(spark: SparkSession, path: str) -> tuple[int, dict[int, int]]:
+    """The last run number and the end offsets it committed (0, {} for a new table)."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return 0, {}
+    rows = (
+        DeltaTable.forPath(spark, path)
+        .history()
+        .where("userMetadata IS NOT NULL")
+        .orderBy("version", ascending=False)
+        .select("userMetadata")
+        .limit(1)
+        .collect()
+    )
+    if not rows:
+        return 0, {}
+    meta = json.loads(rows[0].userMetadata)
+    return int(meta["run"]), {int(p): int(o) for p, o in meta["end"].items()}
+
+
+def stable_end(settings: Settings, timeout_s: float = 30) -> dict[int, int]:
+    """Each partition's high watermark now: the fixed end of this run's range."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = settings.kafka.events_topic
+    consumer = Consumer(settings.kafka.client_config() | {"group.id": f"bronze-probe-{topic}"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
+        if metadata.error is not None:
+            raise RuntimeError(f"Topic {topic!r} is not readable: {metadata.error}")
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
+            for p in sorted(metadata.partitions)
+        }
+    finally:
+        consumer.close()
+
+
+def ingest_bronze(spark: SparkSession, settings: Settings) -> BronzeRun:
+    """Append the next offset range of the events topic to bronze, exactly once."""
+    from pyspark.sql import functions as F
+
+    path = bronze_path(settings)
+    run, start = committed_range(spark, path)
+    end = stable_end(settings)
+    start = {p: start.get(p, 0) for p in end}
+    if all(start[p] >= end[p] for p in end):
+        log_event(_log, "bronze.up_to_date", path=path, end=end)
+        return BronzeRun(path, run, start, end, 0, skipped=True)
+    topic = settings.kafka.events_topic
+    raw = (
+        spark.read.format("kafka")
+        .options(**{f"kafka.{k}": str(v) for k, v in settings.kafka.client_config().items()})
+        .option("subscribe", topic)
+        .option("includeHeaders", "true")
+        .option("startingOffsets", json.dumps({topic: {str(p): o for p, o in start.items()}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): o for p, o in end.items()}}))
+        .option("failOnDataLoss", "true")
+        .load()
+        .select(
+            "key",
+            "value",
+            "headers",
+            "topic",
+            "partition",
+            "offset",
+            F.col("timestamp").alias("kafka_timestamp"),
+            F.current_date().alias("ingest_date"),
+        )
+    )
+    meta = {"run": run + 1, "topic": topic, "start": start, "end": end}
+    before = _version(spark, path)
+    (
+        raw.write.format("delta")
+        .mode("append")
+        .partitionBy("ingest_date")
+        .option("txnAppId", _app_id(settings))
+        .option("txnVersion", run + 1)
+        .option("userMetadata", json.dumps(meta))
+        .save(path)
+    )
+    committed = _version(spark, path) != before
+    rows = _written_rows(spark, path) if committed else 0
+    log_event(
+        _log,
+        "bronze.appended" if committed else "bronze.already_committed",
+        path=path,
+        run=run + 1,
+        start=start,
+        end=end,
+    )
+    return BronzeRun(path, run + 1, start, end, rows, skipped=not committed)
+
+
+def _written_rows(spark: SparkSession, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+    return int((last.operationMetrics or {}).get("numOutputRows", 0))
+
+
+def _version(spark: SparkSession, path: str) -> int | None:
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return DeltaTable.forPath(spark, path).history(1).collect()[0].version
