@@ -109,7 +109,7 @@ def ingest_bronze(spark: SparkSession, settings: Settings) -> BronzeRun:
     topic = settings.kafka.events_topic
     raw = (
         spark.read.format("kafka")
-        .options(**{f"kafka.{k}": str(v) for k, v in settings.kafka.client_config().items()})
+        .options(**settings.kafka.spark_options())
         .option("subscribe", topic)
         .option("includeHeaders", "true")
         .option("startingOffsets", json.dumps({topic: {str(p): o for p, o in start.items()}}))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import date
 from typing import TYPE_CHECKING
 
-from batch_layer.silver import silver_path
+from batch_layer.silver import days_predicate, silver_path
 from core.log import get_logger, log_event
 from core.settings import Settings
 from views import VIEWS, ViewSpec
@@ -40,7 +40,7 @@ def build_gold(
     days = sorted(set(dates))
     silver = spark.read.format("delta").load(silver_path(settings))
     events = silver.where(F.col("event_date").isin(days))
-    predicate = "window_date IN (" + ", ".join(f"DATE'{d.isoformat()}'" for d in days) + ")"
+    predicate = days_predicate("window_date", days)
     written = {}
     for spec in views:
         rows = spec.build(events).withColumn("window_date", F.to_date("window_start"))

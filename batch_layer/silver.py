@@ -27,7 +27,14 @@ from core.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SilverRun", "build_silver", "parse_bronze", "rejects_path", "silver_path"]
+__all__ = [
+    "SilverRun",
+    "build_silver",
+    "days_predicate",
+    "parse_bronze",
+    "rejects_path",
+    "silver_path",
+]
 
 _log = get_logger(__name__)
 
@@ -47,6 +54,15 @@ def silver_path(settings: Settings) -> str:
 
 def rejects_path(settings: Settings) -> str:
     return silver_path(settings) + "_rejects"
+
+
+def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
+    """The ``replaceWhere`` predicate selecting whole date partitions.
+
+    >>> days_predicate("event_date", [date(2024, 1, 1)])
+    "event_date IN (DATE'2024-01-01')"
+    """
+    return f"{column} IN (" + ", ".join(f"DATE'{d.isoformat()}'" for d in days) + ")"
 
 
 def parse_bronze(bronze: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -101,7 +117,7 @@ def build_silver(
             return SilverRun(silver_path(settings), (), 0, 0, 0)
         in_scope = F.col("event_date").isin(list(wanted))
         chosen = unique.where(in_scope)
-        predicate = "event_date IN (" + ", ".join(f"DATE'{d.isoformat()}'" for d in wanted) + ")"
+        predicate = days_predicate("event_date", wanted)
         (
             chosen.write.format("delta")
             .mode("overwrite")

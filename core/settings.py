@@ -87,6 +87,10 @@ class KafkaSettings(_Section):
             )
         return self
 
+    def spark_options(self) -> dict[str, str]:
+        """The same client settings as options of Spark's Kafka source (``kafka.`` prefix)."""
+        return {f"kafka.{key}": str(value) for key, value in self.client_config().items()}
+
     def client_config(self) -> dict[str, str]:
         """librdkafka settings shared by every producer, consumer and admin client."""
         config = {

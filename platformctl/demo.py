@@ -104,29 +104,25 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
 def _count_page_views(spark, settings: Settings, message_ids: set[str]) -> dict[str, int]:
     from pyspark.sql import functions as F
 
-    from data_contracts import load_contract
-    from data_contracts.derive import to_spark_schema
+    from speed_layer.job import parse_events
 
-    schema = to_spark_schema(load_contract())
     raw = (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
+        .options(**settings.kafka.spark_options())
         .option("subscribe", settings.kafka.events_topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
         .load()
     )
     table = f"{settings.lake.root}/demo/events"
-    raw.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select(
-        "e.*"
-    ).write.format("delta").mode("overwrite").save(table)
+    parse_events(raw).write.format("delta").mode("overwrite").save(table)
     events = spark.read.format("delta").load(table)
     this_run = events.where(F.col("event_id").isin(list(message_ids)))
     per_minute = (
         this_run.dropDuplicates(["event_id"])
         .where(F.col("type") == "page")
         .groupBy(
-            F.date_format(F.date_trunc("minute", "timestamp"), "yyyy-MM-dd'T'HH:mm:00'Z'").alias(
+            F.date_format(F.date_trunc("minute", "event_time"), "yyyy-MM-dd'T'HH:mm:00'Z'").alias(
                 "minute"
             )
         )

@@ -78,7 +78,7 @@ def read_events(spark: SparkSession, settings: Settings) -> DataFrame:
     """The deduplicated, watermarked stream of events every view reads."""
     raw = (
         spark.readStream.format("kafka")
-        .options(**_kafka_options(settings))
+        .options(**settings.kafka.spark_options())
         .option("subscribe", settings.kafka.events_topic)
         .option("startingOffsets", settings.speed.starting_offsets)
         .option("maxOffsetsPerTrigger", settings.speed.max_offsets_per_trigger)
@@ -90,10 +90,6 @@ def read_events(spark: SparkSession, settings: Settings) -> DataFrame:
         .withWatermark("event_time", settings.speed.watermark)
         .dropDuplicatesWithinWatermark(["event_id"])
     )
-
-
-def _kafka_options(settings: Settings) -> dict[str, str]:
-    return {f"kafka.{k}": str(v) for k, v in settings.kafka.client_config().items()}
 
 
 def start_queries(

@@ -62,3 +62,17 @@ def test_secrets_are_not_printed():
     )
     assert "hunter2" not in repr(kafka)
     assert kafka.client_config()["sasl.password"] == "hunter2"
+
+
+def test_spark_kafka_options_carry_the_same_client_settings():
+    kafka = KafkaSettings(
+        bootstrap_servers="b1:9096",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="svc",
+        sasl_password="s3cret",
+    )
+    options = kafka.spark_options()
+    assert options["kafka.bootstrap.servers"] == "b1:9096"
+    assert options["kafka.sasl.password"] == "s3cret"
+    assert set(options) == {f"kafka.{key}" for key in kafka.client_config()}
