@@ -88,8 +88,28 @@ class KafkaSettings(_Section):
         return self
 
     def spark_options(self) -> dict[str, str]:
-        """The same client settings as options of Spark's Kafka source (``kafka.`` prefix)."""
-        return {f"kafka.{key}": str(value) for key, value in self.client_config().items()}
+        """The same connection as options of Spark's Kafka source (the Java client's names).
+
+        The Java client takes SASL credentials as a JAAS line, not as
+        librdkafka's ``sasl.username``/``sasl.password``.
+        """
+        options = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "kafka.security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            options["kafka.sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username and self.sasl_password:
+            module = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule"
+                if self.sasl_mechanism == "PLAIN"
+                else "org.apache.kafka.common.security.scram.ScramLoginModule"
+            )
+            secret = self.sasl_password.get_secret_value().replace('"', '\\"')
+            options["kafka.sasl.jaas.config"] = (
+                f'{module} required username="{self.sasl_username}" password="{secret}";'
+            )
+        return options
 
     def client_config(self) -> dict[str, str]:
         """librdkafka settings shared by every producer, consumer and admin client."""

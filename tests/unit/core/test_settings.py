@@ -74,5 +74,13 @@ def test_spark_kafka_options_carry_the_same_client_settings():
     )
     options = kafka.spark_options()
     assert options["kafka.bootstrap.servers"] == "b1:9096"
-    assert options["kafka.sasl.password"] == "s3cret"
-    assert set(options) == {f"kafka.{key}" for key in kafka.client_config()}
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["kafka.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="svc" password="s3cret";'
+    )
+    assert set(KafkaSettings().spark_options()) == {
+        "kafka.bootstrap.servers",
+        "kafka.security.protocol",
+    }
