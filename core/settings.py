@@ -25,11 +25,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
     "AirflowSettings",
+    "BatchSettings",
     "CassandraSettings",
     "CollectorSettings",
     "KafkaSettings",
     "LakeSettings",
     "LocalSettings",
+    "ServingSettings",
     "Settings",
     "SparkSettings",
     "SpeedSettings",
@@ -220,6 +222,45 @@ class SparkSettings(_Section):
     """Any further ``spark.*`` settings, e.g. S3A credentials providers."""
 
 
+class BatchSettings(_Section):
+    """The scheduled batch layer: bronze -> silver -> gold -> quality gate -> publish."""
+
+    schedule: str = "@hourly"
+    """Schedule of the pipeline DAG (a cron expression or an Airflow preset)."""
+    period: Literal["minute", "hour", "day"] = "hour"
+    """Granularity of the batch boundary: it only moves by whole periods."""
+    lateness_s: int = Field(default=300, ge=0)
+    """How long after a period ends its events may still arrive; later ones wait for the
+    next run (which rewrites the day)."""
+    reports_dir: Path = PROJECT_ROOT / ".platform" / "quality"
+    """Where quality-gate reports are written (JSON and HTML per run)."""
+    log_retention: str = "interval 30 days"
+    """``delta.logRetentionDuration`` of every lake table (time travel window)."""
+    deleted_file_retention: str = "interval 7 days"
+    """``delta.deletedFileRetentionDuration``: what VACUUM keeps for readers and time travel."""
+    checkpoint_interval: int = Field(default=10, ge=1)
+    """``delta.checkpointInterval``: commits between Delta log checkpoints."""
+    vacuum_retention_hours: int = Field(default=168, ge=0)
+    """VACUUM keeps files newer than this; below 168 h Delta's safety check must be off."""
+    superseded_version_grace_s: int = Field(default=3600, ge=0)
+    """Published batch versions replaced longer ago than this are deleted from Cassandra."""
+    spark_submit: str = str(PROJECT_ROOT / ".venv" / "bin" / "spark-submit")
+    """The ``spark-submit`` the DAGs run jobs with (the Spark environment's, not Airflow's)."""
+
+
+class ServingSettings(_Section):
+    """The serving layer: merged answers over HTTP for dashboards and analysts."""
+
+    host: str = "127.0.0.1"
+    """Interface the serving API listens on."""
+    port: int = Field(default=8090, ge=1, le=65535)
+    """HTTP port of the serving API and dashboard."""
+    api_tokens: dict[str, SecretStr] = {"local-analyst": SecretStr("local-dev-read-token")}
+    """Analyst name -> read-only bearer token. The local default is for this machine only."""
+    max_range_days: int = Field(default=31, ge=1)
+    """Longest time range one query may ask for."""
+
+
 class LakeSettings(_Section):
     """Where the Delta tables (bronze, silver, gold) live."""
 
@@ -277,6 +318,8 @@ class Settings(BaseSettings):
     cassandra: CassandraSettings = CassandraSettings()
     spark: SparkSettings = SparkSettings()
     lake: LakeSettings = LakeSettings()
+    batch: BatchSettings = BatchSettings()
+    serving: ServingSettings = ServingSettings()
     airflow: AirflowSettings = AirflowSettings()
     local: LocalSettings = LocalSettings()
 
@@ -287,6 +330,13 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"environment={self.environment} still uses the local development write key; "
                 'set WAP_COLLECTOR__WRITE_KEYS=\'{"<source>": "<secret>"}\'.'
+            )
+        dev_tokens = {t.get_secret_value() for t in ServingSettings().api_tokens.values()}
+        tokens = {t.get_secret_value() for t in self.serving.api_tokens.values()}
+        if self.environment != "local" and tokens & dev_tokens:
+            raise ValueError(
+                f"environment={self.environment} still uses the local development API token; "
+                'set WAP_SERVING__API_TOKENS=\'{"<analyst>": "<secret>"}\'.'
             )
         return self
 

@@ -299,9 +299,11 @@ def _provision(settings: Settings, services: tuple[str, ...]) -> None:
             ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
         finally:
             cluster.shutdown()
+        from batch_layer.schema import create_tables as create_batch_tables
         from speed_layer.job import create_tables
 
         create_tables(settings)
+        create_batch_tables(settings)
         log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
 
 
