@@ -20,15 +20,25 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["BronzeRun", "bronze_path", "committed_range", "ingest_bronze", "stable_end"]
+__all__ = [
+    "BronzeRun",
+    "bronze_as_of",
+    "bronze_path",
+    "committed_range",
+    "ingest_bronze",
+    "stable_end",
+]
 
 _log = get_logger(__name__)
 
@@ -46,22 +56,19 @@ class BronzeRun:
     """True when there was nothing new, or an identical run had already committed."""
 
 
-def bronze_path(settings: Settings) -> str:
-    return (
-        f"{settings.lake.root.rstrip('/')}/bronze/{settings.kafka.events_topic.replace('.', '_')}"
-    )
+def bronze_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
+    return f"{settings.lake.root.rstrip('/')}/bronze/{spec.table_name(settings)}"
 
 
-def _app_id(settings: Settings) -> str:
-    return f"bronze:{settings.kafka.events_topic}"
+def _app_id(settings: Settings, spec: PipelineSpec) -> str:
+    return f"bronze:{spec.topic_of(settings)}"
 
 
-def committed_range(spark: SparkSession, path: str) -> tuple[int, dict[int, int]]:
-    """The last run number and the end offsets it committed (0, {} for a new table)."""
+def _last_meta(spark: SparkSession, path: str) -> dict | None:
     from delta.tables import DeltaTable
 
     if not DeltaTable.isDeltaTable(spark, path):
-        return 0, {}
+        return None
     rows = (
         DeltaTable.forPath(spark, path)
         .history()
@@ -71,17 +78,27 @@ def committed_range(spark: SparkSession, path: str) -> tuple[int, dict[int, int]
         .limit(1)
         .collect()
     )
-    if not rows:
+    return json.loads(rows[0].userMetadata) if rows else None
+
+
+def committed_range(spark: SparkSession, path: str) -> tuple[int, dict[int, int]]:
+    """The last run number and the end offsets it committed (0, {} for a new table)."""
+    meta = _last_meta(spark, path)
+    if meta is None:
         return 0, {}
-    meta = json.loads(rows[0].userMetadata)
     return int(meta["run"]), {int(p): int(o) for p, o in meta["end"].items()}
 
 
-def stable_end(settings: Settings, timeout_s: float = 30) -> dict[int, int]:
+def bronze_as_of(spark: SparkSession, path: str) -> datetime | None:
+    """When the last committed run fixed its stable end: bronze holds the log up to then."""
+    meta = _last_meta(spark, path)
+    return datetime.fromisoformat(meta["as_of"]) if meta and "as_of" in meta else None
+
+
+def stable_end(settings: Settings, topic: str, timeout_s: float = 30) -> dict[int, int]:
     """Each partition's high watermark now: the fixed end of this run's range."""
     from confluent_kafka import Consumer, TopicPartition
 
-    topic = settings.kafka.events_topic
     consumer = Consumer(settings.kafka.client_config() | {"group.id": f"bronze-probe-{topic}"})
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
@@ -95,18 +112,29 @@ def stable_end(settings: Settings, timeout_s: float = 30) -> dict[int, int]:
         consumer.close()
 
 
-def ingest_bronze(spark: SparkSession, settings: Settings) -> BronzeRun:
-    """Append the next offset range of the events topic to bronze, exactly once."""
+def ingest_bronze(
+    spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVENTS
+) -> BronzeRun:
+    """Append the next offset range of the pipeline's topic to bronze, exactly once.
+
+    The run's ``as_of`` (when the stable end was fixed) is recorded with the
+    range: every record Kafka held at that moment is in bronze after the run.
+    A run with nothing new records a new ``as_of`` too (an empty commit), so
+    the boundary can move while the site is quiet.
+    """
     from pyspark.sql import functions as F
 
-    path = bronze_path(settings)
+    path = bronze_path(settings, spec)
+    topic = spec.topic_of(settings)
     run, start = committed_range(spark, path)
-    end = stable_end(settings)
+    as_of = datetime.now(UTC)
+    end = stable_end(settings, topic)
     start = {p: start.get(p, 0) for p in end}
     if all(start[p] >= end[p] for p in end):
-        log_event(_log, "bronze.up_to_date", path=path, end=end)
+        if run > 0:
+            _touch(spark, path, {"run": run, "topic": topic, "start": start, "end": end}, as_of)
+        log_event(_log, "bronze.up_to_date", path=path, end=end, as_of=as_of.isoformat())
         return BronzeRun(path, run, start, end, 0, skipped=True)
-    topic = settings.kafka.events_topic
     raw = (
         spark.read.format("kafka")
         .options(**settings.kafka.spark_options())
@@ -127,18 +155,19 @@ def ingest_bronze(spark: SparkSession, settings: Settings) -> BronzeRun:
             F.current_date().alias("ingest_date"),
         )
     )
-    meta = {"run": run + 1, "topic": topic, "start": start, "end": end}
+    meta = {"run": run + 1, "topic": topic, "start": start, "end": end, "as_of": as_of.isoformat()}
     before = _version(spark, path)
     (
         raw.write.format("delta")
         .mode("append")
         .partitionBy("ingest_date")
-        .option("txnAppId", _app_id(settings))
+        .option("txnAppId", _app_id(settings, spec))
         .option("txnVersion", run + 1)
         .option("userMetadata", json.dumps(meta))
         .save(path)
     )
     committed = _version(spark, path) != before
+    ensure_table_properties(spark, settings, path)
     rows = _written_rows(spark, path) if committed else 0
     log_event(
         _log,
@@ -149,6 +178,13 @@ def ingest_bronze(spark: SparkSession, settings: Settings) -> BronzeRun:
         end=end,
     )
     return BronzeRun(path, run + 1, start, end, rows, skipped=not committed)
+
+
+def _touch(spark: SparkSession, path: str, meta: dict, as_of: datetime) -> None:
+    """Record a newer ``as_of`` for the same range: an empty append carrying the metadata."""
+    meta = meta | {"as_of": as_of.isoformat()}
+    empty = spark.read.format("delta").load(path).limit(0)
+    empty.write.format("delta").mode("append").option("userMetadata", json.dumps(meta)).save(path)
 
 
 def _written_rows(spark: SparkSession, path: str) -> int:

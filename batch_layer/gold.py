@@ -5,54 +5,104 @@ complete, deduplicated events of whole days, so the answers are exact: late
 events are in their true windows. Each view's table is partitioned by
 ``window_date`` and a run rewrites exactly the days it covers
 (``replaceWhere``): reprocessing a day rewrites that day and nothing else.
+
+Without explicit dates a run covers the days silver rebuilt since gold's
+last run (from the pipeline ledger), and only once the silver quality gate
+passed on them.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
+from batch_layer.ledger import Entry, Ledger, pending_days
+from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.silver import days_predicate, silver_path
+from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["build_gold", "gold_path"]
+__all__ = ["GateNotPassed", "GoldRun", "build_gold", "gold_path"]
 
 _log = get_logger(__name__)
+
+
+class GateNotPassed(RuntimeError):
+    """The step before has not passed its quality gate: nothing downstream may run."""
+
+
+@dataclass(frozen=True)
+class GoldRun:
+    dates: tuple[date, ...]
+    rows: dict[str, int]
+    """Rows per view in the rewritten days."""
 
 
 def gold_path(settings: Settings, spec: ViewSpec) -> str:
     return f"{settings.lake.root.rstrip('/')}/gold/{spec.name}"
 
 
+def require_gate(entries: list[Entry], stage: str, after_step: str) -> None:
+    """Raise unless a passed ``stage`` gate was recorded after ``after_step``'s last entry."""
+    last = max((e.recorded_at for e in entries if e.step == after_step), default=None)
+    gates = [e for e in entries if e.step == "gate" and e.detail.get("stage") == stage]
+    gate = gates[-1] if gates else None
+    if last is not None and (gate is None or gate.recorded_at < last):
+        raise GateNotPassed(
+            f"The {stage} quality gate has not run since the last {after_step} run; "
+            f"run the check_{stage} step first."
+        )
+    if gate is not None and not gate.passed:
+        raise GateNotPassed(
+            f"The {stage} quality gate failed (run {gate.run_id}); see {gate.detail.get('report')}."
+        )
+
+
 def build_gold(
-    spark: SparkSession, settings: Settings, dates: list[date], views: tuple[ViewSpec, ...] = VIEWS
-) -> dict[str, int]:
-    """Rewrite every view's gold partitions for ``dates``; return rows written per view."""
+    spark: SparkSession,
+    settings: Settings,
+    dates: list[date] | None = None,
+    views: tuple[ViewSpec, ...] | None = None,
+    spec: PipelineSpec = WEB_EVENTS,
+    run_id: str = "manual",
+) -> GoldRun:
+    """Rewrite every view's gold partitions for ``dates`` (default: silver's pending days)."""
     from pyspark.sql import functions as F
 
-    if not dates:
-        return {}
-    days = sorted(set(dates))
-    silver = spark.read.format("delta").load(silver_path(settings))
-    events = silver.where(F.col("event_date").isin(days))
-    predicate = days_predicate("window_date", days)
-    written = {}
-    for spec in views:
-        rows = spec.build(events).withColumn("window_date", F.to_date("window_start"))
-        (
-            rows.write.format("delta")
-            .mode("overwrite")
-            .partitionBy("window_date")
-            .option("replaceWhere", predicate)
-            .save(gold_path(settings, spec))
-        )
-        written[spec.name] = (
-            spark.read.format("delta").load(gold_path(settings, spec)).where(predicate).count()
-        )
-    log_event(_log, "gold.built", dates=[d.isoformat() for d in days], rows=written)
-    return written
+    ledger = Ledger(spark, settings, spec)
+    entries = ledger.entries()
+    if dates is None:
+        dates = list(pending_days(entries, "silver", "gold"))
+        if dates:
+            require_gate(entries, "silver", "silver")
+    silvers = [e for e in entries if e.step == "silver"]
+    as_of = silvers[-1].as_of if silvers else None
+    days = tuple(sorted(set(dates)))
+    written: dict[str, int] = {}
+    if days:
+        silver = spark.read.format("delta").load(silver_path(settings, spec))
+        events = silver.where(F.col("event_date").isin(list(days)))
+        predicate = days_predicate("window_date", days)
+        for view in views or spec.views:
+            path = gold_path(settings, view)
+            rows = view.build(events).withColumn("window_date", F.to_date("window_start"))
+            (
+                rows.write.format("delta")
+                .mode("overwrite")
+                .partitionBy("window_date")
+                .option("replaceWhere", predicate)
+                .save(path)
+            )
+            ensure_table_properties(spark, settings, path)
+            written[view.name] = spark.read.format("delta").load(path).where(predicate).count()
+    ledger.append(Entry("gold", run_id, datetime.now(UTC), days, as_of, detail={"rows": written}))
+    log_event(
+        _log, "gold.built", run_id=run_id, dates=[d.isoformat() for d in days], rows=written
+    )
+    return GoldRun(days, written)

@@ -17,15 +17,18 @@ the same rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
-from batch_layer.bronze import bronze_path
+from batch_layer.bronze import bronze_as_of, bronze_path, committed_range
+from batch_layer.ledger import Entry, Ledger
+from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "SilverRun",
@@ -48,12 +51,12 @@ class SilverRun:
     duplicates: int
 
 
-def silver_path(settings: Settings) -> str:
-    return bronze_path(settings).replace("/bronze/", "/silver/")
+def silver_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
+    return bronze_path(settings, spec).replace("/bronze/", "/silver/")
 
 
-def rejects_path(settings: Settings) -> str:
-    return silver_path(settings) + "_rejects"
+def rejects_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
+    return silver_path(settings, spec) + "_rejects"
 
 
 def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
@@ -65,14 +68,16 @@ def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
     return f"{column} IN (" + ", ".join(f"DATE'{d.isoformat()}'" for d in days) + ")"
 
 
-def parse_bronze(bronze: DataFrame) -> tuple[DataFrame, DataFrame]:
+def parse_bronze(
+    bronze: DataFrame, spec: PipelineSpec = WEB_EVENTS
+) -> tuple[DataFrame, DataFrame]:
     """(parsed events with Kafka coordinates, rejects with a reason) from bronze rows."""
     from pyspark.sql import functions as F
 
     from data_contracts import load_contract
     from data_contracts.derive import to_spark_schema
 
-    schema = to_spark_schema(load_contract("web_events", 1))
+    schema = to_spark_schema(load_contract(spec.contract, spec.contract_major))
     text = F.col("value").cast("string")
     parsed = bronze.select(
         "partition", "offset", text.alias("raw"), F.from_json(text, schema).alias("e")
@@ -95,50 +100,94 @@ def parse_bronze(bronze: DataFrame) -> tuple[DataFrame, DataFrame]:
     return events, rejects
 
 
+def _after(end: dict[int, int]) -> Column:
+    """Bronze rows past the offsets ``end`` (every row when ``end`` is empty)."""
+    from pyspark.sql import functions as F
+
+    condition = F.lit(True)
+    for partition, offset in end.items():
+        condition = F.when(F.col("partition") == partition, F.col("offset") >= offset).otherwise(
+            condition
+        )
+    return condition
+
+
 def build_silver(
-    spark: SparkSession, settings: Settings, dates: list[date] | None = None
+    spark: SparkSession,
+    settings: Settings,
+    dates: list[date] | None = None,
+    spec: PipelineSpec = WEB_EVENTS,
+    run_id: str = "manual",
 ) -> SilverRun:
-    """Rebuild silver for ``dates`` (every date present in bronze when None)."""
+    """Rebuild silver for ``dates``, or for the event days of bronze records not seen yet.
+
+    Records the run in the pipeline ledger (days, the bronze range it has
+    seen and bronze's ``as_of``), which is where gold finds its work.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    bronze = spark.read.format("delta").load(bronze_path(settings))
-    events, rejects = parse_bronze(bronze)
+    path = silver_path(settings, spec)
+    ledger = Ledger(spark, settings, spec)
+    _, bronze_end = committed_range(spark, bronze_path(settings, spec))
+    as_of = bronze_as_of(spark, bronze_path(settings, spec))
+    bronze = spark.read.format("delta").load(bronze_path(settings, spec))
+    events, rejects = parse_bronze(bronze, spec)
+    if dates is None:
+        last = ledger.last("silver")
+        seen = {int(p): o for p, o in (last.detail.get("bronze_end", {}) if last else {}).items()}
+        fresh = events.where(_after(seen))
+        dates = [r.event_date for r in fresh.select("event_date").distinct().collect()]
+    wanted = tuple(sorted(set(dates)))
+    # Dedupe over all of bronze, then keep the wanted days: a resent event whose
+    # corrected time moved across midnight still has exactly one row, the first.
     first = Window.partitionBy("event_id").orderBy("partition", "offset")
-    ranked = events.withColumn("_n", F.row_number().over(first))
-    unique = ranked.where(F.col("_n") == 1).drop("_n", "partition", "offset").cache()
+    ranked = (
+        events.withColumn("_n", F.row_number().over(first))
+        .where(F.col("event_date").isin(list(wanted)))
+        .cache()
+    )
     try:
-        wanted = tuple(
-            sorted(dates)
-            if dates is not None
-            else sorted(r.event_date for r in unique.select("event_date").distinct().collect())
-        )
-        if not wanted:
-            return SilverRun(silver_path(settings), (), 0, 0, 0)
-        in_scope = F.col("event_date").isin(list(wanted))
-        chosen = unique.where(in_scope)
-        predicate = days_predicate("event_date", wanted)
-        (
-            chosen.write.format("delta")
-            .mode("overwrite")
-            .partitionBy("event_date")
-            .option("replaceWhere", predicate)
-            .save(silver_path(settings))
-        )
-        rejects.write.format("delta").mode("overwrite").save(rejects_path(settings))
+        chosen = ranked.where(F.col("_n") == 1).drop("_n", "partition", "offset")
+        if wanted:
+            (
+                chosen.write.format("delta")
+                .mode("overwrite")
+                .partitionBy("event_date")
+                .option("replaceWhere", days_predicate("event_date", wanted))
+                .save(path)
+            )
+        rejects.write.format("delta").mode("overwrite").save(rejects_path(settings, spec))
         run = SilverRun(
-            silver_path(settings),
+            path,
             wanted,
-            chosen.count(),
-            spark.read.format("delta").load(rejects_path(settings)).count(),
-            ranked.where(in_scope & (F.col("_n") > 1)).count(),
+            chosen.count() if wanted else 0,
+            spark.read.format("delta").load(rejects_path(settings, spec)).count(),
+            ranked.where(F.col("_n") > 1).count() if wanted else 0,
         )
     finally:
-        unique.unpersist()
+        ranked.unpersist()
+    ensure_table_properties(spark, settings, path, rejects_path(settings, spec))
+    ledger.append(
+        Entry(
+            "silver",
+            run_id,
+            datetime.now(UTC),
+            wanted,
+            as_of,
+            detail={
+                "bronze_end": bronze_end,
+                "events": run.events,
+                "duplicates": run.duplicates,
+                "rejects": run.rejects,
+            },
+        )
+    )
     log_event(
         _log,
         "silver.built",
         path=run.path,
+        run_id=run_id,
         dates=[d.isoformat() for d in run.dates],
         events=run.events,
         rejects=run.rejects,

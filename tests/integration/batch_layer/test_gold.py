@@ -51,7 +51,7 @@ def test_gold_views_are_exact_and_days_rewrite_alone(spark, local_platform, kafk
     silver = build_silver(spark, settings)
 
     written = build_gold(spark, settings, list(silver.dates))
-    assert set(written) == {"page_activity", "site_activity", "search_terms", "clicks"}
+    assert set(written.rows) == {"page_activity", "site_activity", "search_terms", "clicks"}
 
     pages = spark.read.format("delta").load(gold_path(settings, view("page_activity")))
     got = defaultdict(dict)

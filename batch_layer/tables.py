@@ -1,0 +1,51 @@
+"""Delta table properties every lake table carries, set from settings.
+
+- ``delta.logRetentionDuration``: how far back time travel and the history go;
+- ``delta.deletedFileRetentionDuration``: what VACUUM keeps for running readers;
+- ``delta.checkpointInterval``: commits between log checkpoints (fast snapshot loads);
+- ``delta.autoOptimize.optimizeWrite``/``autoCompact``: fewer small files per run.
+
+Set once per table (only when a value differs), so a run does not add a
+property commit every time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["ensure_table_properties", "table_properties"]
+
+
+def table_properties(settings: Settings) -> dict[str, str]:
+    """The properties of every lake table.
+
+    >>> table_properties(Settings())["delta.checkpointInterval"]
+    '10'
+    """
+    return {
+        "delta.logRetentionDuration": settings.batch.log_retention,
+        "delta.deletedFileRetentionDuration": settings.batch.deleted_file_retention,
+        "delta.checkpointInterval": str(settings.batch.checkpoint_interval),
+        "delta.autoOptimize.optimizeWrite": "true",
+        "delta.autoOptimize.autoCompact": "true",
+    }
+
+
+def ensure_table_properties(spark: SparkSession, settings: Settings, *paths: str) -> None:
+    """Set the properties on each Delta table at ``paths`` where they differ."""
+    from delta.tables import DeltaTable
+
+    wanted = table_properties(settings)
+    for path in paths:
+        if not DeltaTable.isDeltaTable(spark, path):
+            continue
+        current = DeltaTable.forPath(spark, path).detail().collect()[0].properties or {}
+        changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if changed:
+            assignments = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(changed.items()))
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
