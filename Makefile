@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+CHECKOV := .platform/checkov-venv
 
 .PHONY: demo test install up down status logs lint unit clean
 
@@ -17,8 +18,13 @@ test: install  ## every test, against the real local Kafka, Cassandra, Spark, De
 unit: install  ## only the tests that need no service (Spark runs in-process)
 	$(BIN)/python -m pytest -m "not integration"
 
-install: $(STAMP)  ## Python env, JVM jars from Maven Central, Airflow's own env (no-op when done)
+install: $(STAMP) $(CHECKOV)/.installed  ## Python env, JVM jars from Maven Central, Airflow's own env (no-op when done)
 	$(BIN)/python -m platformctl install
+
+$(CHECKOV)/.installed: requirements/checkov.lock $(STAMP)  ## checkov's own env (infra/terraform tests)
+	$(PYTHON) -m venv $(CHECKOV)
+	$(BIN)/uv pip sync -q --python $(CHECKOV)/bin/python requirements/checkov.lock
+	touch $@
 
 $(STAMP): requirements/main.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
