@@ -259,6 +259,16 @@ class ServingSettings(_Section):
     """Analyst name -> read-only bearer token. The local default is for this machine only."""
     max_range_days: int = Field(default=31, ge=1)
     """Longest time range one query may ask for."""
+    max_buckets: int = Field(default=2880, ge=1)
+    """Most buckets one timeseries may return (two days of minutes)."""
+    max_top_minutes: int = Field(default=2880, ge=1)
+    """Longest range of a top-N question, in minutes (it reads one partition per minute)."""
+    workers: int = Field(default=2, ge=1)
+    """Server processes (uvicorn workers), each with its own Cassandra session."""
+    pointer_cache_s: float = Field(default=1.0, ge=0)
+    """How long a worker reuses the boundary, day versions and speed progress it read."""
+    batch_cache_entries: int = Field(default=4096, ge=0)
+    """Published batch partition reads kept per worker (immutable per version); 0 disables."""
 
 
 class LakeSettings(_Section):

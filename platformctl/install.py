@@ -9,6 +9,7 @@ a no-op and a changed pom or lock reinstalls.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import time
@@ -18,9 +19,11 @@ from core.log import get_logger, log_event
 from core.settings import PROJECT_ROOT, Settings
 from platformctl.airflow_env import ensure_airflow_venv
 
-__all__ = ["JAR_COMPONENTS", "install", "install_jars", "jars_dir"]
+__all__ = ["CHROMIUM", "JAR_COMPONENTS", "install", "install_browser", "install_jars", "jars_dir"]
 
 JAR_COMPONENTS = ("kafka", "cassandra", "spark")
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's Chromium: the headless browser the dashboard test drives (with chromedriver)."""
 _log = get_logger(__name__)
 
 
@@ -81,10 +84,42 @@ def install_jars(settings: Settings, component: str) -> Path:
     return target
 
 
-def install(settings: Settings, *, airflow: bool = True) -> None:
+def install_browser() -> None:
+    """Debian's ``chromium`` and ``chromium-driver`` for the dashboard's browser test.
+
+    A no-op when ``/usr/bin/chromium`` exists; otherwise installed with apt-get
+    (as root), never downloaded by a test tool.
+    """
+    if CHROMIUM.exists() and Path("/usr/bin/chromedriver").exists():
+        return
+    apt = shutil.which("apt-get")
+    if apt is None or os.geteuid() != 0:
+        raise RuntimeError(
+            "The dashboard test needs Chromium: run as root "
+            "`apt-get install -y --no-install-recommends chromium chromium-driver`."
+        )
+    started = time.monotonic()
+    log_event(_log, "install.browser.start", packages=["chromium", "chromium-driver"])
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (
+        [apt, "update", "-q"],
+        [apt, "install", "-y", "-q", "--no-install-recommends", "chromium", "chromium-driver"],
+    ):
+        result = subprocess.run(argv, capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"`{' '.join(argv)}` failed (exit {result.returncode}):\n"
+                + "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+            )
+    log_event(_log, "install.browser.done", seconds=round(time.monotonic() - started, 1))
+
+
+def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -> None:
     """Everything ``up``, the jobs and the tests need on this machine."""
     for component in JAR_COMPONENTS:
         install_jars(settings, component)
+    if browser:
+        install_browser()
     if airflow:
         ensure_airflow_venv(
             settings.airflow.venv,
