@@ -1,0 +1,255 @@
+"""The serving API: merged answers over HTTP for dashboards and analysts, and the live page.
+
+Every data route is ``GET`` and needs a read-only analyst token
+(``Authorization: Bearer <token>``, from ``settings.serving.api_tokens``);
+``/health`` and the dashboard page need none (the page asks for a token).
+Times are ISO 8601 (UTC when no zone is given) or ``now``/``now-15m``/``now-2h``;
+a range holds the 1-minute windows whose start lies in ``[start, end)``.
+Windows before a view's batch boundary are answered from the batch view
+(final), the others from the speed view (provisional); every answer says
+where the boundary was and how fresh the speed side is. Boundary, day
+versions and speed progress are cached per worker for
+``settings.serving.pointer_cache_s`` (``pointers_age_s`` in each answer).
+"""
+
+import hmac
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from serving.errors import QueryError
+from serving.merge import DEFAULT_QUANTILES
+from serving.query import Limits, Queries
+from serving.store import ServingStore
+from serving.timerange import parse_instant
+from views import VIEWS
+from views.site_activity import SITE
+
+__all__ = ["create_app"]
+
+_log = get_logger(__name__)
+_DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="A read-only analyst token from settings.serving.api_tokens.",
+)
+
+
+class _Json(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def _error(status: int, code: str, message: str, **headers: str) -> _Json:
+    return _Json({"error": code, "message": message}, status, headers or None)
+
+
+class _Unauthorized(Exception):
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _keys(view: str, raw: list[str]) -> list[tuple[str, ...]]:
+    spec = next((s for s in VIEWS if s.name == view), None)
+    if spec is None:
+        return [(k,) for k in raw]  # the query core names the unknown view
+    if not raw and spec.keys == ("site",):
+        return [(SITE,)]
+    if len(spec.keys) == 1:
+        return [(k,) for k in raw]
+    keys = []
+    for text in raw:
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            value = None
+        if not isinstance(value, list):
+            raise QueryError(
+                "invalid_key",
+                f"View {view!r} is keyed by {list(spec.keys)}: pass each key as a JSON array.",
+            )
+        keys.append(tuple(value))
+    return keys
+
+
+def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
+    """Build the serving app; it connects to Cassandra at start-up unless ``queries`` is given."""
+    serving = settings.serving
+    tokens = [(name, t.get_secret_value().encode()) for name, t in serving.api_tokens.items()]
+    limits = Limits(
+        max_range_days=serving.max_range_days,
+        max_buckets=serving.max_buckets,
+        max_top_minutes=serving.max_top_minutes,
+    )
+    state: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        cluster = None
+        if queries is None:
+            from core.cassandra import connect
+
+            cluster, session = connect(settings.cassandra)
+            store = ServingStore(
+                session,
+                settings.cassandra.keyspace,
+                pointer_cache_s=serving.pointer_cache_s,
+                batch_cache_entries=serving.batch_cache_entries,
+            )
+            state["queries"] = Queries(store, limits)
+        else:
+            state["queries"] = queries
+        await state["queries"].store.pointers()
+        log_event(_log, "serving.started", keyspace=settings.cassandra.keyspace)
+        yield
+        if cluster is not None:
+            cluster.shutdown()
+        log_event(_log, "serving.stopped")
+
+    app = FastAPI(
+        title="Web activity serving API",
+        version="1",
+        description=__doc__,
+        lifespan=lifespan,
+        default_response_class=_Json,
+    )
+
+    @app.exception_handler(QueryError)
+    async def _query_error(_: Request, error: QueryError) -> Response:
+        return _error(error.status, error.code, error.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, error: RequestValidationError) -> Response:
+        parts = []
+        for item in error.errors():
+            where = ".".join(str(p) for p in item.get("loc", ())[1:]) or "request"
+            parts.append(f"{where}: {item.get('msg')} (got {item.get('input')!r})")
+        return _error(400, "invalid_parameter", "; ".join(parts))
+
+    @app.exception_handler(_Unauthorized)
+    async def _unauthorized(_: Request, error: _Unauthorized) -> Response:
+        return _error(401, "unauthorized", error.message, **{"WWW-Authenticate": "Bearer"})
+
+    def analyst(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> str:
+        if credentials is None:
+            raise _Unauthorized("Send a read-only analyst token: Authorization: Bearer <token>.")
+        given = credentials.credentials.encode()
+        found = None
+        for name, token in tokens:  # compare with every token, in constant time
+            if hmac.compare_digest(given, token):
+                found = name
+        if found is None:
+            raise _Unauthorized("Unknown token.")
+        return found
+
+    Analyst = Annotated[str, Depends(analyst)]
+    View = Annotated[str, Query(description="A view: " + ", ".join(s.name for s in VIEWS))]
+    Start = Annotated[
+        str, Query(description="Range start: ISO 8601 or now-<n>{s,m,h,d}", max_length=64)
+    ]
+    End = Annotated[str, Query(description="Range end (exclusive)", max_length=64)]
+
+    def _range(start: str, end: str, q: Queries) -> tuple[int, int]:
+        now = q.now_ms()
+        return (
+            parse_instant(start, now_ms=now, name="start"),
+            parse_instant(end, now_ms=now, name="end"),
+        )
+
+    @app.get("/v1/views", summary="The views, their keys and measures")
+    async def views(_: Analyst) -> Response:
+        return _Json(
+            [
+                {
+                    "view": s.name,
+                    "description": s.description,
+                    "keys": list(s.keys),
+                    "measures": [
+                        {"name": m.name, "kind": m.kind, "description": m.description}
+                        for m in s.measures
+                    ],
+                }
+                for s in VIEWS
+            ]
+        )
+
+    @app.get("/v1/timeseries", summary="Merged buckets of a view for one or more keys")
+    async def timeseries(
+        _: Analyst,
+        view: View,
+        key: Annotated[
+            list[str], Query(description="Key value(s); one series each (site: 'all')")
+        ] = [],  # noqa: B006 - FastAPI reads the default, never mutates it
+        start: Start = "now-1h",
+        end: End = "now",
+        granularity: Literal["minute", "hour", "day"] = "minute",
+        quantile: Annotated[
+            list[float], Query(ge=0, le=1, description="Quantiles of kll measures")
+        ] = list(DEFAULT_QUANTILES),  # noqa: B006
+    ) -> Response:
+        q: Queries = state["queries"]
+        lo, hi = _range(start, end, q)
+        return _Json(await q.timeseries(view, _keys(view, key), lo, hi, granularity, quantile))
+
+    @app.get("/v1/top", summary="Top-N keys of a view over a range, ranked on merged values")
+    async def top(
+        _: Analyst,
+        view: View,
+        measure: Annotated[str, Query(description="The measure to rank by", max_length=64)],
+        start: Start = "now-1h",
+        end: End = "now",
+        n: Annotated[int, Query(ge=1, le=100)] = 10,
+        quantile: Annotated[float, Query(ge=0, le=1, description="For kll measures")] = 0.95,
+        min_samples: Annotated[int, Query(ge=1, description="For kll measures")] = 1,
+    ) -> Response:
+        q: Queries = state["queries"]
+        lo, hi = _range(start, end, q)
+        return _Json(await q.top(view, measure, lo, hi, n, quantile, min_samples))
+
+    @app.get("/v1/reach", summary="Distinct visitors over a range, for a page or the site")
+    async def reach(
+        _: Analyst,
+        view: Annotated[
+            Literal["page_activity", "site_activity"], Query(description="page or site")
+        ] = "site_activity",
+        key: Annotated[str | None, Query(description="The page path (site: 'all')")] = None,
+        start: Start = "now-1h",
+        end: End = "now",
+    ) -> Response:
+        q: Queries = state["queries"]
+        lo, hi = _range(start, end, q)
+        keys = _keys(view, [] if key is None else [key])
+        if not keys:
+            raise QueryError("missing_key", "Name the page: key=<path>.")
+        return _Json(await q.reach(view, keys[0], lo, hi))
+
+    @app.get("/health", summary="Cassandra reachable? Boundary and freshness per view")
+    async def health() -> Response:
+        try:
+            return _Json(await state["queries"].health())
+        except Exception as exc:  # the driver's NoHostAvailable, timeouts
+            return _error(503, "unavailable", f"Cassandra cannot be read: {exc}")
+
+    page = _DASHBOARD.read_text() if _DASHBOARD.exists() else "<p>dashboard missing</p>"
+
+    @app.get("/dashboard", summary="The live dashboard page", response_class=HTMLResponse)
+    async def dashboard() -> HTMLResponse:
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/dashboard")
+
+    return app

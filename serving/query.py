@@ -1,0 +1,320 @@
+"""The query core: one answer per question, merged across the batch boundary.
+
+:class:`Queries` plans which partitions answer a range (:mod:`serving.plan`),
+reads them concurrently (:mod:`serving.store`), merges the rows by each
+measure's kind (:mod:`serving.merge`) and says, in every answer, which
+boundary it used per view, how fresh the speed side is, and which buckets
+are final (all from batch) or provisional (some from speed).
+
+Answers are plain dicts ready for JSON; times in them are ISO 8601 UTC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from serving.errors import QueryError
+from serving.merge import DEFAULT_QUANTILES, hll_estimate, rank_value, summarise
+from serving.plan import bucket_source, key_reads, minute_reads
+from serving.store import Pointers, ServingStore
+from serving.timerange import MINUTE_MS, floor, iso, step_ms
+from views import ViewSpec
+
+__all__ = ["Limits", "Queries", "RangeQuery"]
+
+_MAX_IN_FLIGHT = 256
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one question may ask for (from :class:`core.settings.ServingSettings`)."""
+
+    max_range_days: int = 31
+    max_buckets: int = 2880
+    max_top_minutes: int = 2 * 1440
+    max_keys: int = 20
+    max_n: int = 100
+
+
+@dataclass(frozen=True)
+class RangeQuery:
+    """A validated range: windows whose start lies in ``[lo, hi)`` (epoch ms)."""
+
+    lo: int
+    hi: int
+
+    @classmethod
+    def checked(cls, lo: int, hi: int, limits: Limits) -> RangeQuery:
+        if hi < lo:
+            raise QueryError(
+                "invalid_range", f"end ({iso(hi)}) lies before start ({iso(lo)}); swap them."
+            )
+        days = (hi - lo) / (24 * 3600 * 1000)
+        if days > limits.max_range_days:
+            raise QueryError(
+                "range_too_large",
+                f"The range spans {days:.1f} days; at most {limits.max_range_days} are allowed. "
+                "Ask for a shorter range, or use SQL over the gold tables for longer ones.",
+            )
+        return cls(lo, hi)
+
+
+def _spec(store: ServingStore, view: str) -> ViewSpec:
+    try:
+        return store.spec(view)
+    except KeyError:
+        known = ", ".join(store.views)
+        raise QueryError("unknown_view", f"No view {view!r}; the views are: {known}.") from None
+
+
+def _key_dict(spec: ViewSpec, key: tuple[str, ...]) -> dict[str, str]:
+    return dict(zip(spec.keys, key, strict=True))
+
+
+def check_keys(spec: ViewSpec, keys: Sequence[tuple[str, ...]], limits: Limits) -> None:
+    """Every key names one value per key column of the view; not too many keys."""
+    if not keys:
+        raise QueryError(
+            "missing_key", f"Name at least one {'/'.join(spec.keys)} of view {spec.name!r}."
+        )
+    if len(keys) > limits.max_keys:
+        raise QueryError(
+            "too_many_keys", f"{len(keys)} keys asked; at most {limits.max_keys} per question."
+        )
+    for key in keys:
+        if len(key) != len(spec.keys):
+            raise QueryError(
+                "invalid_key",
+                f"View {spec.name!r} is keyed by {list(spec.keys)}; got {list(key)!r}.",
+            )
+        for value in key:
+            if not isinstance(value, str) or not value or len(value) > 2048:
+                raise QueryError(
+                    "invalid_key",
+                    f"A key is a non-empty string of at most 2048 characters; got {value!r}.",
+                )
+
+
+class Queries:
+    """The questions serving answers, over one :class:`ServingStore`."""
+
+    def __init__(
+        self,
+        store: ServingStore,
+        limits: Limits | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.limits = limits or Limits()
+        self.clock = clock
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- what every answer carries ------------------------------------------------------
+
+    def _context(self, pointers: Pointers, views: Sequence[str]) -> dict[str, Any]:
+        now = self.now_ms()
+        freshness = {}
+        for name in views:
+            p = pointers.views[name]
+            lag = None if p.newest_event is None else round((now - p.newest_event) / 1000, 1)
+            freshness[name] = {
+                "newest_event_time": iso(p.newest_event),
+                "lag_s": lag,
+                "watermark": iso(p.watermark),
+                "heartbeat_at": iso(p.heartbeat),
+                "kafka_lag": p.kafka_lag,
+            }
+        return {
+            "boundary": {name: iso(pointers.views[name].boundary) for name in views},
+            "freshness": freshness,
+            "pointers_age_s": round(max(0, now - pointers.read_at) / 1000, 1),
+        }
+
+    async def _gather(self, calls: list) -> list:
+        out: list = []
+        for i in range(0, len(calls), _MAX_IN_FLIGHT):
+            out += await asyncio.gather(*(c() for c in calls[i : i + _MAX_IN_FLIGHT]))
+        return out
+
+    async def _key_rows(self, spec: ViewSpec, key: tuple[str, ...], rq: RangeQuery, pointers):
+        view = pointers.views[spec.name]
+        reads = key_reads(rq.lo, rq.hi, view.boundary, view.versions)
+        store = self.store
+        parts = await asyncio.gather(
+            *(store.key_rows(spec.name, r.layer, key, r.day, r.version, r.lo, r.hi) for r in reads)
+        )
+        return [row for part in parts for row in part]
+
+    # -- questions ------------------------------------------------------------------------
+
+    async def timeseries(
+        self,
+        view: str,
+        keys: Sequence[tuple[str, ...]],
+        lo: int,
+        hi: int,
+        granularity: str = "minute",
+        quantiles: Sequence[float] = DEFAULT_QUANTILES,
+    ) -> dict[str, Any]:
+        """Per key, one bucket per ``granularity`` step of ``[lo, hi)``, zeros included."""
+        spec = _spec(self.store, view)
+        check_keys(spec, keys, self.limits)
+        rq = RangeQuery.checked(lo, hi, self.limits)
+        step = step_ms(granularity)
+        first = floor(rq.lo, granularity)
+        starts = list(range(first, rq.hi, step)) if rq.hi > rq.lo else []
+        if len(starts) > self.limits.max_buckets:
+            raise QueryError(
+                "too_many_buckets",
+                f"{len(starts)} {granularity} buckets asked; at most {self.limits.max_buckets}. "
+                "Use a coarser granularity (hour, day) or a shorter range.",
+            )
+        pointers = await self.store.pointers()
+        boundary = pointers.views[view].boundary
+        found = await asyncio.gather(*(self._key_rows(spec, k, rq, pointers) for k in keys))
+        series = []
+        for key, rows in zip(keys, found, strict=True):
+            per_bucket: dict[int, list] = defaultdict(list)
+            for row in rows:
+                per_bucket[row[0] - row[0] % step].append(row[1:])
+            buckets = []
+            for start in starts:
+                source = bucket_source(max(start, rq.lo), min(start + step, rq.hi), boundary)
+                bucket = {"start": iso(start), "final": source == "batch", "source": source}
+                bucket.update(summarise(spec.measures, per_bucket.get(start, ()), quantiles))
+                buckets.append(bucket)
+            series.append({"key": _key_dict(spec, key), "buckets": buckets})
+        return {
+            "view": view,
+            "granularity": granularity,
+            "start": iso(rq.lo),
+            "end": iso(rq.hi),
+            **self._context(pointers, [view]),
+            "series": series,
+        }
+
+    async def top(
+        self,
+        view: str,
+        measure: str,
+        lo: int,
+        hi: int,
+        n: int = 10,
+        quantile: float = 0.95,
+        min_samples: int = 1,
+    ) -> dict[str, Any]:
+        """The ``n`` keys with the largest merged ``measure`` over ``[lo, hi)``.
+
+        Ranks on merged values: counts summed over the range, HLL sketches
+        unioned, KLL sketches merged then their ``quantile`` taken (keys
+        with fewer than ``min_samples`` values are left out).
+        """
+        spec = _spec(self.store, view)
+        try:
+            chosen = spec.measure(measure)
+        except KeyError as error:
+            raise QueryError("unknown_measure", str(error.args[0])) from None
+        if not 1 <= n <= self.limits.max_n:
+            raise QueryError("invalid_n", f"n must lie in 1..{self.limits.max_n}; got {n}.")
+        if not 0.0 <= quantile <= 1.0:
+            raise QueryError("invalid_quantile", f"quantile must lie in [0, 1]; got {quantile}.")
+        rq = RangeQuery.checked(lo, hi, self.limits)
+        minutes = (rq.hi - rq.lo) / MINUTE_MS
+        if minutes > self.limits.max_top_minutes:
+            raise QueryError(
+                "range_too_large",
+                f"Top-N reads every window of its range: {minutes:.0f} minutes asked, at most "
+                f"{self.limits.max_top_minutes}. Ask for a shorter range, or use SQL over gold.",
+            )
+        pointers = await self.store.pointers()
+        p = pointers.views[view]
+        reads = minute_reads(rq.lo, rq.hi, p.boundary, p.versions)
+        store = self.store
+        parts = await self._gather(
+            [
+                lambda r=r: store.minute_rows(view, r.layer, measure, r.minute, r.version)
+                for r in reads
+            ]
+        )
+        width = len(spec.keys)
+        values: dict[tuple, list] = defaultdict(list)
+        for part in parts:
+            for row in part:
+                values[row[:width]].append(row[width])
+        ranked = []
+        for key, vals in values.items():
+            value, samples = rank_value(chosen, vals, quantile)
+            if value is not None and (chosen.kind != "kll" or samples >= min_samples):
+                ranked.append((value, key, samples))
+        ranked.sort(key=lambda item: (-item[0], item[1]))
+        items = []
+        for value, key, samples in ranked[:n]:
+            item = {"key": _key_dict(spec, key), "value": value}
+            if chosen.kind == "kll":
+                item["samples"] = samples
+            elif chosen.kind in ("count", "hll"):
+                item["value"] = round(value)
+            items.append(item)
+        provisional = any(r.layer == "speed" for r in reads) or (
+            p.boundary is None and rq.hi > rq.lo
+        )
+        return {
+            "view": view,
+            "measure": measure,
+            "rank": _rank_label(chosen.kind, quantile),
+            "start": iso(rq.lo),
+            "end": iso(rq.hi),
+            "n": n,
+            "final": not provisional,
+            **self._context(pointers, [view]),
+            "items": items,
+        }
+
+    async def reach(self, view: str, key: tuple[str, ...], lo: int, hi: int) -> dict[str, Any]:
+        """Distinct visitors of one key over ``[lo, hi)``: the union of every window's sketch."""
+        spec = _spec(self.store, view)
+        hll = [i for i, m in enumerate(spec.measures) if m.kind == "hll"]
+        if not hll:
+            raise QueryError(
+                "no_distinct_count", f"View {view!r} has no distinct-count (hll) measure."
+            )
+        check_keys(spec, [key], self.limits)
+        rq = RangeQuery.checked(lo, hi, self.limits)
+        pointers = await self.store.pointers()
+        rows = await self._key_rows(spec, key, rq, pointers)
+        measure = spec.measures[hll[0]]
+        estimate = hll_estimate(row[1 + hll[0]] for row in rows)
+        boundary = pointers.views[view].boundary
+        source = bucket_source(rq.lo, rq.hi, boundary) if rq.hi > rq.lo else "batch"
+        return {
+            "view": view,
+            "key": _key_dict(spec, key),
+            "measure": measure.name,
+            "start": iso(rq.lo),
+            "end": iso(rq.hi),
+            "visitors": round(estimate.estimate),
+            "lower_bound": round(estimate.lower),
+            "upper_bound": round(estimate.upper),
+            "final": source == "batch",
+            "source": source,
+            **self._context(pointers, [view]),
+        }
+
+    async def health(self) -> dict[str, Any]:
+        """Boundary and speed freshness of every view (re-reads the pointers if stale)."""
+        pointers = await self.store.pointers()
+        views = list(self.store.views)
+        return {"status": "ok", "cassandra": "reachable", **self._context(pointers, views)}
+
+
+def _rank_label(kind: str, quantile: float) -> str:
+    if kind == "kll":
+        return f"p{quantile * 100:g}"
+    return {"count": "sum", "sum": "sum", "max": "max", "hll": "distinct"}[kind]

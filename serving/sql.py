@@ -1,0 +1,166 @@
+"""The merged serving views in Spark SQL, for analysts.
+
+:func:`register_views` registers, per view ``v``, three temporary views:
+
+- ``gold_v``: the exact batch view, the Delta gold table the batch layer writes;
+- ``speed_v``: the speed view's rows from Cassandra for a range (default: from
+  the boundary, or the speed rows' lifetime when there is none, to now), read
+  one window partition at a time (never a table scan);
+- ``serving_v``: what the serving API answers, as rows: ``gold_v`` before the
+  view's batch boundary plus ``speed_v`` at or after it, with a ``final``
+  column (true for batch rows).
+
+and ``serving_boundaries`` (view, boundary). Rows are partials, so merge
+them with Spark's own aggregates: ``sum`` for counts, ``max``,
+``hll_union_agg`` + ``hll_sketch_estimate`` for distinct counts,
+``kll_merge_agg_double`` + ``kll_sketch_get_quantile_double`` for quantiles::
+
+    SELECT path, sum(page_views) AS views,
+           hll_sketch_estimate(hll_union_agg(visitors)) AS visitors,
+           kll_sketch_get_quantile_double(kll_merge_agg_double(load_sketch), 0.95) AS p95_ms
+    FROM serving_page_activity
+    WHERE window_start >= timestamp'2024-01-01 00:00:00'
+    GROUP BY path ORDER BY views DESC LIMIT 10
+
+Gold is the lake's current version; it can be newer than the published batch
+rows the API reads (a run whose gate has not passed yet), never older.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from batch_layer.schema import BOUNDARY_TABLE
+from core.settings import Settings
+from serving.timerange import MINUTE_MS, from_ms, to_ms
+from speed_layer.schema import SpeedTables
+from views import VIEWS, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["gold_frame", "read_boundaries", "register_views", "speed_frame", "view_schema"]
+
+_SPARK_TYPES = {"count": "long", "sum": "double", "max": "double", "hll": "binary", "kll": "binary"}
+
+
+def view_schema(spec: ViewSpec) -> StructType:
+    """The Spark schema of a view's rows: ``window_start``, keys, measures."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType().add("window_start", "timestamp")
+    for key in spec.keys:
+        schema = schema.add(key, "string")
+    for m in spec.measures:
+        schema = schema.add(m.name, _SPARK_TYPES[m.kind])
+    return schema
+
+
+def read_boundaries(settings: Settings, views: Sequence[ViewSpec] = VIEWS) -> dict[str, int | None]:
+    """Per view, the published batch boundary (epoch ms) or None."""
+    from core.cassandra import connect
+
+    cluster, session = connect(settings.cassandra)
+    try:
+        select = session.prepare(
+            f"SELECT boundary FROM {settings.cassandra.keyspace}.{BOUNDARY_TABLE} "
+            "WHERE view_name = ?"
+        )
+        out: dict[str, int | None] = {}
+        for spec in views:
+            row = session.execute(select, (spec.name,)).one()
+            out[spec.name] = to_ms(row.boundary) if row and row.boundary else None
+        return out
+    finally:
+        cluster.shutdown()
+
+
+def gold_frame(spark: SparkSession, settings: Settings, spec: ViewSpec) -> DataFrame:
+    """The gold Delta table of ``spec`` (its columns only), or no rows before gold ever ran."""
+    from batch_layer.gold import gold_path
+
+    path = gold_path(settings, spec)
+    try:
+        return spark.read.format("delta").load(path).select(*spec.columns)
+    except Exception as error:  # AnalysisException: not a Delta table (yet)
+        if "DELTA_MISSING_DELTA_TABLE" not in str(error) and "not a Delta table" not in str(error):
+            raise
+        return spark.createDataFrame([], view_schema(spec))
+
+
+def speed_frame(
+    spark: SparkSession, settings: Settings, spec: ViewSpec, lo: int, hi: int
+) -> DataFrame:
+    """Speed rows of windows ``[lo, hi)`` read from Cassandra, one window partition each."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    from core.cassandra import connect
+
+    columns = [*spec.keys, *(m.name for m in spec.measures)]
+    first = -(-lo // MINUTE_MS) * MINUTE_MS
+    minutes = [(m,) for m in range(first, hi, MINUTE_MS)]
+    rows: list[tuple[Any, ...]] = []
+    cluster, session = connect(settings.cassandra)
+    try:
+        select = session.prepare(
+            f"SELECT window_start, {', '.join(columns)} "
+            f"FROM {SpeedTables(spec, settings.cassandra.keyspace).by_minute} "
+            "WHERE window_start = ?"
+        )
+        results = execute_concurrent_with_args(
+            session, select, minutes, concurrency=128, raise_on_first_error=True
+        )
+        for ok, result in results:
+            if not ok:
+                raise result
+            # The driver returns naive UTC datetimes; Spark reads naive ones as local time.
+            rows += [(row[0].replace(tzinfo=UTC), *row[1:]) for row in result]
+    finally:
+        cluster.shutdown()
+    return spark.createDataFrame(rows, view_schema(spec))
+
+
+def register_views(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    speed_start: datetime | None = None,
+    speed_end: datetime | None = None,
+    views: Sequence[ViewSpec] = VIEWS,
+) -> dict[str, datetime | None]:
+    """Register ``gold_<v>``, ``speed_<v>``, ``serving_<v>`` and ``serving_boundaries``.
+
+    The speed rows are read once, for windows from ``speed_start`` (default:
+    the view's boundary, else ``settings.speed.ttl_s`` ago) to ``speed_end``
+    (default: now); register again to see newer ones. Returns each view's
+    boundary.
+    """
+    from pyspark.sql import functions as F
+
+    boundaries = read_boundaries(settings, views)
+    now = int(time.time() * 1000)
+    for spec in views:
+        boundary = boundaries[spec.name]
+        lo = to_ms(speed_start) if speed_start else boundary or now - settings.speed.ttl_s * 1000
+        hi = to_ms(speed_end) if speed_end else now + MINUTE_MS
+        gold = gold_frame(spark, settings, spec)
+        speed = speed_frame(spark, settings, spec, lo, hi)
+        gold.createOrReplaceTempView(f"gold_{spec.name}")
+        speed.createOrReplaceTempView(f"speed_{spec.name}")
+        if boundary is None:
+            merged = speed.withColumn("final", F.lit(False))
+        else:
+            cut = F.lit(from_ms(boundary)).cast("timestamp")
+            before = gold.where(F.col("window_start") < cut).withColumn("final", F.lit(True))
+            after = speed.where(F.col("window_start") >= cut).withColumn("final", F.lit(False))
+            merged = before.unionByName(after)
+        merged.createOrReplaceTempView(f"serving_{spec.name}")
+    named = {name: (from_ms(b) if b is not None else None) for name, b in boundaries.items()}
+    spark.createDataFrame(
+        list(named.items()), "view_name string, boundary timestamp"
+    ).createOrReplaceTempView("serving_boundaries")
+    return named

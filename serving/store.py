@@ -1,0 +1,281 @@
+"""Reading the speed and batch views from Cassandra, asynchronously, with prepared statements.
+
+Every read is a prepared statement bound with the caller's values (keys are
+never part of CQL text) and one partition slice, as the tables are designed:
+a key's windows of one day, or every key of one window. Reads run on the
+driver's I/O thread; :func:`_await` hands each result to the asyncio loop
+that asked, so a request costs no thread of its own.
+
+Two small caches keep the hot path to the rows it must read:
+
+- the *pointers* (per view: the batch boundary, the version of each day,
+  the speed layer's progress) are re-read at most every
+  ``pointer_cache_s`` seconds, boundary first, then days, so a cached
+  boundary never runs ahead of the day versions the batch layer wrote
+  before it;
+- batch partitions are immutable once their version is published, so their
+  rows are kept in a bounded LRU keyed by version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, BatchTables
+from speed_layer.schema import PROGRESS_TABLE, SpeedTables
+from views import VIEWS, ViewSpec
+
+__all__ = ["Pointers", "ServingStore", "ViewPointers"]
+
+_PAGE = 5000
+
+
+@dataclass(frozen=True)
+class ViewPointers:
+    """What serving needs to know about one view before reading it."""
+
+    boundary: int | None
+    """Epoch ms of the batch boundary; None when the batch layer never published the view."""
+    versions: Mapping[date, int] = field(default_factory=dict)
+    """UTC day -> the published batch version to read."""
+    newest_event: int | None = None
+    """Newest event time the speed layer has reflected (epoch ms)."""
+    watermark: int | None = None
+    """The speed query's watermark (epoch ms)."""
+    heartbeat: int | None = None
+    """When the speed query last reported progress (epoch ms)."""
+    kafka_lag: int | None = None
+    """Records in Kafka the speed query has not read yet."""
+
+
+@dataclass(frozen=True)
+class Pointers:
+    """Every view's pointers, as read at ``read_at`` (epoch ms)."""
+
+    views: Mapping[str, ViewPointers]
+    read_at: int
+    loaded: float
+    """``time.monotonic()`` when read."""
+
+
+def _await(session: Any, statement: Any, params: Sequence[Any], profile: Any) -> asyncio.Future:
+    """Run a statement on the driver and resolve an asyncio future with all its rows."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    response = session.execute_async(statement, params, execution_profile=profile)
+    rows: list[Any] = []
+
+    def resolve(result: Any, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def on_page(page: list[Any]) -> None:
+        rows.extend(page)
+        if response.has_more_pages:
+            response.start_fetching_next_page()
+        else:
+            loop.call_soon_threadsafe(resolve, rows, None)
+
+    def on_error(error: BaseException) -> None:
+        loop.call_soon_threadsafe(resolve, None, error)
+
+    response.add_callbacks(on_page, on_error)
+    return done
+
+
+class _Lru:
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._items: OrderedDict[tuple, list] = OrderedDict()
+
+    def get(self, key: tuple) -> list | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def put(self, key: tuple, rows: list) -> None:
+        if self.entries <= 0:
+            return
+        self._items[key] = rows
+        if len(self._items) > self.entries:
+            self._items.popitem(last=False)
+
+
+class ServingStore:
+    """Prepared reads of every view's speed and batch tables in one keyspace.
+
+    Build it inside the process and event loop that will use it (one per
+    worker): it prepares every statement up front, so a missing table fails
+    at start-up, not on the first request.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        keyspace: str,
+        *,
+        views: Sequence[ViewSpec] = VIEWS,
+        pointer_cache_s: float = 1.0,
+        batch_cache_entries: int = 4096,
+    ) -> None:
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT
+        from cassandra.query import tuple_factory
+
+        self.session = session
+        self.keyspace = keyspace
+        self.views = {spec.name: spec for spec in views}
+        self.pointer_cache_s = pointer_cache_s
+        self._profile = session.execution_profile_clone_update(
+            EXEC_PROFILE_DEFAULT, row_factory=tuple_factory
+        )
+        self._batch_cache = _Lru(batch_cache_entries)
+        self._pointers: Pointers | None = None
+        self._refresh: asyncio.Future | None = None
+        self._by_key: dict[tuple[str, str], Any] = {}
+        self._by_minute: dict[tuple[str, str, str], Any] = {}
+        for spec in views:
+            self._prepare_view(spec)
+        ks = keyspace
+        self._boundary = self._prepare(
+            f"SELECT toUnixTimestamp(boundary) FROM {ks}.{BOUNDARY_TABLE} WHERE view_name = ?"
+        )
+        self._days = self._prepare(
+            f"SELECT day, version FROM {ks}.{DAYS_TABLE} WHERE view_name = ?"
+        )
+        self._progress = self._prepare(
+            "SELECT toUnixTimestamp(max_event_time), toUnixTimestamp(watermark), "
+            f"toUnixTimestamp(heartbeat_at), kafka_lag FROM {ks}.{PROGRESS_TABLE} "
+            "WHERE view_name = ?"
+        )
+
+    def _prepare(self, cql: str) -> Any:
+        statement = self.session.prepare(cql)
+        statement.fetch_size = _PAGE
+        return statement
+
+    def _prepare_view(self, spec: ViewSpec) -> None:
+        keys = " AND ".join(f"{k} = ?" for k in spec.keys)
+        measures = ", ".join(m.name for m in spec.measures)
+        speed, batch = SpeedTables(spec, self.keyspace), BatchTables(spec, self.keyspace)
+        window = "window_start >= ? AND window_start < ?"
+        self._by_key[(spec.name, "speed")] = self._prepare(
+            f"SELECT toUnixTimestamp(window_start), {measures} FROM {speed.by_key} "
+            f"WHERE {keys} AND day = ? AND {window}"
+        )
+        self._by_key[(spec.name, "batch")] = self._prepare(
+            f"SELECT toUnixTimestamp(window_start), {measures} FROM {batch.by_key} "
+            f"WHERE {keys} AND day = ? AND version = ? AND {window}"
+        )
+        key_list = ", ".join(spec.keys)
+        for m in spec.measures:
+            self._by_minute[(spec.name, "speed", m.name)] = self._prepare(
+                f"SELECT {key_list}, {m.name} FROM {speed.by_minute} WHERE window_start = ?"
+            )
+            self._by_minute[(spec.name, "batch", m.name)] = self._prepare(
+                f"SELECT {key_list}, {m.name} FROM {batch.by_minute} "
+                "WHERE window_start = ? AND version = ?"
+            )
+
+    def spec(self, view: str) -> ViewSpec:
+        return self.views[view]
+
+    async def key_rows(
+        self,
+        view: str,
+        layer: str,
+        keys: tuple[str, ...],
+        day: date,
+        version: int | None,
+        lo: int,
+        hi: int,
+    ) -> list[tuple]:
+        """Rows ``(window_start_ms, *measures)`` of one key and day, windows ``[lo, hi)``."""
+        statement = self._by_key[(view, layer)]
+        if layer == "speed":
+            return await _await(self.session, statement, (*keys, day, lo, hi), self._profile)
+        cache_key = (view, keys, day, version, lo, hi)
+        rows = self._batch_cache.get(cache_key)
+        if rows is None:
+            params = (*keys, day, version, lo, hi)
+            rows = await _await(self.session, statement, params, self._profile)
+            self._batch_cache.put(cache_key, rows)
+        return rows
+
+    async def minute_rows(
+        self, view: str, layer: str, measure: str, minute: int, version: int | None
+    ) -> list[tuple]:
+        """Rows ``(*keys, value)`` of ``measure`` for every key of one window."""
+        statement = self._by_minute[(view, layer, measure)]
+        if layer == "speed":
+            return await _await(self.session, statement, (minute,), self._profile)
+        cache_key = (view, measure, minute, version)
+        rows = self._batch_cache.get(cache_key)
+        if rows is None:
+            rows = await _await(self.session, statement, (minute, version), self._profile)
+            self._batch_cache.put(cache_key, rows)
+        return rows
+
+    async def pointers(self) -> Pointers:
+        """Every view's pointers, re-read when older than ``pointer_cache_s``.
+
+        One read is in flight per process; while it runs, callers get the
+        previous pointers unless those are older than five cache periods.
+        """
+        current = self._pointers
+        age = None if current is None else time.monotonic() - current.loaded
+        if age is not None and age < self.pointer_cache_s:
+            return current
+        if self._refresh is None:
+            self._refresh = asyncio.ensure_future(self._read_pointers())
+            self._refresh.add_done_callback(self._refreshed)
+        if current is not None and age < 5 * self.pointer_cache_s:
+            return current
+        return await asyncio.shield(self._refresh)
+
+    def _refreshed(self, future: asyncio.Future) -> None:
+        self._refresh = None
+        if not future.cancelled() and future.exception() is None:
+            self._pointers = future.result()
+
+    async def _read_pointers(self) -> Pointers:
+        names = list(self.views)
+        run = self._run
+        # Boundary strictly before days: publish writes days first, then the boundary.
+        boundaries, progress = await asyncio.gather(
+            asyncio.gather(*(run(self._boundary, (n,)) for n in names)),
+            asyncio.gather(*(run(self._progress, (n,)) for n in names)),
+        )
+        days = await asyncio.gather(*(run(self._days, (n,)) for n in names))
+        views = {}
+        for name, b_rows, d_rows, p_rows in zip(names, boundaries, days, progress, strict=True):
+            newest = watermark = heartbeat = lag = None
+            if p_rows:
+                newest, watermark, heartbeat, lag = p_rows[0]
+            views[name] = ViewPointers(
+                boundary=b_rows[0][0] if b_rows else None,
+                versions={_as_date(day): version for day, version in d_rows},
+                newest_event=newest,
+                watermark=watermark,
+                heartbeat=heartbeat,
+                kafka_lag=lag,
+            )
+        return Pointers(views, int(time.time() * 1000), time.monotonic())
+
+    def _run(self, statement: Any, params: Sequence[Any]) -> asyncio.Future:
+        return _await(self.session, statement, params, self._profile)
+
+
+def _as_date(value: Any) -> date:
+    # The driver returns cassandra.util.Date for CQL ``date``.
+    return value if isinstance(value, date) else value.date()

@@ -1,0 +1,185 @@
+"""Serving against the real Cassandra: a keyspace per test module, rows written as each layer
+writes them, and the API served over real HTTP by uvicorn on a free port.
+
+Batch rows are *published* here the way the batch layer's protocol says (rows under a new
+version in both batch tables, then ``batch_days``, then ``batch_boundary``), so these tests
+do not depend on the batch layer's own code; speed rows go through the speed layer's sink.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from core.settings import ServingSettings, Settings
+
+TOKEN = "serving-test-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
+    """Settings of this module: its own keyspace with every speed and batch table."""
+    from batch_layer.schema import create_statements as batch_statements
+    from core.cassandra import connect, ensure_keyspace
+    from speed_layer.schema import create_statements as speed_statements
+
+    module = request.module.__name__.rsplit(".", 1)[-1].replace("test_", "")[:20]
+    keyspace = f"t_srv_{module}_{uuid.uuid4().hex[:6]}"
+    settings = local_platform.model_copy(
+        update={
+            "cassandra": local_platform.cassandra.model_copy(update={"keyspace": keyspace}),
+            "serving": ServingSettings(
+                **local_platform.serving.model_dump()
+                | {
+                    "port": _free_port(),
+                    "api_tokens": {"tester": TOKEN},
+                    "pointer_cache_s": 0.0,
+                    "workers": 1,
+                }
+            ),
+        }
+    )
+    cluster, session = connect(settings.cassandra)
+    ensure_keyspace(session, keyspace, {"class": "SimpleStrategy", "replication_factor": 1})
+    for statement in speed_statements(keyspace, settings.speed.ttl_s) + batch_statements(keyspace):
+        session.execute(statement)
+    yield settings
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cql(serving_settings: Settings):
+    from core.cassandra import connect
+
+    cluster, session = connect(serving_settings.cassandra)
+    yield session
+    cluster.shutdown()
+
+
+def _ts(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def publish(serving_settings: Settings, cql) -> Callable[..., int]:
+    """``publish(view, rows, boundary, days=None, version=None)``: the batch publish protocol.
+
+    ``rows``: dicts with ``window_start``, the keys and the measures. Writes them
+    under a new version, points ``batch_days`` of ``days`` (default: the rows' days)
+    at it, then moves ``batch_boundary`` (``None`` leaves it alone). Returns the version.
+    """
+    from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, BatchTables
+    from views import view as view_spec
+
+    keyspace = serving_settings.cassandra.keyspace
+    set_day = cql.prepare(
+        f"INSERT INTO {keyspace}.{DAYS_TABLE} (view_name, day, version, rows, published_at) "
+        "VALUES (?, ?, ?, ?, ?)"
+    )
+    set_boundary = cql.prepare(
+        f"INSERT INTO {keyspace}.{BOUNDARY_TABLE} (view_name, boundary, version, run_id, "
+        "published_at) VALUES (?, ?, ?, ?, ?)"
+    )
+
+    def run(
+        view: str,
+        rows: Sequence[Mapping[str, Any]],
+        boundary: datetime | None,
+        days: Sequence[date] | None = None,
+        version: int | None = None,
+    ) -> int:
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        spec = view_spec(view)
+        tables = BatchTables(spec, keyspace)
+        version = version or time.time_ns() // 1000
+        measures = [m.name for m in spec.measures]
+        by_key, by_minute = [], []
+        for row in rows:
+            start = _ts(row["window_start"])
+            keys = [row[k] for k in spec.keys]
+            values = [row[m] for m in measures]
+            by_key.append((*keys, start.date(), version, start, *values))
+            by_minute.append((start, version, *keys, *values))
+        for text, args in (
+            (tables.insert_by_key(), by_key),
+            (tables.insert_by_minute(), by_minute),
+        ):
+            for ok, result in execute_concurrent_with_args(cql, cql.prepare(text), args):
+                assert ok, result
+        now = datetime.now(UTC)
+        counts = Counter(_ts(row["window_start"]).date() for row in rows)
+        for day in days if days is not None else sorted(counts):
+            cql.execute(set_day, (view, day, version, counts.get(day, 0), now))
+        if boundary is not None:
+            cql.execute(set_boundary, (view, boundary, version, "test", now))
+        return version
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def write_speed(serving_settings: Settings) -> Callable[..., None]:
+    """``write_speed(view, rows)``: upsert rows through the speed layer's own sink."""
+    from speed_layer.schema import SpeedTables
+    from speed_layer.sink import write_rows
+    from views import view as view_spec
+
+    def run(view: str, rows: Sequence[Mapping[str, Any]], batch_id: int = 1) -> None:
+        tables = SpeedTables(view_spec(view), serving_settings.cassandra.keyspace)
+        fixed = [{**row, "window_start": _ts(row["window_start"])} for row in rows]
+        write_rows(fixed, tables, serving_settings.cassandra, batch_id)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def serving_url(serving_settings: Settings) -> Iterator[str]:
+    """The serving app on real HTTP (uvicorn in a thread) for this module's keyspace."""
+    import uvicorn
+
+    from serving.app import create_app
+
+    config = uvicorn.Config(
+        create_app(serving_settings),
+        host="127.0.0.1",
+        port=serving_settings.serving.port,
+        log_level="warning",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("The serving app did not start; see the log above.")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{serving_settings.serving.port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def api(serving_url: str) -> Iterator[httpx.Client]:
+    """An HTTP client of the serving app carrying the analyst token."""
+    with httpx.Client(
+        base_url=serving_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
+    ) as client:
+        yield client
