@@ -21,7 +21,7 @@ from platformctl.services import kafka as kafka_service
 
 __all__ = ["SERVICES", "ServiceStatus", "down", "processes", "status", "up"]
 
-SERVICES = ("kafka", "cassandra", "collector", "speed")
+SERVICES = ("kafka", "cassandra", "collector", "speed", "serving")
 _log = get_logger(__name__)
 
 
@@ -205,6 +205,42 @@ def speed_healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool
     return healthy, "; ".join(parts)
 
 
+def serving_process(settings: Settings) -> ManagedProcess:
+    """The serving API and dashboard (uvicorn workers), run from this Python environment."""
+    instance = str(settings.local.state_dir / "serving")
+    return ManagedProcess(
+        name="serving",
+        argv=[sys.executable, "-m", "serving", "serve", "--instance", instance],
+        pid_file=_run_dir(settings) / "serving.pid",
+        log_file=_logs_dir(settings) / "serving.log",
+        marker=f"--instance {instance}",
+        ports=(settings.serving.port,),
+        env=settings_env(settings),
+        cwd=PROJECT_ROOT,
+    )
+
+
+def serving_healthy(settings: Settings) -> tuple[bool, str]:
+    """Probe: the serving API's /health answers 200; detail = boundary and freshness per view."""
+    import httpx
+
+    host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
+    if not port_open(settings.serving.port, host):
+        return False, f"nothing listening on {host}:{settings.serving.port}"
+    try:
+        answer = httpx.get(f"http://{host}:{settings.serving.port}/health", timeout=5)
+    except httpx.HTTPError as exc:
+        return False, f"/health failed: {exc}"
+    body = answer.json()
+    if answer.status_code != 200:
+        return False, str(body.get("message"))
+    parts = []
+    for view, boundary in body.get("boundary", {}).items():
+        lag = body.get("freshness", {}).get(view, {}).get("lag_s")
+        parts.append(f"{view}: boundary {boundary or 'none'}, speed lag {lag}s")
+    return True, f"http://{host}:{settings.serving.port}/dashboard; " + "; ".join(parts)
+
+
 def _format_kafka_once(settings: Settings) -> None:
     home = settings.local.state_dir / "kafka"
     if kafka_service.is_formatted(home / "data"):
@@ -264,6 +300,7 @@ def processes(settings: Settings) -> dict[str, ManagedProcess]:
         "cassandra": cassandra_process(settings),
         "collector": collector_process(settings),
         "speed": speed_process(settings),
+        "serving": serving_process(settings),
     }
 
 
@@ -272,6 +309,7 @@ _PROBES = {
     "cassandra": cassandra_healthy,
     "collector": collector_healthy,
     "speed": speed_healthy,
+    "serving": serving_healthy,
 }
 _JAR_SERVICES = ("kafka", "cassandra")
 
@@ -360,6 +398,7 @@ def status(settings: Settings) -> list[ServiceStatus]:
         "cassandra": settings.cassandra.port,
         "collector": settings.collector.port,
         "speed": 0,
+        "serving": settings.serving.port,
     }
     for name, process in processes(settings).items():
         pid = process.pid()
