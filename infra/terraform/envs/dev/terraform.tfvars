@@ -1,0 +1,32 @@
+# Example values for a development environment: small brokers, one NAT
+# gateway, a low Spark ceiling. Kafka sizing lives in kafka.auto.tfvars.json.
+region             = "eu-west-1"
+environment        = "dev"
+owner              = "data-platform"
+cost_center        = "analytics-dev"
+availability_zones = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+vpc_cidr           = "10.41.0.0/16"
+single_nat_gateway = true
+
+kafka_instance_type  = "kafka.t3.small"
+kafka_volume_size_gb = 100
+
+keyspace_name       = "web_activity"
+lake_bucket_name    = "acme-wap-dev-lake"
+airflow_bucket_name = "airflow-acme-wap-dev"
+
+spark_max_cpu            = "16 vCPU"
+spark_max_memory         = "64 GB"
+spark_shuffle_partitions = 8
+spark_jars = [
+  "delta-spark_4.1_2.13-4.4.0.jar",
+  "delta-storage-4.4.0.jar",
+  "delta-storage-s3-dynamodb-4.4.0.jar",
+  "spark-sql-kafka-0-10_2.13-4.1.3.jar",
+  "spark-token-provider-kafka-0-10_2.13-4.0.0.jar",
+  "kafka-clients-3.9.1.jar",
+  "commons-pool2-2.12.1.jar",
+]
+
+airflow_environment_class = "mw1.small"
+airflow_max_workers       = 2

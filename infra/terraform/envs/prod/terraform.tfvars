@@ -1,0 +1,33 @@
+# Example values for a production environment: adapt names, owner, cost
+# centre, region and sizing to your account. Kafka sizing lives in
+# kafka.auto.tfvars.json (the generator reads it).
+region             = "eu-west-1"
+environment        = "prod"
+owner              = "data-platform"
+cost_center        = "analytics"
+availability_zones = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+vpc_cidr           = "10.40.0.0/16"
+single_nat_gateway = false
+
+kafka_instance_type  = "kafka.m7g.large"
+kafka_volume_size_gb = 1000
+
+keyspace_name       = "web_activity"
+lake_bucket_name    = "acme-wap-prod-lake"
+airflow_bucket_name = "airflow-acme-wap-prod"
+
+spark_max_cpu            = "64 vCPU"
+spark_max_memory         = "256 GB"
+spark_shuffle_partitions = 64
+spark_jars = [
+  "delta-spark_4.1_2.13-4.4.0.jar",
+  "delta-storage-4.4.0.jar",
+  "delta-storage-s3-dynamodb-4.4.0.jar",
+  "spark-sql-kafka-0-10_2.13-4.1.3.jar",
+  "spark-token-provider-kafka-0-10_2.13-4.0.0.jar",
+  "kafka-clients-3.9.1.jar",
+  "commons-pool2-2.12.1.jar",
+]
+
+airflow_environment_class = "mw1.medium"
+airflow_max_workers       = 5

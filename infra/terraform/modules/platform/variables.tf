@@ -1,0 +1,101 @@
+variable "name" {
+  description = "Name prefix of every resource, e.g. wap-prod."
+  type        = string
+}
+
+variable "environment" {
+  description = "Which deployment this is (WAP_ENVIRONMENT): dev or prod."
+  type        = string
+
+  validation {
+    condition     = contains(["dev", "prod"], var.environment)
+    error_message = "environment must be dev or prod (the settings' non-local environments)."
+  }
+}
+
+variable "availability_zones" {
+  description = "Three availability zones of the region."
+  type        = list(string)
+}
+
+variable "vpc_cidr" {
+  description = "CIDR of the platform's VPC."
+  type        = string
+}
+
+variable "single_nat_gateway" {
+  description = "One NAT gateway for all zones (dev) instead of one per zone (prod)."
+  type        = bool
+}
+
+variable "platform_kafka" {
+  description = "Topic names and sizing from the environment's generated topics.tf.json."
+  type = object({
+    events_topic        = string
+    dlq_topic           = string
+    partitions          = number
+    replication_factor  = number
+    min_insync_replicas = number
+    retention_ms        = number
+  })
+}
+
+variable "kafka_instance_type" {
+  description = "MSK broker instance type."
+  type        = string
+}
+
+variable "kafka_volume_size_gb" {
+  description = "EBS storage per broker in GB."
+  type        = number
+}
+
+variable "keyspace_name" {
+  description = "Keyspace of the platform's tables."
+  type        = string
+}
+
+variable "lake_bucket_name" {
+  description = "Globally unique name of the lake bucket."
+  type        = string
+}
+
+variable "airflow_bucket_name" {
+  description = "Globally unique name of the MWAA bucket."
+  type        = string
+}
+
+variable "spark_max_cpu" {
+  description = "vCPU ceiling of the EMR Serverless application, e.g. \"64 vCPU\"."
+  type        = string
+}
+
+variable "spark_max_memory" {
+  description = "Memory ceiling of the EMR Serverless application, e.g. \"256 GB\"."
+  type        = string
+}
+
+variable "spark_shuffle_partitions" {
+  description = "spark.sql.shuffle.partitions of the platform's jobs."
+  type        = number
+}
+
+variable "spark_jars" {
+  description = "Connector jar file names uploaded under <lake bucket>/artifacts/jars/ (WAP_SPARK__JARS)."
+  type        = list(string)
+}
+
+variable "airflow_environment_class" {
+  description = "MWAA environment class."
+  type        = string
+}
+
+variable "airflow_max_workers" {
+  description = "Most MWAA workers under load."
+  type        = number
+}
+
+variable "dags_dir" {
+  description = "The project's dags/ folder."
+  type        = string
+}
