@@ -117,7 +117,9 @@ def parse_create_table(statement: str) -> KeyspacesTable:
         for item in _split_top_level(found["order"]):
             key, _, direction = item.partition(" ")
             if key not in order:
-                raise ValueError(f"Table {name!r} orders by {key!r}, which is not a clustering key.")
+                raise ValueError(
+                    f"Table {name!r} orders by {key!r}, which is not a clustering key."
+                )
             order[key] = direction.strip().upper() or "ASC"
     declared = {column for column, _ in columns}
     undeclared = [key for key in (*partition_key, *order) if key not in declared]

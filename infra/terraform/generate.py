@@ -33,8 +33,8 @@ __all__ = [
     "TERRAFORM_ROOT",
     "drifted",
     "generated_files",
-    "keyspaces_tables",
     "kafka_sizing",
+    "keyspaces_tables",
     "project_statements",
     "topics_document",
 ]

@@ -54,6 +54,29 @@ resource "aws_s3_bucket_logging" "airflow" {
   target_prefix = "airflow/"
 }
 
+data "aws_iam_policy_document" "bucket" {
+  statement {
+    sid       = "DenyInsecureTransport"
+    effect    = "Deny"
+    actions   = ["s3:*"]
+    resources = [aws_s3_bucket.airflow.arn, "${aws_s3_bucket.airflow.arn}/*"]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_s3_bucket_policy" "airflow" {
+  bucket = aws_s3_bucket.airflow.id
+  policy = data.aws_iam_policy_document.bucket.json
+}
+
 resource "aws_s3_bucket_lifecycle_configuration" "airflow" {
   bucket = aws_s3_bucket.airflow.id
   rule {

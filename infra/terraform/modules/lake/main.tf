@@ -130,7 +130,7 @@ resource "aws_s3_bucket_lifecycle_configuration" "lake" {
 # Access logs of the lake bucket. A log bucket does not log itself.
 resource "aws_s3_bucket" "access_logs" {
   # checkov:skip=CKV_AWS_18: This is the access-log target; logging it into itself would loop.
-  # checkov:skip=CKV2_AWS_62: Nothing consumes access-log events.
+  # checkov:skip=CKV2_AWS_62: Nothing consumes access-log events; they are read only during audits.
   # checkov:skip=CKV_AWS_144: Access logs are audit data of one region; replicating them is not worth the cost.
   # checkov:skip=CKV_AWS_145: S3 server access logging delivers only to buckets encrypted with SSE-S3, not SSE-KMS.
   bucket        = "${var.bucket_name}-access-logs"

@@ -4,6 +4,7 @@
 # the two credential secrets.
 
 resource "aws_security_group" "jobs" {
+  # checkov:skip=CKV2_AWS_5: Attached to the EMR Serverless application's network_configuration below, a reference checkov's graph does not follow.
   name        = "${var.name}-spark"
   description = "Spark drivers and executors: out to Kafka, Keyspaces and AWS APIs only"
   vpc_id      = var.vpc_id
