@@ -140,7 +140,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     async def _unauthorized(_: Request, error: _Unauthorized) -> Response:
         return _error(401, "unauthorized", error.message, **{"WWW-Authenticate": "Bearer"})
 
-    def analyst(
+    async def analyst(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> str:
         if credentials is None:
@@ -198,10 +198,14 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         quantile: Annotated[
             list[float], Query(ge=0, le=1, description="Quantiles of kll measures")
         ] = list(DEFAULT_QUANTILES),  # noqa: B006
+        measure: Annotated[
+            list[str], Query(description="Only these measures (default: all); reads less")
+        ] = [],  # noqa: B006
     ) -> Response:
         q: Queries = state["queries"]
         lo, hi = _range(start, end, q)
-        return _Json(await q.timeseries(view, _keys(view, key), lo, hi, granularity, quantile))
+        keys = _keys(view, key)
+        return _Json(await q.timeseries(view, keys, lo, hi, granularity, quantile, measure))
 
     @app.get("/v1/top", summary="Top-N keys of a view over a range, ranked on merged values")
     async def top(

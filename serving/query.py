@@ -19,11 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.errors import QueryError
-from serving.merge import DEFAULT_QUANTILES, hll_estimate, rank_value, summarise
+from serving.merge import (
+    DEFAULT_QUANTILES,
+    hll_estimate,
+    rank_value,
+    row_formatter,
+    summarise,
+)
 from serving.plan import bucket_source, key_reads, minute_reads
 from serving.store import Pointers, ServingStore
 from serving.timerange import MINUTE_MS, floor, iso, step_ms
 from views import ViewSpec
+from views.spec import Measure
 
 __all__ = ["Limits", "Queries", "RangeQuery"]
 
@@ -100,6 +107,22 @@ def check_keys(spec: ViewSpec, keys: Sequence[tuple[str, ...]], limits: Limits) 
                 )
 
 
+def _measures(spec: ViewSpec, names: Sequence[str]) -> tuple[Measure, ...]:
+    """The view's measures called ``names`` in the view's order (all for none)."""
+    if not names:
+        return spec.measures
+    known = {m.name for m in spec.measures}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise QueryError(
+            "unknown_measure",
+            f"View {spec.name!r} has no measure {unknown[0]!r}; it has: "
+            + ", ".join(m.name for m in spec.measures)
+            + ".",
+        )
+    return tuple(m for m in spec.measures if m.name in set(names))
+
+
 class Queries:
     """The questions serving answers, over one :class:`ServingStore`."""
 
@@ -112,6 +135,14 @@ class Queries:
         self.store = store
         self.limits = limits or Limits()
         self.clock = clock
+        self._formatters: dict[tuple, Callable] = {}
+
+    def _formatter(self, spec: ViewSpec, measures: tuple[Measure, ...], quantiles: Sequence[float]):
+        cache_key = (spec.name, tuple(m.name for m in measures), tuple(quantiles))
+        found = self._formatters.get(cache_key)
+        if found is None:
+            found = self._formatters[cache_key] = row_formatter(measures, quantiles)
+        return found
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -143,12 +174,22 @@ class Queries:
             out += await asyncio.gather(*(c() for c in calls[i : i + _MAX_IN_FLIGHT]))
         return out
 
-    async def _key_rows(self, spec: ViewSpec, key: tuple[str, ...], rq: RangeQuery, pointers):
+    async def _key_rows(
+        self,
+        spec: ViewSpec,
+        key: tuple[str, ...],
+        rq: RangeQuery,
+        pointers: Pointers,
+        measures: tuple[str, ...],
+    ) -> list[tuple]:
         view = pointers.views[spec.name]
         reads = key_reads(rq.lo, rq.hi, view.boundary, view.versions)
         store = self.store
         parts = await asyncio.gather(
-            *(store.key_rows(spec.name, r.layer, key, r.day, r.version, r.lo, r.hi) for r in reads)
+            *(
+                store.key_rows(spec.name, r.layer, key, r.day, r.version, r.lo, r.hi, measures)
+                for r in reads
+            )
         )
         return [row for part in parts for row in part]
 
@@ -162,10 +203,17 @@ class Queries:
         hi: int,
         granularity: str = "minute",
         quantiles: Sequence[float] = DEFAULT_QUANTILES,
+        measures: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """Per key, one bucket per ``granularity`` step of ``[lo, hi)``, zeros included."""
+        """Per key, one bucket per ``granularity`` step of ``[lo, hi)``, zeros included.
+
+        ``measures`` limits the answer (and the columns read) to those measures;
+        empty means all of them.
+        """
         spec = _spec(self.store, view)
         check_keys(spec, keys, self.limits)
+        chosen = _measures(spec, measures)
+        names = tuple(m.name for m in chosen)
         rq = RangeQuery.checked(lo, hi, self.limits)
         step = step_ms(granularity)
         first = floor(rq.lo, granularity)
@@ -178,18 +226,30 @@ class Queries:
             )
         pointers = await self.store.pointers()
         boundary = pointers.views[view].boundary
-        found = await asyncio.gather(*(self._key_rows(spec, k, rq, pointers) for k in keys))
+        found = await asyncio.gather(*(self._key_rows(spec, k, rq, pointers, names) for k in keys))
+        sources = [
+            (iso(start), bucket_source(max(start, rq.lo), min(start + step, rq.hi), boundary))
+            for start in starts
+        ]
+        formatter = self._formatter(spec, chosen, quantiles) if step == MINUTE_MS else None
         series = []
         for key, rows in zip(keys, found, strict=True):
-            per_bucket: dict[int, list] = defaultdict(list)
-            for row in rows:
-                per_bucket[row[0] - row[0] % step].append(row[1:])
             buckets = []
-            for start in starts:
-                source = bucket_source(max(start, rq.lo), min(start + step, rq.hi), boundary)
-                bucket = {"start": iso(start), "final": source == "batch", "source": source}
-                bucket.update(summarise(spec.measures, per_bucket.get(start, ()), quantiles))
-                buckets.append(bucket)
+            if formatter is not None:  # one window per bucket: no merge needed
+                per_minute = {row[0]: row for row in rows}
+                for start, (text, source) in zip(starts, sources, strict=True):
+                    row = per_minute.get(start)
+                    bucket = {"start": text, "final": source == "batch", "source": source}
+                    bucket.update(formatter(None if row is None else row[1:]))
+                    buckets.append(bucket)
+            else:
+                per_bucket: dict[int, list] = defaultdict(list)
+                for row in rows:
+                    per_bucket[row[0] - row[0] % step].append(row[1:])
+                for start, (text, source) in zip(starts, sources, strict=True):
+                    bucket = {"start": text, "final": source == "batch", "source": source}
+                    bucket.update(summarise(chosen, per_bucket.get(start, ()), quantiles))
+                    buckets.append(bucket)
             series.append({"key": _key_dict(spec, key), "buckets": buckets})
         return {
             "view": view,
@@ -288,9 +348,9 @@ class Queries:
         check_keys(spec, [key], self.limits)
         rq = RangeQuery.checked(lo, hi, self.limits)
         pointers = await self.store.pointers()
-        rows = await self._key_rows(spec, key, rq, pointers)
         measure = spec.measures[hll[0]]
-        estimate = hll_estimate(row[1 + hll[0]] for row in rows)
+        rows = await self._key_rows(spec, key, rq, pointers, (measure.name,))
+        estimate = hll_estimate(row[1] for row in rows)
         boundary = pointers.views[view].boundary
         source = bucket_source(rq.lo, rq.hi, boundary) if rq.hi > rq.lo else "batch"
         return {

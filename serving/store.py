@@ -142,7 +142,7 @@ class ServingStore:
         self._batch_cache = _Lru(batch_cache_entries)
         self._pointers: Pointers | None = None
         self._refresh: asyncio.Future | None = None
-        self._by_key: dict[tuple[str, str], Any] = {}
+        self._by_key: dict[tuple[str, str, tuple[str, ...]], Any] = {}
         self._by_minute: dict[tuple[str, str, str], Any] = {}
         for spec in views:
             self._prepare_view(spec)
@@ -165,18 +165,10 @@ class ServingStore:
         return statement
 
     def _prepare_view(self, spec: ViewSpec) -> None:
-        keys = " AND ".join(f"{k} = ?" for k in spec.keys)
-        measures = ", ".join(m.name for m in spec.measures)
+        every = tuple(m.name for m in spec.measures)
+        for layer in ("speed", "batch"):
+            self._key_statement(spec.name, layer, every)
         speed, batch = SpeedTables(spec, self.keyspace), BatchTables(spec, self.keyspace)
-        window = "window_start >= ? AND window_start < ?"
-        self._by_key[(spec.name, "speed")] = self._prepare(
-            f"SELECT toUnixTimestamp(window_start), {measures} FROM {speed.by_key} "
-            f"WHERE {keys} AND day = ? AND {window}"
-        )
-        self._by_key[(spec.name, "batch")] = self._prepare(
-            f"SELECT toUnixTimestamp(window_start), {measures} FROM {batch.by_key} "
-            f"WHERE {keys} AND day = ? AND version = ? AND {window}"
-        )
         key_list = ", ".join(spec.keys)
         for m in spec.measures:
             self._by_minute[(spec.name, "speed", m.name)] = self._prepare(
@@ -186,6 +178,28 @@ class ServingStore:
                 f"SELECT {key_list}, {m.name} FROM {batch.by_minute} "
                 "WHERE window_start = ? AND version = ?"
             )
+
+    def _key_statement(self, view: str, layer: str, measures: tuple[str, ...]) -> Any:
+        """The by-key range read of ``measures`` (prepared once per worker and measure set)."""
+        found = self._by_key.get((view, layer, measures))
+        if found is not None:
+            return found
+        spec = self.views[view]
+        known = {m.name for m in spec.measures}
+        if not measures or not set(measures) <= known:  # names are checked by the query core
+            raise ValueError(f"Unknown measures {measures!r} of view {view!r}.")
+        keys = " AND ".join(f"{k} = ?" for k in spec.keys)
+        window = "window_start >= ? AND window_start < ?"
+        if layer == "speed":
+            table, where = SpeedTables(spec, self.keyspace).by_key, f"{keys} AND day = ?"
+        else:
+            table = BatchTables(spec, self.keyspace).by_key
+            where = f"{keys} AND day = ? AND version = ?"
+        statement = self._by_key[(view, layer, measures)] = self._prepare(
+            f"SELECT toUnixTimestamp(window_start), {', '.join(measures)} FROM {table} "
+            f"WHERE {where} AND {window}"
+        )
+        return statement
 
     def spec(self, view: str) -> ViewSpec:
         return self.views[view]
@@ -199,12 +213,13 @@ class ServingStore:
         version: int | None,
         lo: int,
         hi: int,
+        measures: tuple[str, ...],
     ) -> list[tuple]:
         """Rows ``(window_start_ms, *measures)`` of one key and day, windows ``[lo, hi)``."""
-        statement = self._by_key[(view, layer)]
+        statement = self._key_statement(view, layer, measures)
         if layer == "speed":
             return await _await(self.session, statement, (*keys, day, lo, hi), self._profile)
-        cache_key = (view, keys, day, version, lo, hi)
+        cache_key = (view, keys, day, version, lo, hi, measures)
         rows = self._batch_cache.get(cache_key)
         if rows is None:
             params = (*keys, day, version, lo, hi)

@@ -49,6 +49,8 @@ _RELATIVE = re.compile(r"^now(?:\s*-\s*(\d{1,7})\s*([smhd]))?$")
 _EPOCH_DAY = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
+_ISO_MINUTES: dict[int, str] = {}
+"""Window starts already formatted (answers repeat the same minutes)."""
 
 
 class InvalidRange(QueryError):
@@ -90,6 +92,13 @@ def iso(ms: int | None) -> str | None:
     """``2024-01-01T10:00:00Z`` (milliseconds shown only when not zero)."""
     if ms is None:
         return None
+    if ms % MINUTE_MS == 0:
+        text = _ISO_MINUTES.get(ms)
+        if text is None:
+            if len(_ISO_MINUTES) > 200_000:
+                _ISO_MINUTES.clear()
+            text = _ISO_MINUTES[ms] = from_ms(ms).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return text
     moment = from_ms(ms)
     if ms % 1000:
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
