@@ -176,6 +176,12 @@ def serving_url(serving_settings: Settings) -> Iterator[str]:
     thread.join(10)
 
 
+@pytest.fixture(scope="session")
+def api_token() -> str:
+    """The analyst token the serving app of these tests accepts."""
+    return TOKEN
+
+
 @pytest.fixture(scope="module")
 def api(serving_url: str) -> Iterator[httpx.Client]:
     """An HTTP client of the serving app carrying the analyst token."""
