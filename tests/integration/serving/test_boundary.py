@@ -283,3 +283,19 @@ def test_a_new_version_of_a_day_replaces_the_old_one_and_the_boundary_only_matte
     after = _series(api, "site_activity", None, start, end)
     assert after["boundary"]["site_activity"] == "2024-01-02T00:45:00Z"
     assert _total(after, "events") == 105 * 2 + 15 * 10
+
+
+def test_asking_for_some_measures_reads_and_returns_only_those(api) -> None:
+    answer = _series(
+        api,
+        "page_activity",
+        "/a",
+        "2024-01-02T00:00:00Z",
+        "2024-01-02T01:00:00Z",
+        measure=["visitors", "page_views"],
+    )
+    bucket = answer["series"][0]["buckets"][0]
+    assert set(bucket) == {"start", "final", "source", "page_views", "visitors"}
+    assert _total(answer) == 330
+    bad = api.get("/v1/timeseries", params={"view": "page_activity", "key": "/a", "measure": "x"})
+    assert bad.status_code == 400 and bad.json()["error"] == "unknown_measure"

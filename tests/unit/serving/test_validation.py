@@ -1,0 +1,77 @@
+"""What the query core refuses before it reads anything, and the answer's row formatter."""
+
+from __future__ import annotations
+
+import pytest
+
+from serving.errors import QueryError
+from serving.merge import row_formatter, summarise
+from serving.query import Limits, RangeQuery, _measures, check_keys
+from views import view
+
+DAY = 24 * 3600 * 1000
+PAGE = view("page_activity")
+
+
+def test_ranges_are_checked() -> None:
+    limits = Limits(max_range_days=2)
+    assert RangeQuery.checked(0, 2 * DAY, limits) == RangeQuery(0, 2 * DAY)
+    assert RangeQuery.checked(5, 5, limits).hi == 5  # empty is fine
+    with pytest.raises(QueryError, match="before start") as error:
+        RangeQuery.checked(10, 5, limits)
+    assert error.value.code == "invalid_range"
+    with pytest.raises(QueryError, match="at most 2") as error:
+        RangeQuery.checked(0, 2 * DAY + 1, limits)
+    assert error.value.code == "range_too_large" and error.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("keys", "code"),
+    [
+        ([], "missing_key"),
+        ([("a", "b")], "invalid_key"),
+        ([("",)], "invalid_key"),
+        ([("x" * 2049,)], "invalid_key"),
+        ([(str(i),) for i in range(21)], "too_many_keys"),
+    ],
+)
+def test_keys_are_checked(keys, code) -> None:
+    with pytest.raises(QueryError) as error:
+        check_keys(PAGE, keys, Limits())
+    assert error.value.code == code
+
+
+def test_injection_strings_are_valid_keys() -> None:
+    check_keys(PAGE, [("'; DROP TABLE speed_page_activity; --",)], Limits())
+
+
+def test_measures_are_chosen_in_view_order() -> None:
+    assert [m.name for m in _measures(PAGE, ["visitors", "page_views"])] == [
+        "page_views",
+        "visitors",
+    ]
+    assert _measures(PAGE, []) == PAGE.measures
+    with pytest.raises(QueryError, match="load_sketch") as error:
+        _measures(PAGE, ["nope"])
+    assert error.value.code == "unknown_measure"
+
+
+def test_the_row_formatter_agrees_with_the_general_merge() -> None:
+    import datasketches as ds
+
+    hll = ds.hll_sketch(12)
+    for i in range(40):
+        hll.update(f"u{i}")
+    kll = ds.kll_doubles_sketch(200)
+    for v in range(1, 101):
+        kll.update(float(v))
+    rows = [
+        (3, hll.serialize_compact(), 2, 5.0, 4.0, kll.serialize()),
+        (None, None, None, None, None, None),
+        (0, None, 0, None, None, None),
+    ]
+    for quantiles in ((0.5, 0.95), (0.99,)):
+        fmt = row_formatter(PAGE.measures, quantiles)
+        for row in rows:
+            assert fmt(row) == summarise(PAGE.measures, [row], quantiles)
+        assert fmt(None) == summarise(PAGE.measures, [], quantiles)
