@@ -23,11 +23,11 @@ __all__ = ["app_factory", "main"]
 
 def app_factory():
     """The app of one uvicorn worker, with settings from WAP_* variables (an entry point)."""
+    import gc
+
     from core.log import configure_logging
     from core.settings import load_settings
     from serving.app import create_app
-
-    import gc
 
     configure_logging()
     app = create_app(load_settings())
