@@ -167,8 +167,8 @@ def ingest_bronze(
         .save(path)
     )
     committed = _version(spark, path) != before
+    rows = _written_rows(spark, path, before) if committed else 0
     ensure_table_properties(spark, settings, path)
-    rows = _written_rows(spark, path) if committed else 0
     log_event(
         _log,
         "bronze.appended" if committed else "bronze.already_committed",
@@ -187,11 +187,16 @@ def _touch(spark: SparkSession, path: str, meta: dict, as_of: datetime) -> None:
     empty.write.format("delta").mode("append").option("userMetadata", json.dumps(meta)).save(path)
 
 
-def _written_rows(spark: SparkSession, path: str) -> int:
+def _written_rows(spark: SparkSession, path: str, after: int | None) -> int:
+    """Rows of the first write after version ``after`` (auto-compaction may follow it)."""
     from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
 
-    last = DeltaTable.forPath(spark, path).history(1).collect()[0]
-    return int((last.operationMetrics or {}).get("numOutputRows", 0))
+    history = DeltaTable.forPath(spark, path).history().where(F.col("operation") == "WRITE")
+    if after is not None:
+        history = history.where(F.col("version") > after)
+    first = history.orderBy("version").limit(1).collect()
+    return int((first[0].operationMetrics or {}).get("numOutputRows", 0)) if first else 0
 
 
 def _version(spark: SparkSession, path: str) -> int | None:

@@ -102,7 +102,5 @@ def build_gold(
             ensure_table_properties(spark, settings, path)
             written[view.name] = spark.read.format("delta").load(path).where(predicate).count()
     ledger.append(Entry("gold", run_id, datetime.now(UTC), days, as_of, detail={"rows": written}))
-    log_event(
-        _log, "gold.built", run_id=run_id, dates=[d.isoformat() for d in days], rows=written
-    )
+    log_event(_log, "gold.built", run_id=run_id, dates=[d.isoformat() for d in days], rows=written)
     return GoldRun(days, written)

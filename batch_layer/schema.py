@@ -15,6 +15,8 @@ loaded day:
 - ``batch_boundary``: per view, the end of the newest complete, validated
   period. Serving answers windows before it from the batch tables and
   windows at or after it from the speed tables.
+- ``batch_superseded``: versions a newer publish replaced, and when; the
+  maintenance DAG deletes their rows after a grace period.
 
 Versions superseded by a newer publish are deleted by the maintenance DAG
 once no reader can still hold the old pointer.
@@ -30,6 +32,7 @@ from views import VIEWS, ViewSpec
 __all__ = [
     "BOUNDARY_TABLE",
     "DAYS_TABLE",
+    "SUPERSEDED_TABLE",
     "BatchTables",
     "batch_tables",
     "create_statements",
@@ -38,6 +41,7 @@ __all__ = [
 
 BOUNDARY_TABLE = "batch_boundary"
 DAYS_TABLE = "batch_days"
+SUPERSEDED_TABLE = "batch_superseded"
 _CQL_TYPES = {"count": "bigint", "sum": "double", "max": "double", "hll": "blob", "kll": "blob"}
 
 
@@ -103,6 +107,8 @@ def create_statements(keyspace: str) -> list[str]:
         "PRIMARY KEY ((view_name), day)) WITH CLUSTERING ORDER BY (day DESC)",
         f"CREATE TABLE IF NOT EXISTS {keyspace}.{BOUNDARY_TABLE} (view_name text PRIMARY KEY, "
         "boundary timestamp, version bigint, run_id text, published_at timestamp)",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{SUPERSEDED_TABLE} (view_name text, day date, "
+        "version bigint, superseded_at timestamp, PRIMARY KEY ((view_name), day, version))",
     ]
     return statements
 

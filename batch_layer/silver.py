@@ -68,9 +68,7 @@ def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
     return f"{column} IN (" + ", ".join(f"DATE'{d.isoformat()}'" for d in days) + ")"
 
 
-def parse_bronze(
-    bronze: DataFrame, spec: PipelineSpec = WEB_EVENTS
-) -> tuple[DataFrame, DataFrame]:
+def parse_bronze(bronze: DataFrame, spec: PipelineSpec = WEB_EVENTS) -> tuple[DataFrame, DataFrame]:
     """(parsed events with Kafka coordinates, rejects with a reason) from bronze rows."""
     from pyspark.sql import functions as F
 

@@ -39,7 +39,7 @@ def test_reruns_append_each_offset_exactly_once(spark, bronze_settings):
     first = ingest_bronze(spark, bronze_settings)
     assert (first.run, first.rows, first.skipped) == (1, 30, False)
 
-    again = ingest_bronze(spark, bronze_settings)  # nothing new: no commit at all
+    again = ingest_bronze(spark, bronze_settings)  # nothing new: no rows, a newer as_of only
     assert again.skipped and again.rows == 0
 
     _produce(bronze_settings, 30, 12)

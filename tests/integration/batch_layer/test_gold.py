@@ -9,7 +9,6 @@ import pytest
 from batch_layer.bronze import ingest_bronze
 from batch_layer.gold import build_gold, gold_path
 from batch_layer.silver import build_silver
-from core.settings import KafkaSettings, LakeSettings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from views import view
@@ -17,24 +16,8 @@ from views import view
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_gold_views_are_exact_and_days_rewrite_alone(spark, local_platform, kafka_topic, tmp_path):
-    kafka = KafkaSettings(
-        **(
-            local_platform.kafka.model_dump()
-            | {"events_topic": kafka_topic, "dlq_topic": f"{kafka_topic}.dlq"}
-        )
-    )
-    settings = local_platform.model_copy(
-        update={
-            "kafka": kafka,
-            "lake": LakeSettings(root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "cp")),
-        }
-    )
-    from confluent_kafka.admin import AdminClient
-
-    from ingest.topics import ensure_topics, platform_topics
-
-    ensure_topics(AdminClient(kafka.client_config()), platform_topics(kafka))
+def test_gold_views_are_exact_and_days_rewrite_alone(spark, lake_settings):
+    settings = lake_settings
     events = generate(
         SimulatorConfig(
             seed=12,

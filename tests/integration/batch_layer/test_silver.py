@@ -7,27 +7,10 @@ from confluent_kafka import Producer
 
 from batch_layer.bronze import ingest_bronze
 from batch_layer.silver import build_silver
-from core.settings import KafkaSettings, LakeSettings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture
-def lake_settings(local_platform, kafka_topic, tmp_path):
-    kafka = KafkaSettings(
-        **(
-            local_platform.kafka.model_dump()
-            | {"events_topic": kafka_topic, "dlq_topic": f"{kafka_topic}.dlq"}
-        )
-    )
-    return local_platform.model_copy(
-        update={
-            "kafka": kafka,
-            "lake": LakeSettings(root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "cp")),
-        }
-    )
 
 
 def test_silver_holds_each_valid_event_once_in_its_true_day(spark, lake_settings):

@@ -1,0 +1,128 @@
+"""``python -m batch_layer STEP``: one step of a batch pipeline (what each DAG task runs).
+
+Steps, in pipeline order: ``bronze``, ``silver``, ``check_silver``, ``gold``,
+``check_gold``, ``publish``; ``all`` runs them in that order. Maintenance:
+``optimize``, ``vacuum``, ``drop_superseded``. Each step finds its work in the
+pipeline ledger, so any step can be rerun alone; ``--dates`` makes ``silver``
+reprocess those days from bronze (a backfill), and the steps after it pick
+them up. The last line on stdout is a JSON summary; the exit code is 0 on
+success, 3 when a quality gate failed, 1 on any other error.
+
+This file is also the application the DAGs hand to ``spark-submit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, is_dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from batch_layer.pipelines import PIPELINES, pipeline
+from core.log import configure_logging, get_logger, log_event
+
+PIPELINE_STEPS = ("bronze", "silver", "check_silver", "gold", "check_gold", "publish")
+MAINTENANCE_STEPS = ("optimize", "vacuum", "drop_superseded")
+EXIT_GATE_FAILED = 3
+
+_log = get_logger("batch_layer")
+
+
+def parse_dates(text: str) -> list[date]:
+    """``2024-01-01``, ``2024-01-01,2024-01-05`` or an inclusive range ``2024-01-01..2024-01-03``.
+
+    >>> [d.day for d in parse_dates("2024-01-30..2024-02-01")]
+    [30, 31, 1]
+    >>> parse_dates("2024-01-03..2024-01-01")
+    Traceback (most recent call last):
+    ...
+    ValueError: Date range 2024-01-03..2024-01-01 ends before it starts.
+    """
+    days: list[date] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if ".." in part:
+            first, last = (date.fromisoformat(x) for x in part.split("..", 1))
+            if last < first:
+                raise ValueError(f"Date range {part} ends before it starts.")
+            days += [first + timedelta(days=n) for n in range((last - first).days + 1)]
+        else:
+            days.append(date.fromisoformat(part))
+    return sorted(set(days))
+
+
+def run_step(spark: Any, settings: Any, step: str, spec: Any, run_id: str, dates: Any) -> Any:
+    from batch_layer import gold, maintenance, publish, quality, silver
+    from batch_layer.bronze import ingest_bronze
+
+    if step == "bronze":
+        return ingest_bronze(spark, settings, spec)
+    if step == "silver":
+        return silver.build_silver(spark, settings, dates, spec, run_id)
+    if step == "check_silver":
+        return quality.check_silver(spark, settings, spec, run_id)
+    if step == "gold":
+        return gold.build_gold(spark, settings, None, None, spec, run_id)
+    if step == "check_gold":
+        return quality.check_gold(spark, settings, spec, run_id)
+    if step == "publish":
+        return publish.publish(spark, settings, spec, run_id)
+    if step == "optimize":
+        return maintenance.optimize(spark, settings, spec)
+    if step == "vacuum":
+        return maintenance.vacuum(spark, settings, spec)
+    if step == "drop_superseded":
+        return maintenance.drop_superseded(settings, spec)
+    raise ValueError(f"Unknown step {step!r}.")
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value):
+        return asdict(value)
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m batch_layer", description=__doc__)
+    parser.add_argument("step", choices=(*PIPELINE_STEPS, "all", *MAINTENANCE_STEPS))
+    parser.add_argument(
+        "--pipeline", default=PIPELINES[0].name, choices=[p.name for p in PIPELINES]
+    )
+    parser.add_argument("--run-id", default=None, help="the DAG run id (default: a timestamp)")
+    parser.add_argument("--dates", type=parse_dates, default=None, help="days for silver")
+    args = parser.parse_args(argv)
+    configure_logging()
+
+    from batch_layer.quality import QualityGateFailed
+    from core.settings import load_settings
+    from core.spark import build_spark_session
+
+    settings = load_settings()
+    spec = pipeline(args.pipeline)
+    run_id = args.run_id or time.strftime("manual__%Y-%m-%dT%H:%M:%S")
+    steps = PIPELINE_STEPS if args.step == "all" else (args.step,)
+    spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}")
+    summary: dict[str, Any] = {"pipeline": spec.name, "run_id": run_id, "steps": {}}
+    code = 0
+    try:
+        for step in steps:
+            started = time.monotonic()
+            log_event(_log, "batch.step_started", step=step, pipeline=spec.name, run_id=run_id)
+            result = run_step(spark, settings, step, spec, run_id, args.dates)
+            seconds = round(time.monotonic() - started, 2)
+            summary["steps"][step] = {"seconds": seconds, "result": _plain(result)}
+            log_event(_log, "batch.step_done", step=step, seconds=seconds)
+    except QualityGateFailed as failed:
+        log_event(_log, "batch.gate_failed", error=str(failed))
+        summary["failed"] = str(failed)
+        code = EXIT_GATE_FAILED
+    finally:
+        spark.stop()
+    print(json.dumps(summary, default=str), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Maintenance: compact and vacuum the lake, delete superseded batch versions.
+
+- :func:`optimize` bin-packs small files (``OPTIMIZE``) in every table of a
+  pipeline: hourly runs append and rewrite small partitions.
+- :func:`vacuum` removes files no table version within
+  ``settings.batch.vacuum_retention_hours`` needs (Delta's default safety
+  check stays on unless the retention is set below 7 days).
+- :func:`drop_superseded` deletes the Cassandra rows of batch versions a
+  newer publish replaced more than ``superseded_version_grace_s`` ago (no
+  reader can still hold their pointer). Speed rows need no cleanup: they
+  carry a TTL (``settings.speed.ttl_s``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from batch_layer.bronze import bronze_path
+from batch_layer.gold import gold_path
+from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.schema import SUPERSEDED_TABLE, BatchTables
+from batch_layer.silver import rejects_path, silver_path
+from core.log import get_logger, log_event
+from core.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["drop_superseded", "lake_tables", "optimize", "vacuum"]
+
+_log = get_logger(__name__)
+
+
+def lake_tables(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> list[str]:
+    """Paths of every Delta table of the pipeline."""
+    return [
+        bronze_path(settings, spec),
+        silver_path(settings, spec),
+        rejects_path(settings, spec),
+        *(gold_path(settings, view) for view in spec.views),
+    ]
+
+
+def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> dict:
+    """``OPTIMIZE`` every table; return files removed and added per table."""
+    from delta.tables import DeltaTable
+
+    out = {}
+    for path in lake_tables(settings, spec):
+        if not DeltaTable.isDeltaTable(spark, path):
+            continue
+        metrics = DeltaTable.forPath(spark, path).optimize().executeCompaction().collect()[0]
+        stats = metrics.metrics
+        out[path] = {"removed": stats.numFilesRemoved, "added": stats.numFilesAdded}
+    log_event(_log, "maintenance.optimized", pipeline=spec.name, tables=out)
+    return out
+
+
+def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> list[str]:
+    """``VACUUM`` every table with the configured retention; return the paths vacuumed."""
+    from delta.tables import DeltaTable
+
+    hours = settings.batch.vacuum_retention_hours
+    check = "spark.databricks.delta.retentionDurationCheck.enabled"
+    if hours < 168:
+        spark.conf.set(check, "false")
+    done = []
+    try:
+        for path in lake_tables(settings, spec):
+            if DeltaTable.isDeltaTable(spark, path):
+                DeltaTable.forPath(spark, path).vacuum(float(hours))
+                done.append(path)
+    finally:
+        spark.conf.unset(check)
+    log_event(_log, "maintenance.vacuumed", pipeline=spec.name, retention_hours=hours, tables=done)
+    return done
+
+
+def drop_superseded(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> int:
+    """Delete batch versions replaced longer ago than the grace period; return how many."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    from core.cassandra import connect
+
+    keyspace = settings.cassandra.keyspace
+    cutoff = datetime.now(UTC) - timedelta(seconds=settings.batch.superseded_version_grace_s)
+    cluster, session = connect(settings.cassandra)
+    dropped = 0
+    try:
+        listed = session.prepare(
+            f"SELECT day, version, superseded_at FROM {keyspace}.{SUPERSEDED_TABLE} "
+            "WHERE view_name = ?"
+        )
+        forget = session.prepare(
+            f"DELETE FROM {keyspace}.{SUPERSEDED_TABLE} WHERE view_name = ? AND day = ? "
+            "AND version = ?"
+        )
+        for view in spec.views:
+            tables = BatchTables(view, keyspace)
+            keys = ", ".join(view.keys)
+            minute_keys = session.prepare(
+                f"SELECT {keys} FROM {tables.by_minute} WHERE window_start = ? AND version = ?"
+            )
+            drop_minute = session.prepare(
+                f"DELETE FROM {tables.by_minute} WHERE window_start = ? AND version = ?"
+            )
+            where = " AND ".join(f"{k} = ?" for k in view.keys)
+            drop_key = session.prepare(
+                f"DELETE FROM {tables.by_key} WHERE {where} AND day = ? AND version = ?"
+            )
+            for row in session.execute(listed, (view.name,)):
+                if row.superseded_at.replace(tzinfo=UTC) > cutoff:
+                    continue
+                day = row.day.date()
+                midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
+                minutes = [(midnight + timedelta(minutes=m), row.version) for m in range(1440)]
+                found: set[tuple] = set()
+                for _ok, result in execute_concurrent_with_args(
+                    session, minute_keys, minutes, concurrency=64, raise_on_first_error=True
+                ):
+                    found.update(tuple(r) for r in result)
+                execute_concurrent_with_args(
+                    session, drop_key, [(*k, day, row.version) for k in found], concurrency=64
+                )
+                execute_concurrent_with_args(session, drop_minute, minutes, concurrency=64)
+                session.execute(forget, (view.name, day, row.version))
+                dropped += 1
+    finally:
+        cluster.shutdown()
+    log_event(_log, "maintenance.superseded_dropped", pipeline=spec.name, versions=dropped)
+    return dropped

@@ -1,0 +1,229 @@
+"""Publish: load validated gold days into Cassandra and move the batch boundary.
+
+Why Cassandra and not Delta for serving: a dashboard's question ("this page,
+the last hour, per minute") must answer in milliseconds at high request
+rates; a Delta read costs a Spark job or a log replay per query. So, as the
+classic Lambda loads batch views into its serving store, publish copies each
+validated gold day into the batch tables of :mod:`batch_layer.schema`, next
+to the speed tables, with the same partition design. Analysts keep Delta
+(gold) for SQL; serving reads Cassandra only.
+
+The switch is atomic per day and never shows half a day:
+
+1. every row of the day is written under a new ``version`` (a fresh partition
+   nobody reads yet);
+2. ``batch_days(view, day)`` is pointed at the new version (the old one is
+   recorded in ``batch_superseded`` for the maintenance DAG to delete later);
+3. ``batch_boundary(view)`` moves forward to the end of the newest complete
+   period: ``floor(as_of - lateness, period)``, where ``as_of`` is when
+   bronze fixed the end of the log gold was computed from.
+
+Publish runs only after a passed gold gate newer than the gold it loads;
+otherwise it raises and the boundary stays where it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from batch_layer.gold import gold_path, require_gate
+from batch_layer.ledger import Entry, Ledger, pending_days
+from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
+from core.log import get_logger, log_event
+from core.settings import CassandraSettings, Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row, SparkSession
+
+__all__ = ["PublishRun", "boundary_for", "publish", "read_boundaries"]
+
+_log = get_logger(__name__)
+_SESSIONS: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class PublishRun:
+    version: int
+    days: tuple[date, ...]
+    boundaries: dict[str, datetime | None]
+    """Per view, the boundary after the run."""
+    rows: dict[str, int]
+
+
+def boundary_for(as_of: datetime, lateness_s: int, period: str) -> datetime:
+    """The end of the newest period complete at ``as_of``, allowing ``lateness_s``.
+
+    >>> t = datetime(2024, 5, 1, 10, 7, 30, tzinfo=UTC)
+    >>> boundary_for(t, 300, "hour").isoformat()
+    '2024-05-01T10:00:00+00:00'
+    >>> boundary_for(t, 600, "hour").isoformat()
+    '2024-05-01T09:00:00+00:00'
+    >>> boundary_for(t, 60, "minute").isoformat()
+    '2024-05-01T10:06:00+00:00'
+    >>> boundary_for(t, 0, "day").isoformat()
+    '2024-05-01T00:00:00+00:00'
+    """
+    t = as_of - timedelta(seconds=lateness_s)
+    if period == "minute":
+        return t.replace(second=0, microsecond=0)
+    if period == "hour":
+        return t.replace(minute=0, second=0, microsecond=0)
+    if period == "day":
+        return t.replace(hour=0, minute=0, second=0, microsecond=0)
+    raise ValueError(f"Unknown period {period!r}: minute, hour or day.")
+
+
+def _session(cassandra: CassandraSettings) -> Any:
+    key = cassandra.model_dump_json()
+    if key not in _SESSIONS:
+        from core.cassandra import connect
+
+        _SESSIONS[key] = connect(cassandra)[1]
+    return _SESSIONS[key]
+
+
+def _write_rows(
+    rows: Iterable[Row], tables: BatchTables, cassandra: CassandraSettings, version: int
+) -> None:
+    """Write gold rows under ``version`` into both batch tables (on an executor)."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    session = _session(cassandra)
+    by_key = session.prepare(tables.insert_by_key())
+    by_minute = session.prepare(tables.insert_by_minute())
+    keys = tables.spec.keys
+    measures = [m.name for m in tables.spec.measures]
+    key_rows, minute_rows = [], []
+    for row in rows:
+        start = row["window_start"].replace(tzinfo=UTC)
+        key_values = [row[k] for k in keys]
+        values = [bytes(v) if isinstance(v, bytearray) else v for v in (row[m] for m in measures)]
+        key_rows.append((*key_values, start.date(), version, start, *values))
+        minute_rows.append((start, version, *key_values, *values))
+    for statement, args in ((by_key, key_rows), (by_minute, minute_rows)):
+        for ok, result in execute_concurrent_with_args(
+            session, statement, args, concurrency=64, raise_on_first_error=True
+        ):
+            if not ok:
+                raise result
+
+
+def read_boundaries(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> dict[str, Any]:
+    """Per view of the pipeline, its ``batch_boundary`` row as a dict (None if never published)."""
+    from core.cassandra import connect
+
+    cluster, session = connect(settings.cassandra)
+    try:
+        select = session.prepare(
+            f"SELECT * FROM {settings.cassandra.keyspace}.{BOUNDARY_TABLE} WHERE view_name = ?"
+        )
+        out = {}
+        for view in spec.views:
+            row = session.execute(select, (view.name,)).one()
+            out[view.name] = row._asdict() if row else None
+        return out
+    finally:
+        cluster.shutdown()
+
+
+def publish(
+    spark: SparkSession,
+    settings: Settings,
+    spec: PipelineSpec = WEB_EVENTS,
+    run_id: str = "manual",
+) -> PublishRun:
+    """Load the gold days not yet published, switch them on, move the boundary."""
+    from pyspark.sql import functions as F
+
+    from core.cassandra import connect
+
+    ledger = Ledger(spark, settings, spec)
+    entries = ledger.entries()
+    golds = [e for e in entries if e.step == "gold"]
+    if not golds:
+        log_event(_log, "publish.nothing", pipeline=spec.name, reason="gold never ran")
+        return PublishRun(0, (), {}, {})
+    days = pending_days(entries, "gold", "publish")
+    if days:
+        require_gate(entries, "gold", "gold")
+    as_of = golds[-1].as_of
+    version = int(datetime.now(UTC).timestamp() * 1000)
+    keyspace = settings.cassandra.keyspace
+    cassandra = settings.cassandra
+    rows: dict[str, int] = {}
+    cluster, session = connect(cassandra)
+    try:
+        current_day = session.prepare(
+            f"SELECT day, version FROM {keyspace}.{DAYS_TABLE} WHERE view_name = ?"
+        )
+        set_day = session.prepare(
+            f"INSERT INTO {keyspace}.{DAYS_TABLE} (view_name, day, version, rows, published_at) "
+            "VALUES (?, ?, ?, ?, ?)"
+        )
+        supersede = session.prepare(
+            f"INSERT INTO {keyspace}.{SUPERSEDED_TABLE} (view_name, day, version, superseded_at) "
+            "VALUES (?, ?, ?, ?)"
+        )
+        get_boundary = session.prepare(
+            f"SELECT boundary FROM {keyspace}.{BOUNDARY_TABLE} WHERE view_name = ?"
+        )
+        set_boundary = session.prepare(
+            f"INSERT INTO {keyspace}.{BOUNDARY_TABLE} "
+            "(view_name, boundary, version, run_id, published_at) VALUES (?, ?, ?, ?, ?)"
+        )
+        boundaries: dict[str, datetime | None] = {}
+        for view in spec.views:
+            tables = BatchTables(view, keyspace)
+            if days:
+                gold = spark.read.format("delta").load(gold_path(settings, view))
+                chosen = gold.where(F.col("window_date").isin(list(days)))
+
+                def write(part: Iterable[Row], tables: BatchTables = tables) -> None:
+                    _write_rows(part, tables, cassandra, version)
+
+                chosen.foreachPartition(write)
+                per_day = dict(chosen.groupBy("window_date").count().collect())
+                old = {r.day.date(): r.version for r in session.execute(current_day, (view.name,))}
+                now = datetime.now(UTC)
+                for day in days:
+                    if day in old:
+                        session.execute(supersede, (view.name, day, old[day], now))
+                    session.execute(set_day, (view.name, day, version, per_day.get(day, 0), now))
+                rows[view.name] = sum(per_day.values())
+            previous = session.execute(get_boundary, (view.name,)).one()
+            previous = previous.boundary.replace(tzinfo=UTC) if previous else None
+            boundary = previous
+            if as_of is not None:
+                candidate = boundary_for(as_of, settings.batch.lateness_s, settings.batch.period)
+                boundary = max(candidate, previous) if previous else candidate
+                session.execute(
+                    set_boundary, (view.name, boundary, version, run_id, datetime.now(UTC))
+                )
+            boundaries[view.name] = boundary
+    finally:
+        cluster.shutdown()
+    ledger.append(
+        Entry(
+            "publish",
+            run_id,
+            datetime.now(UTC),
+            days,
+            as_of,
+            detail={"version": version, "rows": rows, "boundaries": boundaries},
+        )
+    )
+    log_event(
+        _log,
+        "publish.done",
+        pipeline=spec.name,
+        run_id=run_id,
+        version=version,
+        days=[d.isoformat() for d in days],
+        rows=rows,
+        boundaries={k: v.isoformat() if v else None for k, v in boundaries.items()},
+    )
+    return PublishRun(version, days, boundaries, rows)

@@ -1,0 +1,59 @@
+"""A batch pipeline of its own per test: topic, lake, keyspace and report folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
+
+
+@pytest.fixture
+def lake_settings(local_platform: Settings, kafka_topic: str, tmp_path) -> Settings:
+    """Settings with this test's topic (and its DLQ) and a lake under tmp_path."""
+    from confluent_kafka.admin import AdminClient
+
+    from ingest.topics import ensure_topics, platform_topics
+
+    kafka = KafkaSettings(
+        **(
+            local_platform.kafka.model_dump()
+            | {"events_topic": kafka_topic, "dlq_topic": f"{kafka_topic}.dlq"}
+        )
+    )
+    ensure_topics(AdminClient(kafka.client_config()), platform_topics(kafka))
+    return local_platform.model_copy(
+        update={
+            "kafka": kafka,
+            "lake": LakeSettings(root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "cp")),
+            "batch": BatchSettings(reports_dir=tmp_path / "quality", lateness_s=60),
+        }
+    )
+
+
+@pytest.fixture
+def pipeline_settings(lake_settings: Settings, cassandra_keyspace: str) -> Settings:
+    """``lake_settings`` plus a fresh keyspace holding the batch serving tables."""
+    from batch_layer.schema import create_tables
+
+    settings = lake_settings.model_copy(
+        update={
+            "cassandra": lake_settings.cassandra.model_copy(update={"keyspace": cassandra_keyspace})
+        }
+    )
+    create_tables(settings)
+    return settings
+
+
+@pytest.fixture
+def run_pipeline(spark):
+    """``run_pipeline(settings, run_id, dates=None)``: every step in order, in-process."""
+    from batch_layer.__main__ import PIPELINE_STEPS, run_step
+    from batch_layer.pipelines import WEB_EVENTS
+
+    def run(settings: Settings, run_id: str, dates=None) -> dict:
+        return {
+            step: run_step(spark, settings, step, WEB_EVENTS, run_id, dates)
+            for step in PIPELINE_STEPS
+        }
+
+    return run
