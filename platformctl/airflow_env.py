@@ -47,11 +47,16 @@ def venv_python(venv_dir: Path) -> Path:
 
 def _wanted_stamp(lock_file: Path, project_root: Path, python: str) -> dict[str, object]:
     """What the venv must have been built from for it to be reused as is."""
+    pyproject = project_root / "pyproject.toml"
     return {
         "lock_sha256": hashlib.sha256(lock_file.read_bytes()).hexdigest(),
         "uv": UV_VERSION,
         "base_python": str(Path(python).resolve()),
         "editable_project": (project_root / "pyproject.toml").is_file(),
+        # The editable install maps the project's packages as pyproject lists them.
+        "pyproject_sha256": (
+            hashlib.sha256(pyproject.read_bytes()).hexdigest() if pyproject.is_file() else None
+        ),
     }
 
 
@@ -103,7 +108,9 @@ def ensure_airflow_venv(
     return vpy
 
 
-def airflow_env(airflow_home: Path, dags_folder: Path) -> dict[str, str]:
+def airflow_env(
+    airflow_home: Path, dags_folder: Path, spark_master: str = "local[2]"
+) -> dict[str, str]:
     """Environment variables to run Airflow locally, offline and quietly.
 
     SQLite metadata DB under ``airflow_home``; to be merged over
@@ -126,4 +133,6 @@ def airflow_env(airflow_home: Path, dags_folder: Path) -> dict[str, str]:
         # Airflow's API/DB code imports svcs -> fastapi.testclient, where the locked
         # starlette warns about httpx on every start: harmless, so silence that one.
         "PYTHONWARNINGS": f"ignore:{_STARLETTE_HTTPX_WARNING}:UserWarning",
+        # The Spark master the DAGs' spark-submit tasks use (WAP_SPARK__MASTER).
+        "AIRFLOW_CONN_SPARK_PLATFORM": json.dumps({"conn_type": "spark", "host": spark_master}),
     }

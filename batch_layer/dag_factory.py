@@ -1,0 +1,162 @@
+"""The DAG factory: every batch pipeline spec becomes its Airflow DAGs.
+
+For a :class:`batch_layer.pipelines.PipelineSpec` named ``P``:
+
+- ``P_ingest`` (the pipeline's schedule, hourly by default): bronze -> silver
+  -> check_silver; a passed check updates the ``P.silver`` asset;
+- ``P_views`` (scheduled on ``P.silver``, data-aware): gold -> check_gold ->
+  publish; updates ``P.gold`` and ``P.boundary``;
+- ``P_backfill`` (manual, params ``start``/``end``): the whole chain with
+  silver reprocessing those days from bronze; rerunning it is safe;
+- ``P_maintenance`` (daily): OPTIMIZE, VACUUM, dropping superseded batch
+  versions from Cassandra.
+
+Every task is a ``spark-submit`` of ``batch_layer/__main__.py STEP`` through
+the Spark provider: no Spark driver runs inside Airflow. The Spark master
+comes from the ``spark_platform`` connection (``AIRFLOW_CONN_SPARK_PLATFORM``,
+set from ``WAP_SPARK__MASTER``); the ``WAP_*`` settings reach the job through
+the worker's environment, never through the DAG (no secrets in task
+parameters). A failed quality gate exits with code 3, fails its task and so
+stops the chain before publish: the boundary does not move.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, Param, chain
+
+from batch_layer.pipelines import PipelineSpec
+from core.settings import PROJECT_ROOT, Settings
+from core.spark import local_spark_jars, spark_conf
+
+__all__ = ["SPARK_CONN_ID", "pipeline_dags"]
+
+SPARK_CONN_ID = "spark_platform"
+APPLICATION = str(PROJECT_ROOT / "batch_layer" / "__main__.py")
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _submit_kwargs(settings: Settings, spec: PipelineSpec) -> dict:
+    """Jars, conf and environment of every spark-submit of this pipeline."""
+    jars = settings.spark.jars
+    if jars is None:
+        try:
+            jars = local_spark_jars(settings.local.state_dir)
+        except FileNotFoundError:
+            jars = ()  # parsing must not fail before `make install`; the task would
+    conf = spark_conf(settings.spark, app_name=f"batch-{spec.name}", jars=())
+    for launcher_only in ("spark.master", "spark.jars", "spark.app.name"):
+        conf.pop(launcher_only, None)
+    python = str(Path(settings.batch.spark_submit).parent / "python")
+    env = {
+        "PATH": f"{Path(settings.batch.spark_submit).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+    }
+    if settings.spark.master.startswith("local"):
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    return {"conn_id": SPARK_CONN_ID, "jars": ",".join(jars), "conf": conf, "env_vars": env}
+
+
+def _step(
+    settings: Settings,
+    spec: PipelineSpec,
+    step: str,
+    *,
+    extra_args: tuple[str, ...] = (),
+    outlets: list[Asset] | None = None,
+    retries: int = 2,
+) -> SparkSubmitOperator:
+    return SparkSubmitOperator(
+        task_id=step,
+        application=APPLICATION,
+        application_args=[step, "--pipeline", spec.name, "--run-id", "{{ run_id }}", *extra_args],
+        name=f"{spec.name}-{step}",
+        outlets=outlets or [],
+        retries=retries,
+        retry_delay=timedelta(minutes=1),
+        **_submit_kwargs(settings, spec),
+    )
+
+
+def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
+    """The DAGs of one pipeline, by dag_id."""
+    silver = Asset(name=f"{spec.name}.silver", uri=f"wap://{spec.name}/silver")
+    gold = Asset(name=f"{spec.name}.gold", uri=f"wap://{spec.name}/gold")
+    boundary = Asset(name=f"{spec.name}.boundary", uri=f"wap://{spec.name}/boundary")
+    common = {
+        "start_date": START,
+        "catchup": False,
+        "max_active_runs": 1,
+        "default_args": {"owner": spec.owner},
+        "tags": ["batch", spec.name],
+    }
+    dags: dict[str, DAG] = {}
+
+    with DAG(
+        f"{spec.name}_ingest",
+        schedule=spec.schedule_of(settings),
+        description=f"{spec.name}: Kafka -> bronze -> silver, gated",
+        **common,
+    ) as ingest:
+        chain(
+            _step(settings, spec, "bronze"),
+            _step(settings, spec, "silver"),
+            _step(settings, spec, "check_silver", outlets=[silver], retries=0),
+        )
+    dags[ingest.dag_id] = ingest
+
+    with DAG(
+        f"{spec.name}_views",
+        schedule=[silver],
+        description=f"{spec.name}: silver -> gold -> published batch views and boundary",
+        **common,
+    ) as views:
+        chain(
+            _step(settings, spec, "gold"),
+            _step(settings, spec, "check_gold", outlets=[gold], retries=0),
+            _step(settings, spec, "publish", outlets=[boundary]),
+        )
+    dags[views.dag_id] = views
+
+    with DAG(
+        f"{spec.name}_backfill",
+        schedule=None,
+        description=f"{spec.name}: reprocess a date range from bronze (idempotent)",
+        params={
+            "start": Param(type="string", format="date", description="first day (UTC)"),
+            "end": Param(type="string", format="date", description="last day (UTC), inclusive"),
+        },
+        **common,
+    ) as backfill:
+        chain(
+            _step(settings, spec, "bronze"),
+            _step(
+                settings,
+                spec,
+                "silver",
+                extra_args=("--dates", "{{ params.start }}..{{ params.end }}"),
+            ),
+            _step(settings, spec, "check_silver", outlets=[silver], retries=0),
+            _step(settings, spec, "gold"),
+            _step(settings, spec, "check_gold", outlets=[gold], retries=0),
+            _step(settings, spec, "publish", outlets=[boundary]),
+        )
+    dags[backfill.dag_id] = backfill
+
+    with DAG(
+        f"{spec.name}_maintenance",
+        schedule="@daily",
+        description=f"{spec.name}: OPTIMIZE, VACUUM, drop superseded batch versions",
+        **common,
+    ) as maintenance:
+        chain(
+            _step(settings, spec, "optimize"),
+            _step(settings, spec, "vacuum"),
+            _step(settings, spec, "drop_superseded"),
+        )
+    dags[maintenance.dag_id] = maintenance
+    return dags
