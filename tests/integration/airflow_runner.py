@@ -6,6 +6,7 @@ the main ``.venv``, and with the environment from
 
     python tests/integration/airflow_runner.py load
     python tests/integration/airflow_runner.py test platform_smoke
+    python tests/integration/airflow_runner.py test web_events_backfill --conf '{"start": ...}'
 
 Each subcommand migrates the SQLite metadata DB first if it is not at head, then
 prints exactly one JSON line on stdout (Airflow's own logs go to stderr) and
@@ -14,8 +15,9 @@ exits 1 on failure:
 * ``load``: parse every DAG file in ``[core] dags_folder`` with ``DagBag`` and
   serialize each DAG as the DAG processor would ->
   ``{"dags": [...], "import_errors": {...}, "warnings": {...}, ...}``.
-* ``test DAG_ID``: run ``dag.test()`` (tasks run in-process, no scheduler or
-  executor) -> ``{"dag_id", "run_id", "state", "tasks": {task_id: state}, ...}``.
+* ``test DAG_ID [--conf JSON]``: run ``dag.test(run_conf=...)`` (tasks run
+  in-process, no scheduler or executor) ->
+  ``{"dag_id", "run_id", "state", "tasks": {task_id: state}, ...}``.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def cmd_load() -> int:
     return 1 if errors else 0
 
 
-def cmd_test(dag_id: str) -> int:
+def cmd_test(dag_id: str, conf: dict[str, Any] | None = None) -> int:
     """Run one DagRun of ``dag_id`` with ``dag.test()``; fail unless it succeeds."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
@@ -98,7 +100,7 @@ def cmd_test(dag_id: str) -> int:
         _emit({**result, "dag_id": dag_id, "state": "not_found", "import_errors": errors})
         return 1
     started = time.monotonic()
-    dag_run = dag.test()
+    dag_run = dag.test(run_conf=conf)
     with create_session() as session:
         query = select(TaskInstance).where(
             TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id
@@ -122,12 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("load", help="parse every DAG in the dags folder")
     test = sub.add_parser("test", help="run one DAG with dag.test()")
     test.add_argument("dag_id")
+    test.add_argument("--conf", type=json.loads, default=None, help="the run's params, as JSON")
     args = parser.parse_args(argv)
     if "AIRFLOW_HOME" not in os.environ:  # else Airflow would write into ~/airflow
         parser.error("run with the environment from platformctl.airflow_env.airflow_env()")
     # Keep stdout for the one JSON result line: anything Airflow prints goes to stderr.
     sys.stdout = sys.stderr
-    return cmd_load() if args.command == "load" else cmd_test(args.dag_id)
+    return cmd_load() if args.command == "load" else cmd_test(args.dag_id, args.conf)
 
 
 if __name__ == "__main__":
