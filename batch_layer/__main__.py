@@ -44,13 +44,25 @@ def parse_dates(text: str) -> list[date]:
     days: list[date] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         if ".." in part:
-            first, last = (date.fromisoformat(x) for x in part.split("..", 1))
+            first, last = (date.fromisoformat(x.strip()) for x in part.split("..", 1))
             if last < first:
                 raise ValueError(f"Date range {part} ends before it starts.")
             days += [first + timedelta(days=n) for n in range((last - first).days + 1)]
         else:
             days.append(date.fromisoformat(part))
+    if not days:
+        raise ValueError(f"No dates in {text!r}.")
     return sorted(set(days))
+
+
+def _dates_argument(text: str) -> list[date]:
+    """``--dates`` for argparse, whose own message for a ValueError hides what was wrong."""
+    try:
+        return parse_dates(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"{error} Give YYYY-MM-DD, a comma-separated list of them or a range FIRST..LAST."
+        ) from None
 
 
 def run_step(spark: Any, settings: Any, step: str, spec: Any, run_id: str, dates: Any) -> Any:
@@ -91,7 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         "--pipeline", default=PIPELINES[0].name, choices=[p.name for p in PIPELINES]
     )
     parser.add_argument("--run-id", default=None, help="the DAG run id (default: a timestamp)")
-    parser.add_argument("--dates", type=parse_dates, default=None, help="days for silver")
+    parser.add_argument(
+        "--dates",
+        type=_dates_argument,
+        default=None,
+        help="days silver reprocesses from bronze: 2024-01-01, 2024-01-01,2024-01-05 "
+        "or 2024-01-01..2024-01-03",
+    )
     args = parser.parse_args(argv)
     configure_logging()
 

@@ -64,13 +64,22 @@ class PipelineSpec:
             raise ValueError(f"Pipeline name {self.name!r} must be a plain identifier.")
         if not self.views:
             raise ValueError(f"Pipeline {self.name!r} needs at least one view.")
+        listed = [v.name for v in self.views]
+        twice = sorted({n for n in listed if listed.count(n) > 1})
+        if twice:
+            raise ValueError(f"Pipeline {self.name!r} lists views more than once: {twice}.")
         names = {v.name: v for v in self.views}
         for rule in self.reconcile:
             if rule.view not in names:
                 raise ValueError(
                     f"Pipeline {self.name!r}: reconciliation of unknown view {rule.view!r}."
                 )
-            names[rule.view].measure(rule.measure)
+            measure = names[rule.view].measure(rule.measure)
+            if measure.kind != "count":
+                raise ValueError(
+                    f"Pipeline {self.name!r}: reconciliation of {rule.view}.{rule.measure}, "
+                    f"a {measure.kind} measure; only a count can equal a number of silver rows."
+                )
 
     def topic_of(self, settings: Settings) -> str:
         return self.topic or settings.kafka.events_topic
@@ -100,7 +109,34 @@ WEB_EVENTS = PipelineSpec(
     ),
 )
 
-PIPELINES: tuple[PipelineSpec, ...] = (WEB_EVENTS,)
+
+def _check_pipelines(pipelines: tuple[PipelineSpec, ...]) -> tuple[PipelineSpec, ...]:
+    """``pipelines``, once their names and their views' names are unique.
+
+    A pipeline's name names its DAGs and its ledger; a view's name names its
+    gold table (``gold/<view>``) and its Cassandra batch tables
+    (``batch_<view>``), so two pipelines declaring one view would overwrite
+    each other's rows.
+    """
+    names = [spec.name for spec in pipelines]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"Pipelines declared more than once: {twice}; rename one of each.")
+    declared: dict[str, list[str]] = {}
+    for spec in pipelines:
+        for view in spec.views:
+            declared.setdefault(view.name, []).append(spec.name)
+    shared = [f"{v!r} (pipelines {', '.join(p)})" for v, p in declared.items() if len(p) > 1]
+    if shared:
+        raise ValueError(
+            f"Views declared by more than one pipeline: {'; '.join(shared)}. gold/<view> and "
+            "the Cassandra batch_<view> tables are named after the view: keep each view in "
+            "one pipeline."
+        )
+    return pipelines
+
+
+PIPELINES: tuple[PipelineSpec, ...] = _check_pipelines((WEB_EVENTS,))
 
 
 def pipeline(name: str) -> PipelineSpec:

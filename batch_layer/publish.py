@@ -66,8 +66,13 @@ def boundary_for(as_of: datetime, lateness_s: int, period: str) -> datetime:
     '2024-05-01T10:06:00+00:00'
     >>> boundary_for(t, 0, "day").isoformat()
     '2024-05-01T00:00:00+00:00'
+
+    Periods are UTC periods (serving's windows and days are UTC): ``as_of``
+    in another zone is converted first, and a naive one is refused.
     """
-    t = as_of - timedelta(seconds=lateness_s)
+    if as_of.tzinfo is None:
+        raise ValueError(f"as_of {as_of.isoformat()} has no time zone; pass an aware datetime.")
+    t = as_of.astimezone(UTC) - timedelta(seconds=lateness_s)
     if period == "minute":
         return t.replace(second=0, microsecond=0)
     if period == "hour":

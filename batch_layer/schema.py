@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from batch_layer.pipelines import PIPELINES, PipelineSpec
 from core.settings import Settings
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 
 __all__ = [
     "BOUNDARY_TABLE",
@@ -93,14 +94,16 @@ def _insert(table: str, columns: list[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
 
 
-def batch_tables(keyspace: str) -> list[BatchTables]:
-    """The batch tables of every registered view."""
-    return [BatchTables(spec, keyspace) for spec in VIEWS]
+def batch_tables(
+    keyspace: str, pipelines: tuple[PipelineSpec, ...] = PIPELINES
+) -> list[BatchTables]:
+    """The batch tables of every view the pipelines publish."""
+    return [BatchTables(view, keyspace) for spec in pipelines for view in spec.views]
 
 
-def create_statements(keyspace: str) -> list[str]:
+def create_statements(keyspace: str, pipelines: tuple[PipelineSpec, ...] = PIPELINES) -> list[str]:
     """Every CREATE TABLE of the published batch views (idempotent)."""
-    statements = [s for tables in batch_tables(keyspace) for s in tables.create()]
+    statements = [s for tables in batch_tables(keyspace, pipelines) for s in tables.create()]
     statements += [
         f"CREATE TABLE IF NOT EXISTS {keyspace}.{DAYS_TABLE} (view_name text, day date, "
         "version bigint, rows bigint, published_at timestamp, "

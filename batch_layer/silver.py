@@ -52,7 +52,7 @@ class SilverRun:
 
 
 def silver_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
-    return bronze_path(settings, spec).replace("/bronze/", "/silver/")
+    return f"{settings.lake.root.rstrip('/')}/silver/{spec.table_name(settings)}"
 
 
 def rejects_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
