@@ -289,6 +289,11 @@ class AirflowSettings(_Section):
     """Airflow's own virtualenv (kept apart from the Spark environment)."""
     dags_folder: Path = PROJECT_ROOT / "dags"
     """Folder of DAG files."""
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    """Port of the local api-server: the UI, the REST API and the execution API tasks report to."""
+    parallelism: int = Field(default=2, ge=1)
+    """Task instances running at once (LocalExecutor workers); each Spark task is a JVM, so
+    keep it near the number of cores."""
 
 
 class LocalSettings(_Section):

@@ -3,4 +3,4 @@
 ``python -m platformctl up|status|logs|down|install|demo`` (or ``make up`` ...).
 """
 
-__all__ = ["cli", "install", "platform", "process"]
+__all__ = ["airflow", "cli", "install", "platform", "process"]

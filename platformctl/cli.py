@@ -16,8 +16,16 @@ from platformctl.process import ServiceStartError, log_tail
 __all__ = ["main"]
 
 
+_GROUPS = {"airflow": platform.AIRFLOW_SERVICES}
+"""Names that stand for several services on the command line."""
+
+
 def _services(names: list[str]) -> tuple[str, ...]:
-    return tuple(names) if names else platform.SERVICES
+    """The services named (all when none), groups expanded, in start order."""
+    if not names:
+        return platform.SERVICES
+    wanted = {service for name in names for service in _GROUPS.get(name, (name,))}
+    return tuple(name for name in platform.SERVICES if name in wanted)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,11 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         ("down", "stop the services this platform started"),
     ]:
         sub = commands.add_parser(name, help=text)
-        sub.add_argument("services", nargs="*", choices=[*platform.SERVICES, []])
+        sub.add_argument("services", nargs="*", choices=[*platform.SERVICES, *_GROUPS, []])
     status = commands.add_parser("status", help="each service: state, port, pid, memory, probe")
     status.add_argument("--json", action="store_true")
     logs = commands.add_parser("logs", help="print the tail of each service's log")
-    logs.add_argument("services", nargs="*", choices=[*platform.SERVICES, []])
+    logs.add_argument("services", nargs="*", choices=[*platform.SERVICES, *_GROUPS, []])
     logs.add_argument("-n", "--lines", type=int, default=40)
     commands.add_parser("demo", help="bring the platform up and run the end-to-end path")
     args = parser.parse_args(argv)
@@ -76,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_status(rows: list[platform.ServiceStatus]) -> None:
-    header = f"{'service':<10} {'state':<9} {'port':>5} {'pid':>7} {'rss MB':>7}  log / probe"
-    print(header)
+    width = max(len(r.name) for r in rows)
+    print(f"{'service':<{width}} {'state':<9} {'port':>5} {'pid':>7} {'rss MB':>7}  log / probe")
     for r in rows:
         state = "healthy" if r.healthy else ("starting" if r.running else "down")
         rss = f"{r.rss_mb:.0f}" if r.rss_mb else "-"
-        print(f"{r.name:<10} {state:<9} {r.port:>5} {r.pid or '-':>7} {rss:>7}  {r.log_file}")
-        print(f"{'':<44}{r.detail}")
+        print(f"{r.name:<{width}} {state:<9} {r.port:>5} {r.pid or '-':>7} {rss:>7}  {r.log_file}")
+        print(f"{'':<{width + 34}}{r.detail}")

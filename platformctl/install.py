@@ -19,7 +19,15 @@ from core.log import get_logger, log_event
 from core.settings import PROJECT_ROOT, Settings
 from platformctl.airflow_env import ensure_airflow_venv
 
-__all__ = ["CHROMIUM", "JAR_COMPONENTS", "install", "install_browser", "install_jars", "jars_dir"]
+__all__ = [
+    "CHROMIUM",
+    "JAR_COMPONENTS",
+    "install",
+    "install_airflow",
+    "install_browser",
+    "install_jars",
+    "jars_dir",
+]
 
 JAR_COMPONENTS = ("kafka", "cassandra", "spark")
 CHROMIUM = Path("/usr/bin/chromium")
@@ -114,6 +122,13 @@ def install_browser() -> None:
     log_event(_log, "install.browser.done", seconds=round(time.monotonic() - started, 1))
 
 
+def install_airflow(settings: Settings) -> Path:
+    """Airflow's venv from ``requirements/airflow.lock`` (a no-op when up to date); its python."""
+    return ensure_airflow_venv(
+        settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
+    )
+
+
 def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -> None:
     """Everything ``up``, the jobs and the tests need on this machine."""
     for component in JAR_COMPONENTS:
@@ -121,8 +136,4 @@ def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -
     if browser:
         install_browser()
     if airflow:
-        ensure_airflow_venv(
-            settings.airflow.venv,
-            PROJECT_ROOT / "requirements" / "airflow.lock",
-            PROJECT_ROOT,
-        )
+        install_airflow(settings)

@@ -1,13 +1,15 @@
-"""The local platform: Kafka and Cassandra as processes this package owns.
+"""The local platform: Kafka, Cassandra, the platform's own services and Airflow.
 
 ``up`` installs what is missing, starts each service (or finds it running),
 waits for its health probe, then creates the topics and the keyspace from
 code. ``down`` stops only what ``up`` started, by pid. All state lives under
-``settings.local.state_dir``.
+``settings.local.state_dir`` (Airflow's under ``settings.airflow.home``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -15,13 +17,16 @@ from pathlib import Path
 
 from core.log import get_logger, log_event
 from core.settings import PROJECT_ROOT, Settings, settings_env
-from platformctl.process import ManagedProcess, port_open
+from platformctl.process import ManagedProcess, ServiceStartError, port_open
+from platformctl.services import airflow as airflow_service
 from platformctl.services import cassandra as cassandra_service
 from platformctl.services import kafka as kafka_service
 
-__all__ = ["SERVICES", "ServiceStatus", "down", "processes", "status", "up"]
+__all__ = ["AIRFLOW_SERVICES", "SERVICES", "ServiceStatus", "down", "processes", "status", "up"]
 
-SERVICES = ("kafka", "cassandra", "collector", "speed", "serving")
+AIRFLOW_SERVICES = tuple(f"airflow-{c}" for c in airflow_service.COMPONENTS)
+"""Airflow's api-server, dag-processor and scheduler: one service of three processes."""
+SERVICES = ("kafka", "cassandra", "collector", "speed", "serving", *AIRFLOW_SERVICES)
 _log = get_logger(__name__)
 
 
@@ -241,6 +246,80 @@ def serving_healthy(settings: Settings) -> tuple[bool, str]:
     return True, f"http://{host}:{settings.serving.port}/dashboard; " + "; ".join(parts)
 
 
+def airflow_process(settings: Settings, component: str) -> ManagedProcess:
+    """One Airflow component, run from Airflow's venv (see :mod:`platformctl.services.airflow`)."""
+    pid_file = _run_dir(settings) / f"airflow-{component}.pid"
+    api_server = component == "api-server"
+    return ManagedProcess(
+        name=f"airflow-{component}",
+        argv=airflow_service.server_command(
+            settings.airflow.venv, component, pid_file, port=settings.airflow.api_port
+        ),
+        pid_file=pid_file,
+        log_file=_logs_dir(settings) / f"airflow-{component}.log",
+        marker=str(pid_file),
+        title=airflow_service.process_title(settings.airflow.api_port) if api_server else None,
+        ports=(settings.airflow.api_port,) if api_server else (),
+        env=airflow_service.service_env(settings),
+        cwd=PROJECT_ROOT,
+    )
+
+
+def airflow_healthy(settings: Settings, component: str) -> tuple[bool, str]:
+    """Probe: the api-server's health answer says this component is healthy."""
+    from platformctl import airflow
+
+    try:
+        answer = airflow.health(settings)
+    except Exception as exc:  # not listening yet, or an error while the DB is migrated
+        return False, f"health check failed: {exc}"
+    started_at = airflow_process(settings, component).started_at()
+    healthy, detail = airflow.component_health(answer, component, started_at)
+    if not healthy:
+        return False, detail
+    if component == "api-server":
+        url = airflow_service.api_url(settings.airflow)
+        return True, f"UI {url} ({airflow_service.login_hint(settings)}); {detail}"
+    if component == "scheduler":
+        return True, f"{detail}; LocalExecutor, parallelism {settings.airflow.parallelism}"
+    try:
+        dags, errors = airflow.dag_summary(settings)
+    except Exception as exc:  # the count is a detail: the heartbeat decides health
+        return True, f"{detail}; DAGs unknown ({exc})"
+    broken = f": {errors}" if errors else ""
+    return True, f"{detail}; {dags} DAGs, {len(errors)} import errors{broken}"
+
+
+def _migrate_airflow_once(settings: Settings) -> None:
+    """``airflow db migrate`` unless done with this Airflow lock; SQLite in WAL mode."""
+    import sqlite3
+    import subprocess
+    from contextlib import closing
+
+    lock = hashlib.sha256((PROJECT_ROOT / "requirements" / "airflow.lock").read_bytes())
+    database, stamp = settings.airflow.home / "airflow.db", settings.airflow.home / ".migrated"
+    if database.exists() and stamp.exists() and stamp.read_text() == lock.hexdigest():
+        return
+    settings.airflow.home.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    result = subprocess.run(
+        airflow_service.migrate_command(settings.airflow.venv),
+        env={**os.environ, **airflow_service.service_env(settings)},
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise ServiceStartError(
+            f"`airflow db migrate` failed (exit {result.returncode}):\n"
+            + "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        )
+    # Readers no longer block the one writer: three processes share this file.
+    with closing(sqlite3.connect(database)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+    stamp.write_text(lock.hexdigest())
+    log_event(_log, "airflow.migrated", seconds=round(time.monotonic() - started, 1))
+
+
 def _format_kafka_once(settings: Settings) -> None:
     home = settings.local.state_dir / "kafka"
     if kafka_service.is_formatted(home / "data"):
@@ -301,6 +380,10 @@ def processes(settings: Settings) -> dict[str, ManagedProcess]:
         "collector": collector_process(settings),
         "speed": speed_process(settings),
         "serving": serving_process(settings),
+        **{
+            f"airflow-{component}": airflow_process(settings, component)
+            for component in airflow_service.COMPONENTS
+        },
     }
 
 
@@ -315,6 +398,8 @@ _JAR_SERVICES = ("kafka", "cassandra")
 
 
 def _probe(settings: Settings, name: str) -> tuple[bool, str]:
+    if name in AIRFLOW_SERVICES:
+        return airflow_healthy(settings, name.removeprefix("airflow-"))
     return _PROBES[name](settings)
 
 
@@ -352,12 +437,14 @@ def up(
 
     Returns each service's start time in seconds (0.0 for one already up).
     """
-    from platformctl.install import install_jars
+    from platformctl.install import install_airflow, install_jars
 
     if install_missing:
         for name in services:
             if name in _JAR_SERVICES:
                 install_jars(settings, name)
+        if set(services) & set(AIRFLOW_SERVICES):
+            install_airflow(settings)
     managed = processes(settings)
     timings: dict[str, float] = {}
     for name in services:
@@ -367,6 +454,8 @@ def up(
         else:
             if name == "kafka":
                 _format_kafka_once(settings)
+            if name in AIRFLOW_SERVICES:
+                _migrate_airflow_once(settings)
             started = time.monotonic()
             pid = process.start()
             log_event(_log, "service.starting", service=name, pid=pid, log=str(process.log_file))
@@ -393,13 +482,6 @@ def down(settings: Settings, services: tuple[str, ...] = SERVICES) -> list[str]:
 def status(settings: Settings) -> list[ServiceStatus]:
     """Each service: running, healthy, port, pid, memory, log path and probe detail."""
     result = []
-    ports = {
-        "kafka": _kafka_port(settings),
-        "cassandra": settings.cassandra.port,
-        "collector": settings.collector.port,
-        "speed": 0,
-        "serving": settings.serving.port,
-    }
     for name, process in processes(settings).items():
         pid = process.pid()
         healthy, detail = _probe(settings, name) if pid is not None else (False, "not running")
@@ -408,7 +490,7 @@ def status(settings: Settings) -> list[ServiceStatus]:
                 name,
                 pid is not None,
                 healthy,
-                ports[name],
+                process.ports[0] if process.ports else 0,
                 pid,
                 process.rss_mb(),
                 process.log_file,

@@ -2,8 +2,9 @@
 
 A process is *ours* only if its pid file names a live process whose command
 line still contains the marker we started it with (the service's config
-path). So a stale pid file never blocks a start, a recycled pid is never
-killed, and ``down`` stops exactly what ``up`` started.
+path), or the title the program gave itself since (setproctitle). So a stale
+pid file never blocks a start, a recycled pid is never killed, and ``down``
+stops exactly what ``up`` started.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class ManagedProcess:
     log_file: Path
     marker: str
     """A string in the command line that proves the pid is still ours."""
+    title: str | None = None
+    """The process title the program sets for itself once running (setproctitle replaces the
+    command line, marker included); also proves the pid is ours."""
     ports: tuple[int, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
@@ -78,7 +82,7 @@ class ManagedProcess:
                 break
             time.sleep(0.05)
             cmdline = _cmdline(pid)
-        if cmdline and self.marker in cmdline:
+        if cmdline and (self.marker in cmdline or (self.title and self.title in cmdline)):
             return pid
         self.pid_file.unlink(missing_ok=True)
         return None

@@ -1,3 +1,3 @@
-"""How to configure and launch each local JVM service (pure argv/config builders)."""
+"""How to configure and launch each local service (pure argv/config/env builders)."""
 
-__all__ = ["cassandra", "kafka"]
+__all__ = ["airflow", "cassandra", "kafka"]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +93,26 @@ def test_busy_port_is_refused_with_a_clear_message(tmp_path):
 
 def test_log_tail_of_missing_file(tmp_path):
     assert "no log" in log_tail(tmp_path / "missing.log")
+
+
+def test_a_process_that_retitles_itself_stays_ours_by_its_title(tmp_path):
+    # `exec -a` replaces the command line, marker included, as setproctitle does.
+    process = ManagedProcess(
+        name="retitled",
+        argv=["bash", "-c", "exec -a retitled-sleeper sleep 60", "--retitle-marker"],
+        pid_file=tmp_path / "retitled.pid",
+        log_file=tmp_path / "retitled.out",
+        marker="--retitle-marker",
+        title="retitled-sleeper",
+    )
+    pid = process.start()
+    try:
+        for _ in range(100):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"retitled-sleeper"):
+                break
+            time.sleep(0.05)
+        assert process.pid() == pid
+        untitled = dataclasses.replace(process, title=None)
+        assert untitled.pid() is None  # the marker alone no longer proves it
+    finally:
+        os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,17 @@
+"""The command line's service names (no service is started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from platformctl.cli import main
+
+
+def test_airflow_stands_for_its_three_processes(capsys):
+    assert main(["logs", "airflow", "-n", "1"]) == 0
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("==> ")]
+    assert [Path(header.split()[1]).name for header in headers] == [
+        "airflow-api-server.log",
+        "airflow-dag-processor.log",
+        "airflow-scheduler.log",
+    ]
