@@ -86,9 +86,9 @@ class Ledger:
             Entry(
                 step=r.step,
                 run_id=r.run_id,
-                recorded_at=r.recorded_at.replace(tzinfo=UTC),
+                recorded_at=r.recorded_at.astimezone(UTC),  # PySpark: naive local time
                 days=tuple(r.days or ()),
-                as_of=r.as_of.replace(tzinfo=UTC) if r.as_of else None,
+                as_of=r.as_of.astimezone(UTC) if r.as_of else None,
                 passed=r.passed,
                 detail=json.loads(r.detail or "{}"),
             )

@@ -104,7 +104,7 @@ def _write_rows(
     measures = [m.name for m in tables.spec.measures]
     key_rows, minute_rows = [], []
     for row in rows:
-        start = row["window_start"].replace(tzinfo=UTC)
+        start = row["window_start"].astimezone(UTC)  # PySpark gives naive local time
         key_values = [row[k] for k in keys]
         values = [bytes(v) if isinstance(v, bytearray) else v for v in (row[m] for m in measures)]
         key_rows.append((*key_values, start.date(), version, start, *values))

@@ -117,7 +117,7 @@ def build_silver(
     spec: PipelineSpec = WEB_EVENTS,
     run_id: str = "manual",
 ) -> SilverRun:
-    """Rebuild silver for ``dates``, or for the event days of bronze records not seen yet.
+    """Rebuild silver for the event days of bronze records not seen yet, and ``dates``.
 
     Records the run in the pipeline ledger (days, the bronze range it has
     seen and bronze's ``as_of``), which is where gold finds its work.
@@ -131,12 +131,13 @@ def build_silver(
     as_of = bronze_as_of(spark, bronze_path(settings, spec))
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
     events, rejects = parse_bronze(bronze, spec)
-    if dates is None:
-        last = ledger.last("silver")
-        seen = {int(p): o for p, o in (last.detail.get("bronze_end", {}) if last else {}).items()}
-        fresh = events.where(_after(seen))
-        dates = [r.event_date for r in fresh.select("event_date").distinct().collect()]
-    wanted = tuple(sorted(set(dates)))
+    # The days of bronze records no silver run has seen are always rebuilt, also in
+    # a backfill: this run records bronze's end as seen, so nothing may be left out.
+    last = ledger.last("silver")
+    seen = {int(p): o for p, o in (last.detail.get("bronze_end", {}) if last else {}).items()}
+    fresh = events.where(_after(seen))
+    fresh_days = [r.event_date for r in fresh.select("event_date").distinct().collect()]
+    wanted = tuple(sorted(set(fresh_days) | set(dates or ())))
     # Dedupe over all of bronze, then keep the wanted days: a resent event whose
     # corrected time moved across midnight still has exactly one row, the first.
     first = Window.partitionBy("event_id").orderBy("partition", "offset")

@@ -41,6 +41,7 @@ __all__ = [
     "wait_for_dags",
     "wait_for_next_run",
     "wait_for_run",
+    "wait_for_run_fed_by",
 ]
 
 Progress = Callable[[str], None]
@@ -288,3 +289,51 @@ def trigger_and_wait(
     run_id = trigger(settings, dag_id, conf)
     remaining = max(deadline - time.monotonic(), _POLL_S)
     return wait_for_run(settings, dag_id, run_id, timeout_s=remaining, progress=progress)
+
+
+def wait_for_run_fed_by(
+    settings: Settings,
+    dag_id: str,
+    source_dag_id: str,
+    source_run_id: str,
+    *,
+    after: datetime,
+    timeout_s: float = 1800.0,
+    progress: Progress | None = None,
+) -> str:
+    """Wait for the run of ``dag_id`` that consumed the asset events of one upstream run.
+
+    Data-aware scheduling: when ``source_dag_id``'s run ``source_run_id``
+    updates an asset ``dag_id`` is scheduled on, the scheduler queues a run of
+    ``dag_id`` whose upstream asset events name that source run. Runs of
+    ``dag_id`` queued since ``after`` are searched for it (other upstream
+    runs, e.g. scheduled ones, may have fed earlier runs); then that run is
+    followed to its end. Returns ``success`` or ``failed``.
+    """
+    deadline = time.monotonic() + timeout_s
+    params = {"run_after_gte": after.isoformat(), "order_by": "run_after", "limit": 50}
+    with _client(settings) as client:
+        while True:
+            runs = _call(client, "GET", f"{_dag(dag_id)}/dagRuns", params=params).json()
+            fed = None
+            for run in runs["dag_runs"]:
+                events = _call(
+                    client, "GET", f"{_run(dag_id, run['dag_run_id'])}/upstreamAssetEvents"
+                ).json()["asset_events"]
+                if any(
+                    e.get("source_dag_id") == source_dag_id
+                    and e.get("source_run_id") == source_run_id
+                    for e in events
+                ):
+                    fed = run["dag_run_id"]
+                    break
+            if fed is not None:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"No run of {dag_id} consumed the asset events of {source_dag_id} "
+                    f"{source_run_id} after {timeout_s:.0f}s."
+                )
+            time.sleep(_POLL_S)
+    remaining = max(deadline - time.monotonic(), _POLL_S)
+    return wait_for_run(settings, dag_id, fed, timeout_s=remaining, progress=progress)

@@ -1,56 +1,97 @@
-"""``make demo``: bring the platform up, send website traffic, show what it answers.
+"""``make demo``: the whole platform, end to end, on this machine.
 
-At this stage the story is: the platform starts (Kafka, Cassandra, the
-collector); the simulator sends realistic sessions through the collector,
-with duplicates, skewed clocks and some invalid events; Spark reads the Kafka
-log with the contract's schema into a Delta table, deduplicates on event_id
-and counts page views per minute; the counts are upserted into Cassandra, read
-back and compared with the simulator's ground truth. Later stages add the
-speed layer, a batch DAG run and the merged serving answers.
+1. ``up``: Kafka, Cassandra, the collector, the streaming speed layer, the
+   serving API and dashboard, and Airflow (api-server, scheduler,
+   dag-processor); topics, keyspace and tables are created from code.
+2. The simulator sends a minute of website traffic through the collector on
+   the live clock: duplicates, skewed clocks, invalid events (dead-lettered
+   with their reason) and some events that arrive later than the speed
+   layer's watermark.
+3. The speed layer catches up; the merged answers come from speed alone (no
+   batch boundary yet on a fresh platform), missing the too-late events.
+4. The batch pipeline runs through the real Airflow scheduler:
+   ``web_events_ingest`` (bronze, silver, quality gate) updates the silver
+   asset, which schedules ``web_events_views`` (gold, quality gate, publish).
+5. The same questions again: the boundary has moved, minutes before it are
+   final (batch), the late events are in their true minutes, and the total
+   equals the simulator's ground truth.
+
+The demo publishes batch boundaries by the minute with 30 s of allowed
+lateness (``WAP_BATCH`` overrides it), so a one-minute run shows the seam;
+the platform's default is hourly boundaries with 5 minutes of lateness.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from core.settings import Settings
 from platformctl import platform
 
-__all__ = ["run_demo"]
+__all__ = ["demo_settings", "run_demo"]
+
+TRAFFIC_S = 60
+LATE_BY_S = 900  # later than the speed layer's 10-minute watermark
 
 
 def _say(step: str, text: str) -> None:
     print(f"[demo] {step:<10} {text}", flush=True)
 
 
-def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
-    from core.spark import build_spark_session
-    from ingest.simulator import SimulatorConfig, build_truth, generate, send
-    from platformctl.install import install
+def demo_settings(settings: Settings) -> Settings:
+    """``settings`` with minute batch boundaries, unless ``WAP_BATCH`` sets them."""
+    if "WAP_BATCH" in os.environ:
+        return settings
+    batch = settings.batch.model_copy(update={"period": "minute", "lateness_s": 30})
+    return settings.model_copy(update={"batch": batch})
 
+
+def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
+    """Run the story above; return the merged events per minute after the batch run."""
+    from ingest.simulator import SimulatorConfig, build_truth, generate, send
+    from platformctl.airflow import (
+        trigger,
+        unpause,
+        wait_for_dags,
+        wait_for_run,
+        wait_for_run_fed_by,
+    )
+    from platformctl.install import install
+    from serving.report import demo_answers, merged_counts
+
+    settings = demo_settings(settings)
     install(settings)
     timings = platform.up(settings)
     _say("platform", f"up: {timings} (seconds; 0.0 = already running)")
     for row in platform.status(settings):
         _say("status", f"{row.name}: pid {row.pid}, port {row.port}, {row.detail}")
 
+    # What the range already holds (earlier runs), so this run's truth can be checked.
+    window_start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(
+        seconds=LATE_BY_S + 120
+    )
+    baseline = sum(merged_counts(settings, window_start, datetime.now(UTC)).values())
+
     config = SimulatorConfig(
         seed=int(time.time()),
         events=events,
-        rate=events / 60,
+        rate=events / TRAFFIC_S,
         duplicate_rate=0.03,
         skewed_client_rate=0.1,
         invalid_rate=0.02,
         late_rate=0.01,
+        late_by_s=LATE_BY_S,
     )
     source, write_key = next(iter(settings.collector.write_keys.items()))
     url = f"http://127.0.0.1:{settings.collector.port}"
     _say(
         "simulator",
-        f"sending {events} events over ~60s (live clock, 3% duplicates, "
-        "10% skewed clients, 2% invalid)",
+        f"sending {events} events over ~{TRAFFIC_S}s on the live clock: 3% duplicates, "
+        f"10% skewed clocks, 2% invalid, 1% arriving {LATE_BY_S // 60} minutes late",
     )
     report = send(
         generate(config),
@@ -63,134 +104,73 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     truth = build_truth(list(report.events))
     _say(
         "collector",
-        f"{report.sent} calls sent as source {source!r}: {report.accepted} "
-        f"accepted, {report.rejected} dead-lettered "
-        f"{dict(Counter(report.rejected_by_reason))}",
+        f"{report.sent} events sent as source {source!r}: {report.accepted} accepted, "
+        f"{report.rejected} dead-lettered {dict(Counter(report.rejected_by_reason))}",
     )
+    expected = baseline + sum(truth.events_per_minute.values())
 
-    spark = build_spark_session(settings, app_name="demo")
-    answer = _count_page_views(spark, settings, {e.message_id for e in report.events})
-    expected = truth.page_views_per_minute
-    _say(
-        "spark",
-        f"read {settings.kafka.events_topic} with the contract schema, deduplicated "
-        f"on event_id: {sum(answer.values())} page views in {len(answer)} minutes",
-    )
-    stored = _upsert_and_read_back(settings, answer)
-    _say(
-        "cassandra",
-        "page views per minute, upserted and read back: "
-        + json.dumps(dict(sorted(stored.items())[-5:]))
-        + " (last 5 minutes)",
-    )
-    moved = sum(abs(stored.get(m, 0) - expected.get(m, 0)) for m in expected | stored) // 2
-    _say(
-        "truth",
-        f"ground truth: {sum(expected.values())} page views; platform: "
-        f"{sum(stored.values())}; per minute equal except {moved} event(s) that "
-        "network latency moved across a minute boundary",
-    )
-    if sum(stored.values()) != sum(expected.values()):
-        raise RuntimeError(f"Demo answer differs from the ground truth: {stored} != {expected}")
-    _show_speed_view(settings, expected, report.events)
-    _say(
-        "done",
-        f"`make status` shows the services; the collector listens on {url}; "
-        "`make down` stops everything.",
-    )
-    return stored
-
-
-def _count_page_views(spark, settings: Settings, message_ids: set[str]) -> dict[str, int]:
-    from pyspark.sql import functions as F
-
-    from speed_layer.job import parse_events
-
-    raw = (
-        spark.read.format("kafka")
-        .options(**settings.kafka.spark_options())
-        .option("subscribe", settings.kafka.events_topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .load()
-    )
-    table = f"{settings.lake.root}/demo/events"
-    parse_events(raw).write.format("delta").mode("overwrite").save(table)
-    events = spark.read.format("delta").load(table)
-    this_run = events.where(F.col("event_id").isin(list(message_ids)))
-    per_minute = (
-        this_run.dropDuplicates(["event_id"])
-        .where(F.col("type") == "page")
-        .groupBy(
-            F.date_format(F.date_trunc("minute", "event_time"), "yyyy-MM-dd'T'HH:mm:00'Z'").alias(
-                "minute"
-            )
-        )
-        .count()
-        .collect()
-    )
-    return {row.minute: row["count"] for row in per_minute}
-
-
-def _upsert_and_read_back(settings: Settings, per_minute: dict[str, int]) -> dict[str, int]:
-    from core.cassandra import connect
-
-    cluster, session = connect(settings.cassandra)
-    keyspace = settings.cassandra.keyspace
-    try:
-        session.execute(
-            f"CREATE TABLE IF NOT EXISTS {keyspace}.demo_page_views_per_minute "
-            "(minute text PRIMARY KEY, views bigint)"
-        )
-        upsert = session.prepare(
-            f"INSERT INTO {keyspace}.demo_page_views_per_minute (minute, views) VALUES (?, ?)"
-        )
-        read = session.prepare(
-            f"SELECT views FROM {keyspace}.demo_page_views_per_minute WHERE minute = ?"
-        )
-        for minute, views in per_minute.items():
-            session.execute(upsert, (minute, views))
-        return {minute: session.execute(read, (minute,)).one().views for minute in per_minute}
-    finally:
-        cluster.shutdown()
-
-
-def _show_speed_view(settings: Settings, expected: dict[str, int], sent) -> None:
-    """Wait for the speed layer to catch up, then compare its live view with the truth."""
-    from datetime import UTC, datetime
-
-    from core.cassandra import connect
-
-    newest = max(e.time for e in sent)
-    cluster, session = connect(settings.cassandra)
-    keyspace = settings.cassandra.keyspace
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            row = session.execute(
-                f"SELECT max_event_time FROM {keyspace}.speed_progress "
-                "WHERE view_name = 'site_activity'"
-            ).one()
-            seen = row and row.max_event_time and row.max_event_time.replace(tzinfo=UTC)
-            if seen and seen >= newest.replace(microsecond=0):
-                break
-            time.sleep(2)
-        live: dict[str, int] = {}
-        select = session.prepare(
-            f"SELECT window_start, page_views FROM {keyspace}.speed_site_activity "
-            "WHERE site = 'all' AND day = ?"
-        )
-        for day in {datetime.fromisoformat(m.replace("Z", "+00:00")).date() for m in expected}:
-            for row in session.execute(select, (day,)):
-                minute = row.window_start.strftime("%Y-%m-%dT%H:%M:00Z")
-                if minute in expected:
-                    live[minute] = row.page_views
-    finally:
-        cluster.shutdown()
-    missing = sum(expected.values()) - sum(live.values())
+    _wait_for_speed(settings, max(e.time for e in report.events))
+    speed_only = sum(merged_counts(settings, window_start, datetime.now(UTC)).values())
     _say(
         "speed",
-        f"live view in Cassandra (streaming, seconds behind): {sum(live.values())} "
-        f"page views in the same minutes; {missing} not (yet) there: events later than "
-        "the watermark are left to the batch layer",
+        f"caught up: {speed_only - baseline} of this run's {expected - baseline} valid events "
+        "are in the live views; the rest came later than the watermark and wait for batch",
     )
+    _say("serving", "before the batch run:")
+    print(demo_answers(settings, window_start, datetime.now(UTC)), flush=True)
+
+    ingest, views = "web_events_ingest", "web_events_views"
+    wait_for_dags(settings, (ingest, views))
+    for dag_id in (ingest, views):
+        unpause(settings, dag_id)
+    started = datetime.now(UTC)
+    run_id = trigger(settings, ingest)
+    _say("airflow", f"triggered {ingest} {run_id} (bronze -> silver -> gate) in the scheduler")
+    progress = partial(_say, "airflow")
+    state = wait_for_run(settings, ingest, run_id, progress=progress)
+    if state != "success":
+        raise RuntimeError(f"{ingest} {run_id} {state}: see its task logs in the Airflow UI")
+    _say("airflow", f"{ingest} updated the web_events.silver asset, which schedules {views}")
+    state = wait_for_run_fed_by(settings, views, ingest, run_id, after=started, progress=progress)
+    if state != "success":
+        raise RuntimeError(f"{views} {state}: see its task logs in the Airflow UI")
+
+    _say("serving", "after the batch run:")
+    print(demo_answers(settings, window_start, datetime.now(UTC)), flush=True)
+    merged = merged_counts(settings, window_start, datetime.now(UTC))
+    total = sum(merged.values())
+    _say(
+        "truth",
+        f"merged events in the range: {total}; expected {expected} "
+        f"({baseline} from earlier runs + {expected - baseline} valid events of this run)",
+    )
+    if total != expected:
+        raise RuntimeError(f"The merged answer differs from the ground truth: {total}, {expected}")
+    host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
+    token = next(iter(settings.serving.api_tokens.values())).get_secret_value()
+    _say("done", f"dashboard: http://{host}:{settings.serving.port}/dashboard#token={token}")
+    _say("done", f"Airflow: http://127.0.0.1:{settings.airflow.api_port} (DAGs, runs, task logs)")
+    _say("done", "`make status` shows the services; `make down` stops everything.")
+    return merged
+
+
+def _wait_for_speed(settings: Settings, newest: datetime, timeout_s: float = 180) -> None:
+    """Until the speed layer's progress reflects ``newest`` (or the timeout passes)."""
+    from core.cassandra import connect
+
+    cluster, session = connect(settings.cassandra)
+    select = session.prepare(
+        f"SELECT max_event_time FROM {settings.cassandra.keyspace}.speed_progress "
+        "WHERE view_name = 'site_activity'"
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            row = session.execute(select).one()
+            seen = row and row.max_event_time and row.max_event_time.replace(tzinfo=UTC)
+            if seen and seen >= newest.replace(microsecond=0):
+                return
+            time.sleep(2)
+        _say("speed", f"still behind {newest.isoformat()} after {timeout_s:.0f}s; going on")
+    finally:
+        cluster.shutdown()

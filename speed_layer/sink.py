@@ -63,8 +63,8 @@ def write_rows(
     key_rows, minute_rows = [], []
     for row in rows:
         start = row["window_start"]
-        if start.tzinfo is None:  # Spark returns naive datetimes in the session time zone (UTC)
-            start = start.replace(tzinfo=UTC)
+        if start.tzinfo is None:  # PySpark returns naive datetimes in the process's local time
+            start = start.astimezone(UTC)
         key_values = [row[k] for k in keys]
         values = [_plain(row[m]) for m in measures]
         key_rows.append((*key_values, start.date(), start, *values, batch_id, written_at))
