@@ -53,6 +53,12 @@ def test_every_dag_loads_without_import_errors(airflow, settings):
     dag_files = sorted(settings.airflow.dags_folder.glob("*.py"))
     assert dag_files, "dags/ holds no DAG files"
     assert "platform_smoke" in result["dags"]
+    # Every declared batch pipeline gets its four DAGs from the factory.
+    from batch_layer.pipelines import PIPELINES
+
+    for spec in PIPELINES:
+        for kind in ("ingest", "views", "backfill", "maintenance"):
+            assert f"{spec.name}_{kind}" in result["dags"]
 
 
 def test_trivial_dag_runs_with_dag_test(airflow):
