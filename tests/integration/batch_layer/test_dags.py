@@ -28,7 +28,8 @@ from ingest.simulator.direct import produce_direct
 from platformctl.airflow_env import airflow_env, ensure_airflow_venv
 from views import view
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Twelve spark-submits (each a JVM start) on two cores: minutes, not seconds.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 RUNNER = Path(__file__).parents[1] / "airflow_runner.py"
 INGEST = ("bronze", "silver", "check_silver")
