@@ -8,7 +8,7 @@ For a :class:`batch_layer.pipelines.PipelineSpec` named ``P``:
   publish; updates ``P.gold`` and ``P.boundary``;
 - ``P_backfill`` (manual, params ``start``/``end``): the whole chain with
   silver reprocessing those days from bronze; rerunning it is safe;
-- ``P_maintenance`` (daily): OPTIMIZE, VACUUM, dropping superseded batch
+- ``P_maintenance`` (daily by default): OPTIMIZE, VACUUM, dropping superseded batch
   versions from Cassandra.
 
 Every task is a ``spark-submit`` of ``batch_layer/__main__.py STEP`` through
@@ -149,7 +149,7 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
 
     with DAG(
         f"{spec.name}_maintenance",
-        schedule="@daily",
+        schedule=settings.batch.maintenance_schedule,
         description=f"{spec.name}: OPTIMIZE, VACUUM, drop superseded batch versions",
         **common,
     ) as maintenance:

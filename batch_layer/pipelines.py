@@ -84,7 +84,7 @@ class PipelineSpec:
     def topic_of(self, settings: Settings) -> str:
         return self.topic or settings.kafka.events_topic
 
-    def schedule_of(self, settings: Settings) -> str:
+    def schedule_of(self, settings: Settings) -> str | None:
         return self.schedule or settings.batch.schedule
 
     def table_name(self, settings: Settings) -> str:

@@ -39,7 +39,7 @@ def configure_logging(level: str = "INFO") -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_JsonFormatter())
         root.addHandler(handler)
-    for noisy in ("py4j", "cassandra", "urllib3", "httpx", "httpcore"):
+    for noisy in ("py4j", "cassandra", "urllib3", "httpx", "httpcore", "great_expectations"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

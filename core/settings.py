@@ -225,8 +225,11 @@ class SparkSettings(_Section):
 class BatchSettings(_Section):
     """The scheduled batch layer: bronze -> silver -> gold -> quality gate -> publish."""
 
-    schedule: str = "@hourly"
-    """Schedule of the pipeline DAG (a cron expression or an Airflow preset)."""
+    schedule: str | None = "@hourly"
+    """Schedule of the pipelines' ingest DAGs (a cron expression or an Airflow preset);
+    None: they run only when triggered."""
+    maintenance_schedule: str | None = "@daily"
+    """Schedule of the maintenance DAGs (OPTIMIZE, VACUUM, superseded versions); None: on demand."""
     period: Literal["minute", "hour", "day"] = "hour"
     """Granularity of the batch boundary: it only moves by whole periods."""
     lateness_s: int = Field(default=300, ge=0)
