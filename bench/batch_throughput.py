@@ -1,0 +1,442 @@
+"""Batch throughput: Kafka -> bronze -> silver -> gold, vs a plain Kafka -> Parquet Spark job.
+
+Runs on the local platform (it brings Kafka up if needed; nothing is
+published, so Cassandra is not used). Each run gets topics of its own and a
+lake under ``.platform/bench/``, both removed at the end. The events are
+simulator traffic spread over one simulated day (a few duplicates, late,
+skewed and invalid events), produced with the collector's own intake
+(:func:`ingest.simulator.direct.produce_direct`).
+
+In one SparkSession, after a warm-up of both sides on a small topic, it
+measures:
+
+1. **raw**: ``spark.read.format("kafka")`` over the topic's whole offset range
+   -> Parquet; the plain job the batch layer is compared with;
+2. **pipeline**: ``bronze``, ``silver``, ``check_silver``, ``gold``,
+   ``check_gold`` as ``python -m batch_layer`` runs them (``run_step``), over
+   the same offsets into a fresh lake; per step: seconds, JVM CPU and Spark
+   jobs. "Without gates" is the sum of the bronze, silver and gold steps;
+3. **day**: one simulated day of ``--day-events`` events, Kafka -> gold (and
+   the raw job over the same range), then the backfill of that day
+   (``--dates DAY..DAY``: silver rebuilt from bronze, the gates, gold).
+
+events/s counts the records of the Kafka range. Spark runs with the
+project's settings (``WAP_SPARK__*`` changes them, e.g. ``WAP_SPARK__EXTRA_CONF``
+for a Delta or Spark key; the JSON records it). The order is raw, then
+pipeline; ``--rounds 2`` adds a round in the other order. Figures are printed
+(a table and one JSON line) and written to ``.platform/artifacts/bench_batch.json``;
+nothing is asserted beyond the row counts.
+
+    .venv/bin/python -m bench.batch_throughput --events 200000 --day-events 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from core.settings import KafkaSettings, LakeSettings, Settings, load_settings
+from platformctl import platform
+
+DAY = datetime(2024, 3, 1, tzinfo=UTC)
+PIPELINE = ("bronze", "silver", "check_silver", "gold", "check_gold")
+BACKFILL = ("silver", "check_silver", "gold", "check_gold")
+GATES = ("check_silver", "check_gold")
+CHUNK = 50_000
+
+
+# -- data -------------------------------------------------------------------------------------
+
+
+def simulated_day(events: int, seed: int) -> list:
+    """``events`` distinct events from midnight over ~24 h, with a realistic share of faults."""
+    from ingest.simulator import SimulatorConfig, generate
+
+    return generate(
+        SimulatorConfig(
+            seed=seed,
+            events=events,
+            rate=events / 86_400,
+            start=DAY,
+            users=max(1000, events // 20),
+            duplicate_rate=0.01,
+            late_rate=0.005,
+            out_of_order_rate=0.05,
+            skewed_client_rate=0.02,
+            invalid_rate=0.002,
+        )
+    )
+
+
+def _topic_settings(base: Settings, topic: str) -> Settings:
+    """``base`` reading ``topic`` (dead letters to ``<topic>.dlq``)."""
+    kafka = base.kafka.model_dump() | {"events_topic": topic, "dlq_topic": f"{topic}.dlq"}
+    return base.model_copy(update={"kafka": KafkaSettings(**kafka)})
+
+
+def _with_lake(settings: Settings, folder: Path) -> Settings:
+    """``settings`` with the lake and the quality reports under ``folder``."""
+    return settings.model_copy(
+        update={
+            "lake": LakeSettings(root=str(folder / "lake"), checkpoint_root=str(folder / "cp")),
+            "batch": settings.batch.model_copy(update={"reports_dir": folder / "quality"}),
+        }
+    )
+
+
+def _produce(events: list, settings: Settings) -> dict[int, int]:
+    """Produce ``events`` in chunks (a progress line each); return the topic's end offsets."""
+    from batch_layer.bronze import stable_end
+    from ingest.simulator.direct import produce_direct
+
+    started = time.perf_counter()
+    counts = {"accepted": 0, "dead_lettered": 0}
+    for first in range(0, len(events), CHUNK):
+        for label, n in produce_direct(events[first : first + CHUNK], settings).items():
+            counts[label] += n
+        done = min(first + CHUNK, len(events))
+        rate = done / (time.perf_counter() - started)
+        if len(events) > CHUNK:
+            print(f"[bench]   produced {done:,}/{len(events):,} ({rate:,.0f} msg/s)", flush=True)
+    end = stable_end(settings, settings.kafka.events_topic)
+    if sum(end.values()) != counts["accepted"]:
+        raise RuntimeError(f"Topic holds {sum(end.values())} records, produced {counts}.")
+    print(
+        f"[bench] {settings.kafka.events_topic}: {counts['accepted']:,} records "
+        f"({counts['dead_lettered']:,} dead-lettered) in {time.perf_counter() - started:.1f}s",
+        flush=True,
+    )
+    return end
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine spent busy (not idle, not iowait)."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(
+            int, stat.readline().split()[1:9]
+        )
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """Wall time, the Spark JVM's CPU, everything else's CPU and Spark jobs of a block."""
+
+    def __init__(self, spark: Any) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+        self._pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        self._last_job = self._max_job()
+        self.load: list[float] = []
+        self._stop = threading.Event()
+        threading.Thread(target=self._sample_load, daemon=True).start()
+
+    def _max_job(self) -> int:
+        # The bench sets no job group: every job is in the None group, ids in order.
+        return max(self._tracker.getJobIdsForGroup(None) or [-1])
+
+    def _sample_load(self) -> None:
+        while not self._stop.wait(10):
+            self.load.append(os.getloadavg()[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @contextmanager
+    def measure(self, into: dict) -> Iterator[None]:
+        jvm, busy, started = _cpu_seconds(self._pid), _machine_busy_seconds(), time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        jvm = _cpu_seconds(self._pid) - jvm
+        busy = _machine_busy_seconds() - busy
+        last = self._max_job()
+        into |= {
+            "seconds": round(seconds, 2),
+            "jvm_cores": round(jvm / seconds, 2),
+            "other_cores": round(max(0.0, busy - jvm) / seconds, 2),
+            "jobs": last - self._last_job,
+        }
+        self._last_job = last
+
+
+def run_raw(spark: Any, settings: Settings, end: dict[int, int], out: Path, meter: Meter) -> dict:
+    """Kafka offsets 0..end -> Parquet, the plain Spark way; rows checked after the clock."""
+    topic = settings.kafka.events_topic
+    phase = {"records": sum(end.values())}
+    with meter.measure(phase):
+        (
+            spark.read.format("kafka")
+            .options(**settings.kafka.spark_options())
+            .option("subscribe", topic)
+            .option("includeHeaders", "true")
+            .option("startingOffsets", json.dumps({topic: {str(p): 0 for p in end}}))
+            .option("endingOffsets", json.dumps({topic: {str(p): o for p, o in end.items()}}))
+            .option("failOnDataLoss", "true")
+            .load()
+            .write.mode("overwrite")
+            .parquet(str(out))
+        )
+    written = spark.read.parquet(str(out)).count()
+    if written != phase["records"]:
+        raise RuntimeError(f"Raw job wrote {written} rows of {phase['records']} records.")
+    return phase
+
+
+def run_pipeline(
+    spark: Any,
+    settings: Settings,
+    steps: tuple[str, ...],
+    run_id: str,
+    meter: Meter,
+    dates: list | None = None,
+) -> tuple[dict, dict]:
+    """The steps as ``python -m batch_layer`` runs them: (timings per step, results per step)."""
+    from batch_layer.__main__ import run_step
+    from batch_layer.pipelines import WEB_EVENTS
+
+    timings: dict[str, dict] = {}
+    results: dict[str, Any] = {}
+    for step in steps:
+        with meter.measure(timings.setdefault(step, {})):
+            results[step] = run_step(spark, settings, step, WEB_EVENTS, run_id, dates)
+        print(f"[bench]   {step}: {timings[step]['seconds']:.1f}s", flush=True)
+    return timings, results
+
+
+def _summary(records: int, steps: dict[str, dict]) -> dict:
+    total = sum(s["seconds"] for s in steps.values())
+    ungated = sum(s["seconds"] for name, s in steps.items() if name not in GATES)
+    return {
+        "records": records,
+        "seconds": round(total, 2),
+        "events_per_s": round(records / total),
+        "seconds_without_gates": round(ungated, 2),
+        "events_per_s_without_gates": round(records / ungated),
+        "jobs": sum(s["jobs"] for s in steps.values()),
+        "steps": steps,
+    }
+
+
+def _check(label: str, expected: int, actual: int) -> None:
+    if expected != actual:
+        raise RuntimeError(f"{label}: expected {expected}, got {actual}.")
+
+
+def compare(
+    spark: Any, settings: Settings, end: dict[int, int], lake: Path, meter: Meter, raw_first: bool
+) -> tuple[dict, dict, dict]:
+    """The raw job and the pipeline over the same range: (raw, pipeline summary, results)."""
+    records = sum(end.values())
+    pipeline_settings = _with_lake(settings, lake)
+    sides = ["raw", "pipeline"] if raw_first else ["pipeline", "raw"]
+    out: dict[str, Any] = {}
+    for side in sides:
+        print(f"[bench] {side} over {records:,} records ...", flush=True)
+        if side == "raw":
+            out["raw"] = run_raw(spark, settings, end, lake / "raw.parquet", meter)
+        else:
+            steps, results = run_pipeline(spark, pipeline_settings, PIPELINE, "bench", meter)
+            _check("bronze rows", records, results["bronze"].rows)
+            out["pipeline"], out["results"] = _summary(records, steps), results
+    out["raw"]["events_per_s"] = round(records / out["raw"]["seconds"])
+    return out["raw"], out["pipeline"], out["results"]
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.batch_throughput", description=__doc__)
+    parser.add_argument("--events", type=int, default=200_000, help="events of the comparison")
+    parser.add_argument(
+        "--day-events", type=int, default=1_000_000, help="events of the day (0: skip)"
+    )
+    parser.add_argument("--warmup-events", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=1, help="comparison rounds, order alternated")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="keep the bench lake and topics")
+    args = parser.parse_args(argv)
+
+    from confluent_kafka.admin import AdminClient
+
+    from core.spark import build_spark_session
+    from ingest.simulator import build_truth
+    from ingest.topics import ensure_topics, platform_topics
+
+    base = load_settings()
+    platform.up(base, ("kafka",))
+    run = uuid.uuid4().hex[:8]
+    root = base.local.state_dir / "bench" / f"batch-{run}"
+    admin = AdminClient(base.kafka.client_config())
+    topics: list[str] = []
+    load_before = os.getloadavg()
+    print(f"[bench] run {run}, load average {load_before[0]:.2f}, lake {root}", flush=True)
+
+    def topic_with(name: str, events: list) -> tuple[Settings, dict[int, int]]:
+        settings = _topic_settings(base, f"bench.batch.{run}.{name}")
+        ensure_topics(admin, platform_topics(settings.kafka))
+        topics.extend([settings.kafka.events_topic, settings.kafka.dlq_topic])
+        return settings, _produce(events, settings)
+
+    spark = build_spark_session(base, app_name="bench-batch-throughput")
+    meter = Meter(spark)
+    result: dict[str, Any] = {
+        "run": run,
+        "cores": os.cpu_count(),
+        "order": "raw, pipeline",
+        "spark": {"master": base.spark.master, **base.spark.extra_conf},
+    }
+    try:
+        print(f"[bench] warm-up: {args.warmup_events:,} events, both sides", flush=True)
+        warm, warm_end = topic_with("warmup", simulated_day(args.warmup_events, args.seed + 1))
+        compare(spark, warm, warm_end, root / "warmup", meter, raw_first=True)
+
+        started = time.perf_counter()
+        events = simulated_day(args.events, args.seed)
+        truth = build_truth(events)
+        print(
+            f"[bench] generated {len(events):,} messages in {time.perf_counter() - started:.1f}s",
+            flush=True,
+        )
+        settings, end = topic_with("throughput", events)
+        del events
+        rounds = []
+        for n in range(args.rounds):
+            raw, pipe, results = compare(
+                spark, settings, end, root / f"throughput-{n}", meter, raw_first=n % 2 == 0
+            )
+            _check("silver rows (all days)", truth.valid_events, results["silver"].events)
+            rounds.append({"raw": raw, "pipeline": pipe, "raw_first": n % 2 == 0})
+        result["throughput"] = {
+            "rounds": rounds,
+            "ratio": statistics.median(
+                r["pipeline"]["events_per_s"] / r["raw"]["events_per_s"] for r in rounds
+            ),
+            "ratio_without_gates": statistics.median(
+                r["pipeline"]["events_per_s_without_gates"] / r["raw"]["events_per_s"]
+                for r in rounds
+            ),
+        }
+
+        if args.day_events:
+            started = time.perf_counter()
+            print(f"[bench] generating {args.day_events:,} events of {DAY:%F} ...", flush=True)
+            events = simulated_day(args.day_events, args.seed + 2)
+            truth = build_truth(events)
+            print(
+                f"[bench] generated {len(events):,} messages in "
+                f"{time.perf_counter() - started:.1f}s",
+                flush=True,
+            )
+            produce_started = time.perf_counter()
+            day_settings, day_end = topic_with("day", events)
+            produce_s = time.perf_counter() - produce_started
+            del events
+            raw, pipe, results = compare(
+                spark, day_settings, day_end, root / "day", meter, raw_first=True
+            )
+            print(f"[bench] backfill of {DAY:%F} from bronze ...", flush=True)
+            steps, backfill = run_pipeline(
+                spark,
+                _with_lake(day_settings, root / "day"),
+                BACKFILL,
+                "bench-backfill",
+                meter,
+                dates=[DAY.date()],
+            )
+            in_day = sum(
+                n for minute, n in truth.events_per_minute.items() if minute.startswith(f"{DAY:%F}")
+            )
+            _check("silver rows of the day", in_day, backfill["silver"].events)
+            result["day"] = {
+                "produce_s": round(produce_s, 1),
+                "raw": raw,
+                "pipeline": pipe,
+                "ratio": pipe["events_per_s"] / raw["events_per_s"],
+                "backfill": _summary(in_day, steps) | {"events_of_day": in_day},
+            }
+    finally:
+        meter.stop()
+        spark.stop()
+        if not args.keep:
+            admin.delete_topics(topics)
+            shutil.rmtree(root, ignore_errors=True)
+    result["load_average"] = {
+        "before": round(load_before[0], 2),
+        "during_mean": round(statistics.fmean(meter.load), 2) if meter.load else None,
+        "during_max": round(max(meter.load), 2) if meter.load else None,
+    }
+    _print(result)
+    out = base.local.state_dir / "artifacts" / "bench_batch.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    return 0
+
+
+def _print(result: dict) -> None:
+    rows: list[tuple[str, dict]] = []
+    for n, r in enumerate(result["throughput"]["rounds"]):
+        label = f"round {n + 1}" if len(result["throughput"]["rounds"]) > 1 else "comparison"
+        rows.append((f"{label}: raw Kafka -> Parquet", r["raw"]))
+        rows.append((f"{label}: pipeline Kafka -> gold", r["pipeline"]))
+        rows += [(f"  {step}", s) for step, s in r["pipeline"]["steps"].items()]
+    if "day" in result:
+        day = result["day"]
+        rows.append(("day: raw Kafka -> Parquet", day["raw"]))
+        rows.append(("day: pipeline Kafka -> gold", day["pipeline"]))
+        rows += [(f"  {step}", s) for step, s in day["pipeline"]["steps"].items()]
+        rows.append(("day: backfill silver + gold", day["backfill"]))
+        rows += [(f"  {step}", s) for step, s in day["backfill"]["steps"].items()]
+    print(
+        f"\n{'phase':<34} {'records':>9} {'seconds':>8} {'events/s':>9} "
+        f"{'JVM cores':>9} {'other':>6} {'jobs':>5}"
+    )
+    for name, r in rows:
+        records = f"{r['records']:,}" if "records" in r else ""
+        rate = f"{r['events_per_s']:,}" if "events_per_s" in r else ""
+        print(
+            f"{name:<34} {records:>9} {r['seconds']:>8.1f} {rate:>9} "
+            f"{r.get('jvm_cores', ''):>9} {r.get('other_cores', ''):>6} {r['jobs']:>5}"
+        )
+    t = result["throughput"]
+    print(
+        f"\nratio pipeline/raw: {t['ratio']:.1%} with the gates, "
+        f"{t['ratio_without_gates']:.1%} without"
+    )
+    if "day" in result:
+        day = result["day"]
+        print(
+            f"day of {day['pipeline']['records']:,} records: Kafka -> gold "
+            f"{day['pipeline']['seconds']:.0f}s (raw {day['raw']['seconds']:.0f}s, "
+            f"ratio {day['ratio']:.1%}); backfill of the day {day['backfill']['seconds']:.0f}s; "
+            f"produced in {day['produce_s']:.0f}s"
+        )
+    load = result["load_average"]
+    print(
+        f"load average: {load['before']} before, {load['during_mean']} mean / "
+        f"{load['during_max']} max during (this run included)"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
