@@ -33,6 +33,7 @@ from batch_layer.gold import gold_path, require_gate
 from batch_layer.ledger import Entry, Ledger, pending_days
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
+from core.cassandra import execute_all, process_session, view_row_values
 from core.log import get_logger, log_event
 from core.settings import CassandraSettings, Settings
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["PublishRun", "boundary_for", "publish", "read_boundaries"]
 
 _log = get_logger(__name__)
-_SESSIONS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -82,39 +82,21 @@ def boundary_for(as_of: datetime, lateness_s: int, period: str) -> datetime:
     raise ValueError(f"Unknown period {period!r}: minute, hour or day.")
 
 
-def _session(cassandra: CassandraSettings) -> Any:
-    key = cassandra.model_dump_json()
-    if key not in _SESSIONS:
-        from core.cassandra import connect
-
-        _SESSIONS[key] = connect(cassandra)[1]
-    return _SESSIONS[key]
-
-
 def _write_rows(
     rows: Iterable[Row], tables: BatchTables, cassandra: CassandraSettings, version: int
 ) -> None:
     """Write gold rows under ``version`` into both batch tables (on an executor)."""
-    from cassandra.concurrent import execute_concurrent_with_args
-
-    session = _session(cassandra)
+    session = process_session(cassandra)
     by_key = session.prepare(tables.insert_by_key())
     by_minute = session.prepare(tables.insert_by_minute())
-    keys = tables.spec.keys
     measures = [m.name for m in tables.spec.measures]
     key_rows, minute_rows = [], []
     for row in rows:
-        start = row["window_start"].astimezone(UTC)  # PySpark gives naive local time
-        key_values = [row[k] for k in keys]
-        values = [bytes(v) if isinstance(v, bytearray) else v for v in (row[m] for m in measures)]
+        start, key_values, values = view_row_values(row, tables.spec.keys, measures)
         key_rows.append((*key_values, start.date(), version, start, *values))
         minute_rows.append((start, version, *key_values, *values))
-    for statement, args in ((by_key, key_rows), (by_minute, minute_rows)):
-        for ok, result in execute_concurrent_with_args(
-            session, statement, args, concurrency=64, raise_on_first_error=True
-        ):
-            if not ok:
-                raise result
+    execute_all(session, by_key, key_rows)
+    execute_all(session, by_minute, minute_rows)
 
 
 def read_boundaries(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> dict[str, Any]:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from core.settings import CassandraSettings
 
 if TYPE_CHECKING:
     from cassandra.cluster import Cluster, Session
+    from cassandra.query import PreparedStatement
 
-__all__ = ["connect", "ensure_keyspace", "replication_cql"]
+__all__ = [
+    "connect",
+    "ensure_keyspace",
+    "execute_all",
+    "process_session",
+    "replication_cql",
+    "view_row_values",
+]
+
+_SESSIONS: dict[str, Session] = {}
 
 
 def connect(
@@ -78,3 +89,51 @@ def ensure_keyspace(session: Session, keyspace: str, replication: Mapping[str, s
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} "
         f"WITH replication = {replication_cql(replication)} AND durable_writes = true"
     )
+
+
+def process_session(cassandra: CassandraSettings) -> Session:
+    """This process's session for ``cassandra``, opened on first use and then kept.
+
+    For code on Spark executors: Spark reuses its Python workers, so each keeps
+    one connection instead of opening one per partition or micro-batch.
+    """
+    key = cassandra.model_dump_json()
+    if key not in _SESSIONS:
+        _SESSIONS[key] = connect(cassandra)[1]
+    return _SESSIONS[key]
+
+
+def execute_all(
+    session: Session,
+    statement: PreparedStatement,
+    args: Sequence[Sequence[Any]],
+    concurrency: int = 64,
+) -> None:
+    """Execute ``statement`` once per tuple of ``args``, many in flight; raise the first error."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    results = execute_concurrent_with_args(
+        session, statement, args, concurrency=concurrency, raise_on_first_error=True
+    )
+    for ok, result in results:
+        if not ok:
+            raise result
+
+
+def view_row_values(
+    row: Mapping[str, Any], keys: Iterable[str], measures: Iterable[str]
+) -> tuple[datetime, list[Any], list[Any]]:
+    """``(window_start in UTC, key values, measure values)`` of a Spark view row, as CQL takes them.
+
+    PySpark returns timestamps as naive local time and binary columns as
+    ``bytearray``; the driver wants aware datetimes and ``bytes``.
+
+    >>> start, k, v = view_row_values(
+    ...     {"window_start": datetime(2024, 1, 1, tzinfo=UTC), "path": "/", "hll": bytearray(b"x")},
+    ...     ["path"], ["hll"])
+    >>> (start.isoformat(), k, v)
+    ('2024-01-01T00:00:00+00:00', ['/'], [b'x'])
+    """
+    start = row["window_start"].astimezone(UTC)
+    values = [bytes(v) if isinstance(v, bytearray) else v for v in (row[m] for m in measures)]
+    return start, [row[k] for k in keys], values

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from core.cassandra import execute_all, process_session, view_row_values
 from core.settings import CassandraSettings
 from speed_layer.schema import SpeedTables
 
@@ -25,23 +26,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
 
 __all__ = ["CassandraViewSink", "write_rows"]
-
-_SESSIONS: dict[str, Any] = {}
-"""One Cassandra session per executor Python process, keyed by its settings."""
-
-
-def _session(cassandra: CassandraSettings) -> Any:
-    key = cassandra.model_dump_json()
-    if key not in _SESSIONS:
-        from core.cassandra import connect
-
-        _SESSIONS[key] = connect(cassandra)[1]
-    return _SESSIONS[key]
-
-
-def _plain(value: Any) -> Any:
-    # Spark hands binary columns to Python as bytearray; the driver wants bytes.
-    return bytes(value) if isinstance(value, bytearray) else value
 
 
 def write_rows(
@@ -52,30 +36,18 @@ def write_rows(
     concurrency: int = 64,
 ) -> int:
     """Upsert view rows into both tables of a view; return how many rows were written."""
-    from cassandra.concurrent import execute_concurrent_with_args
-
-    session = _session(cassandra)
+    session = process_session(cassandra)
     by_key = session.prepare(tables.insert_by_key())
     by_minute = session.prepare(tables.insert_by_minute())
-    keys = tables.spec.keys
     measures = [m.name for m in tables.spec.measures]
     written_at = datetime.now(UTC)
     key_rows, minute_rows = [], []
     for row in rows:
-        start = row["window_start"]
-        if start.tzinfo is None:  # PySpark returns naive datetimes in the process's local time
-            start = start.astimezone(UTC)
-        key_values = [row[k] for k in keys]
-        values = [_plain(row[m]) for m in measures]
+        start, key_values, values = view_row_values(row, tables.spec.keys, measures)
         key_rows.append((*key_values, start.date(), start, *values, batch_id, written_at))
         minute_rows.append((start, *key_values, *values, batch_id, written_at))
-    for statement, args in ((by_key, key_rows), (by_minute, minute_rows)):
-        results = execute_concurrent_with_args(
-            session, statement, args, concurrency=concurrency, raise_on_first_error=True
-        )
-        for ok, result in results:
-            if not ok:
-                raise result
+    execute_all(session, by_key, key_rows, concurrency)
+    execute_all(session, by_minute, minute_rows, concurrency)
     return len(key_rows)
 
 

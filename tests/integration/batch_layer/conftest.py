@@ -57,3 +57,20 @@ def run_pipeline(spark):
         }
 
     return run
+
+
+@pytest.fixture
+def gold_page_views(spark):
+    """``gold_page_views(settings)`` -> {minute: {path: page views}} from the gold table."""
+    from batch_layer.gold import gold_path
+    from views import view
+
+    def read(settings: Settings) -> dict:
+        pages = spark.read.format("delta").load(gold_path(settings, view("page_activity")))
+        got: dict = {}
+        for row in pages.select("window_start", "path", "page_views").collect():
+            minute = row.window_start.strftime("%Y-%m-%dT%H:%M:00Z")
+            got.setdefault(minute, {})[row.path] = row.page_views
+        return got
+
+    return read

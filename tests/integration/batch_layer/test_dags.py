@@ -14,21 +14,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from batch_layer.bronze import bronze_path
-from batch_layer.gold import gold_path
 from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.publish import boundary_for, read_boundaries
 from core.settings import PROJECT_ROOT, Settings, settings_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl.airflow_env import airflow_env, ensure_airflow_venv
-from views import view
 
 # Six spark-submits (each a JVM start) on two cores: minutes, not seconds.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -65,15 +62,7 @@ def run_dag(pipeline_settings: Settings, tmp_path):
     return run
 
 
-def _gold_page_views(spark, settings: Settings) -> dict:
-    pages = spark.read.format("delta").load(gold_path(settings, view("page_activity")))
-    got: dict = defaultdict(dict)
-    for row in pages.select("window_start", "path", "page_views").collect():
-        got[row.window_start.strftime("%Y-%m-%dT%H:%M:00Z")][row.path] = row.page_views
-    return dict(got)
-
-
-def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag):
+def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag, gold_page_views):
     settings = pipeline_settings
     events = generate(
         SimulatorConfig(
@@ -98,7 +87,7 @@ def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag):
     assert views["tasks"] == dict.fromkeys(VIEWS, "success")
 
     # Gold is the ground truth for every (closed) window, late events in their true minute.
-    assert _gold_page_views(spark, settings) == truth.page_views
+    assert gold_page_views(settings) == truth.page_views
     boundaries = read_boundaries(settings)
     assert set(boundaries) == {spec.name for spec in WEB_EVENTS.views}
     floor = boundary_for(started, settings.batch.lateness_s, settings.batch.period)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import functions as F
 
-from batch_layer.gold import GateNotPassed, gold_path
+from batch_layer.gold import GateNotPassed
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.publish import boundary_for, read_boundaries
@@ -24,17 +24,8 @@ from batch_layer.quality import QualityGateFailed, check_silver
 from batch_layer.silver import silver_path
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
-from views import view
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _gold_page_views(spark, settings) -> dict:
-    pages = spark.read.format("delta").load(gold_path(settings, view("page_activity")))
-    got = defaultdict(dict)
-    for row in pages.select("window_start", "path", "page_views").collect():
-        got[row.window_start.strftime("%Y-%m-%dT%H:%M:00Z")][row.path] = row.page_views
-    return dict(got)
 
 
 def _published_page_views(session, keyspace: str) -> dict:
@@ -55,7 +46,7 @@ def _published_page_views(session, keyspace: str) -> dict:
 
 
 def test_pipeline_is_exact_idempotent_and_gated(
-    spark, pipeline_settings, run_pipeline, cassandra_session
+    spark, pipeline_settings, run_pipeline, cassandra_session, gold_page_views
 ):
     settings = pipeline_settings
     keyspace = settings.cassandra.keyspace
@@ -83,7 +74,7 @@ def test_pipeline_is_exact_idempotent_and_gated(
 
     # Gold is exact for every window (late events in their true minute), and so is
     # what publish loaded into Cassandra for serving.
-    assert _gold_page_views(spark, settings) == truth.page_views
+    assert gold_page_views(settings) == truth.page_views
     assert _published_page_views(cassandra_session, keyspace) == truth.page_views
     boundaries = read_boundaries(settings)
     expected = boundary_for(started, settings.batch.lateness_s, settings.batch.period)
@@ -98,7 +89,7 @@ def test_pipeline_is_exact_idempotent_and_gated(
     again = run_pipeline(settings, "run-1")
     assert again["bronze"].skipped and again["silver"].dates == () and again["publish"].days == ()
     assert spark.read.format("delta").load(first["bronze"].path).count() == first["bronze"].rows
-    assert _gold_page_views(spark, settings) == truth.page_views
+    assert gold_page_views(settings) == truth.page_views
 
     # A backfill of processed days rewrites them with the same values under a new version.
     versions_before = {
@@ -108,7 +99,7 @@ def test_pipeline_is_exact_idempotent_and_gated(
     backfill = run_pipeline(settings, "backfill-1", dates=list(first["silver"].dates))
     assert backfill["bronze"].skipped
     assert backfill["publish"].days == first["silver"].dates
-    assert _gold_page_views(spark, settings) == truth.page_views
+    assert gold_page_views(settings) == truth.page_views
     assert _published_page_views(cassandra_session, keyspace) == truth.page_views
     versions_after = {
         (r.view_name, r.day): r.version
