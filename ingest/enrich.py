@@ -108,7 +108,14 @@ def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
     original = parse_ts(event.get("originalTimestamp", event.get("timestamp")), "timestamp")
     sent_at = parse_ts(event["sentAt"], "sentAt") if "sentAt" in event else facts.batch_sent_at
     if original is not None and sent_at is not None:
-        moment = facts.received_at - (sent_at - original)
+        try:
+            moment = facts.received_at - (sent_at - original)
+        except OverflowError:  # a clock skew of millennia leaves the calendar
+            raise EnrichError(
+                "invalid:sentAt",
+                f"sentAt {sent_at.isoformat()} and timestamp {original.isoformat()} are too far "
+                "apart to correct the client's clock",
+            ) from None
     else:
         moment = original or facts.received_at
 
