@@ -28,6 +28,7 @@ __all__ = [
     "BatchSettings",
     "CassandraSettings",
     "CollectorSettings",
+    "EventTimeSettings",
     "KafkaSettings",
     "LakeSettings",
     "LocalSettings",
@@ -188,6 +189,19 @@ class CollectorSettings(_Section):
         return {key.get_secret_value(): source for source, key in self.write_keys.items()}
 
 
+class EventTimeSettings(_Section):
+    """How far from the receive time an event's time may lie (see ``core.event_time``)."""
+
+    future_tolerance_s: float = Field(default=60.0, ge=0)
+    """An event time (after clock-skew correction) more than this ahead of ``receivedAt`` is
+    clamped to ``receivedAt`` by the collector, and never moves the speed layer's watermark."""
+    max_age_s: int | None = Field(default=None, ge=60)
+    """The oldest event time the live endpoints accept, in seconds before ``receivedAt``;
+    None: the retention of the events topic. Older events go through ``/v1/import``."""
+    import_max_age_days: int = Field(default=3653, ge=1)
+    """The oldest event time ``/v1/import`` (historical import) accepts, in days."""
+
+
 class SpeedSettings(_Section):
     """The streaming speed layer."""
 
@@ -332,6 +346,7 @@ class Settings(BaseSettings):
     """Which deployment this is; only labels logs and guards local-only actions."""
     kafka: KafkaSettings = KafkaSettings()
     collector: CollectorSettings = CollectorSettings()
+    event_time: EventTimeSettings = EventTimeSettings()
     speed: SpeedSettings = SpeedSettings()
     cassandra: CassandraSettings = CassandraSettings()
     spark: SparkSettings = SparkSettings()

@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import generate_latest
 
+from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
 from data_contracts import load_contract
@@ -87,6 +88,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
     metrics = CollectorMetrics()
     events_topic, dlq_topic = settings.kafka.events_topic, settings.kafka.dlq_topic
     limits = settings.collector
+    bounds = EventTimeBounds.from_settings(settings)
     state: dict[str, EventProducer] = {}
 
     @asynccontextmanager
@@ -185,7 +187,9 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
                     events = [_with_context(e, batch_context) for e in events]
             else:
                 events, sent_at = [body], None
-            response = await _route(events, call_type, sent_at, source_id, request, received_at)
+            response = await _route(
+                events, call_type, sent_at, source_id, request, received_at, endpoint
+            )
         except _Refused as refused:
             metrics.request_errors.labels(refused.reason).inc()
             response = refused.response
@@ -199,6 +203,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         source_id: str,
         request: Request,
         received_at: datetime,
+        endpoint: str,
     ) -> Response:
         facts = RequestFacts(
             received_at=received_at,
@@ -207,6 +212,8 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
             call_type=call_type,
             sent_at=sent_at,
             ip=request.client.host if request.client else None,
+            historical=endpoint == "/v1/import",
+            bounds=bounds,
         )
         routed = intake.route(events, facts)
         records = [(events_topic, r) for r in routed.accepted]
@@ -228,6 +235,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         metrics.produce_latency.observe(time.perf_counter() - started)
         metrics.accepted.inc(len(routed.accepted))
         metrics.dead_lettered.inc(len(routed.dead_letters))
+        metrics.timestamps_clamped.inc(routed.clamped)
         for rejection in routed.rejections:
             metrics.rejected.labels(rejection.reason).inc()
         if call_type is not None and routed.rejections:

@@ -9,17 +9,37 @@ which cancels a client clock that runs fast or slow.
 ``originalTimestamp`` is the client's ``originalTimestamp``, else its
 ``timestamp`` (server libraries send ``timestamp``); without ``sentAt`` the
 client time is used as is; without any client time, ``receivedAt``.
+
+The corrected time is then bounded (:mod:`core.event_time`): more than the
+tolerance ahead of ``receivedAt`` it is clamped to ``receivedAt`` (the
+client's value stays in ``originalTimestamp``); older than the live
+endpoints' horizon (``/v1/import``: the import horizon) the event is
+refused with ``invalid:timestamp_too_old``. The bound is computed on the
+difference of the client's times, so no date, however extreme, overflows.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-__all__ = ["EnrichError", "RequestFacts", "enrich", "format_ts", "parse_ts"]
+from core.event_time import CLAMPED_FUTURE, EventTimeBounds
+
+__all__ = [
+    "EnrichError",
+    "RequestFacts",
+    "corrected_time",
+    "enrich",
+    "enrich_with_adjustment",
+    "format_ts",
+    "parse_ts",
+]
+
+_LEAP_SECOND = re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d):60(?=[.,Zz+-]|$)")
 
 
 class EnrichError(ValueError):
@@ -43,6 +63,10 @@ class RequestFacts:
     sent_at: Any = None
     """Batch-level ``sentAt``, used when an event has none."""
     ip: str | None = None
+    historical: bool = False
+    """``/v1/import``: old events are accepted back to the import horizon."""
+    bounds: EventTimeBounds = field(default_factory=EventTimeBounds)
+    """The accepted event-time range around ``received_at``."""
 
     @cached_property
     def received_at_text(self) -> str:
@@ -55,18 +79,23 @@ class RequestFacts:
 
 
 def parse_ts(value: Any, field: str) -> datetime | None:
-    """Parse an ISO-8601 timestamp (``Z`` or offset); naive times are taken as UTC."""
+    """Parse an ISO-8601 timestamp (``Z`` or offset); naive times are taken as UTC.
+
+    The offset is kept (converting 9999-12-31T23:59:59-05:00 to UTC would
+    leave the calendar); a leap second (``23:59:60``) is read as ``23:59:59``,
+    as ``java.time`` reads it.
+    """
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise EnrichError(f"invalid:{field}", f"{field} must be an ISO-8601 string, got {value!r}")
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(_LEAP_SECOND.sub(r"\1:59", value, count=1))
     except ValueError:
         raise EnrichError(
             f"invalid:{field}", f"{field} is not an ISO-8601 date-time: {value[:64]!r}"
         ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
 
 def format_ts(moment: datetime) -> str:
@@ -97,27 +126,67 @@ def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def corrected_time(
+    original: datetime | None, sent_at: datetime | None, facts: RequestFacts
+) -> tuple[datetime, str | None]:
+    """(event time, adjustment) of a client time, skew-corrected and bounded.
+
+    The adjustment is None, or :data:`~core.event_time.CLAMPED_FUTURE` when the
+    time lay more than the tolerance ahead of ``receivedAt``. Raises
+    :class:`EnrichError` ``invalid:timestamp_too_old`` past the horizon.
+    """
+    received = facts.received_at
+    if original is None:
+        return received, None
+    # How far the event lies ahead of its receive time: exact, and never overflows.
+    ahead = original - (sent_at if sent_at is not None else received)
+    bounds = facts.bounds
+    if ahead > bounds.future_tolerance:
+        return received, CLAMPED_FUTURE
+    max_age = bounds.max_age(facts.historical)
+    try:
+        if max_age is not None and -ahead > max_age:
+            raise OverflowError
+        return received + ahead, None
+    except OverflowError:
+        where = "/v1/import" if facts.historical else "the live endpoints"
+        limit = f"{max_age.days} days" if max_age is not None else "year 1"
+        hint = "" if facts.historical else "; send historical events to /v1/import"
+        raise EnrichError(
+            "invalid:timestamp_too_old",
+            f"the event time is {_age(-ahead)} before receivedAt (timestamp "
+            f"{original.isoformat()}, sentAt {sent_at.isoformat() if sent_at else None}); "
+            f"{where} accept events up to {limit} old{hint}",
+        ) from None
+
+
+def _age(delta: timedelta) -> str:
+    return f"{delta.days} days" if delta.days else f"{delta.total_seconds():.0f} s"
+
+
 def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
     """Return a new event with event_id, receivedAt, corrected timestamp and provenance."""
+    return enrich_with_adjustment(event, facts)[0]
+
+
+def enrich_with_adjustment(
+    event: dict[str, Any], facts: RequestFacts
+) -> tuple[dict[str, Any], str | None]:
+    """:func:`enrich`, and how the event time was adjusted (None: not at all)."""
     if facts.call_type is not None:
         declared = event.get("type")
         if declared is not None and declared != facts.call_type:
             raise EnrichError(
                 "invalid:type", f"type {declared!r} sent to the /v1/{facts.call_type} endpoint"
             )
-    original = parse_ts(event.get("originalTimestamp", event.get("timestamp")), "timestamp")
+    client_time = event.get("originalTimestamp")
+    if client_time is None:  # absent or null: a null does not hide ``timestamp``
+        client_time = event.get("timestamp")
+    original = parse_ts(client_time, "timestamp")
     sent_at = parse_ts(event["sentAt"], "sentAt") if "sentAt" in event else facts.batch_sent_at
-    if original is not None and sent_at is not None:
-        try:
-            moment = facts.received_at - (sent_at - original)
-        except OverflowError:  # a clock skew of millennia leaves the calendar
-            raise EnrichError(
-                "invalid:sentAt",
-                f"sentAt {sent_at.isoformat()} and timestamp {original.isoformat()} are too far "
-                "apart to correct the client's clock",
-            ) from None
-    else:
-        moment = original or facts.received_at
+    if sent_at is None:
+        sent_at = facts.batch_sent_at
+    moment, adjustment = corrected_time(original, sent_at, facts)
 
     enriched = _without_nulls(event) if _has_nulls(event) else dict(event)
     message_id = event.get("messageId")
@@ -141,4 +210,4 @@ def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
             enriched["context"] = {**context, "ip": facts.ip}
         elif context is None:
             enriched["context"] = {"ip": facts.ip}
-    return enriched
+    return enriched, adjustment

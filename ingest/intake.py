@@ -16,7 +16,7 @@ import orjson
 
 from data_contracts import Contract
 from data_contracts.derive import ValidationFailure
-from ingest.enrich import EnrichError, RequestFacts, enrich, format_ts
+from ingest.enrich import EnrichError, RequestFacts, enrich_with_adjustment, format_ts
 
 __all__ = ["Intake", "Record", "Rejection", "Routed"]
 
@@ -55,6 +55,8 @@ class Routed:
     accepted: list[Record] = field(default_factory=list)
     dead_letters: list[Record] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
+    clamped: int = 0
+    """Accepted events whose time lay in the future and was clamped to ``receivedAt``."""
 
 
 class Intake:
@@ -75,7 +77,7 @@ class Intake:
         routed = Routed()
         for index, event in enumerate(events):
             try:
-                record = self._accept(event, facts)
+                record, adjustment = self._accept(event, facts)
             except (EnrichError, ValidationFailure) as exc:
                 message_id = event.get("messageId") if isinstance(event, dict) else None
                 rejection = Rejection(
@@ -88,14 +90,15 @@ class Intake:
                 routed.dead_letters.append(self._dead_letter(event, rejection, facts))
             else:
                 routed.accepted.append(record)
+                routed.clamped += adjustment is not None
         return routed
 
-    def _accept(self, event: Any, facts: RequestFacts) -> Record:
+    def _accept(self, event: Any, facts: RequestFacts) -> tuple[Record, str | None]:
         if not isinstance(event, dict):
             raise EnrichError(
                 "invalid:event", f"an event must be a JSON object, got {_kind(event)}"
             )
-        enriched = enrich(event, facts)
+        enriched, adjustment = enrich_with_adjustment(event, facts)
         try:
             value = orjson.dumps(enriched)
         except TypeError as exc:  # e.g. lone surrogates in a string
@@ -107,16 +110,16 @@ class Intake:
             )
         self._validate(enriched)
         user = enriched.get("userId") or enriched.get("anonymousId")
-        return Record(
-            key=str(user).encode() if user is not None else None,
-            value=value,
-            headers=[
-                ("content-type", b"application/json"),
-                ("contract", self._contract_header),
-                ("source_id", facts.source_id.encode()),
-                ("event_id", str(enriched["event_id"]).encode()),
-            ],
-        )
+        headers = [
+            ("content-type", b"application/json"),
+            ("contract", self._contract_header),
+            ("source_id", facts.source_id.encode()),
+            ("event_id", str(enriched["event_id"]).encode()),
+        ]
+        if adjustment is not None:
+            headers.append(("timestamp_adjusted", adjustment.encode()))
+        key = str(user).encode() if user is not None else None
+        return Record(key=key, value=value, headers=headers), adjustment
 
     def _dead_letter(self, event: Any, rejection: Rejection, facts: RequestFacts) -> Record:
         letter = {

@@ -24,6 +24,11 @@ class CollectorMetrics:
         self.dead_lettered = Counter(
             "collector_events_dead_lettered", "Rejected events written to the DLQ", registry=r
         )
+        self.timestamps_clamped = Counter(
+            "collector_timestamps_clamped",
+            "Accepted events whose time lay in the future and was clamped to receivedAt",
+            registry=r,
+        )
         self.requests = Counter(
             "collector_requests",
             "HTTP requests by endpoint and status",

@@ -1,4 +1,4 @@
-"""Send simulated messages to a Segment-compatible collector (``POST /v1/batch``).
+"""Send simulated messages to a Segment-compatible collector (``/v1/batch`` or ``/v1/import``).
 
 Requests go out at a target rate over one keep-alive connection, with HTTP
 Basic auth (write key as user, empty password). 429 and 5xx answers and
@@ -18,6 +18,8 @@ however fast or slow the replay and however long a retry waited.
 - ``replay``: timestamps stay on the simulated clock (``config.start``, a
   fixed past date by default). The pipeline windows the events in those
   historical minutes, and the ground truth of the generated events holds as is.
+  Requests go to ``/v1/import`` (historical import): the live endpoints
+  refuse events older than the event log's retention.
 - ``live``: the whole run is first shifted so that the first request's
   simulated send time is now (:func:`~ingest.simulator.events.shift_events`):
   events carry ``originalTimestamp`` close to the real time they are sent
@@ -134,7 +136,10 @@ def send(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
 ) -> SendReport:
-    """POST ``events`` in order to ``{url}/v1/batch``, ``batch_size`` per request.
+    """POST ``events`` in order to the collector, ``batch_size`` per request.
+
+    ``replay`` mode posts to ``/v1/import`` (historical times), ``live`` mode to
+    ``/v1/batch``.
 
     ``rate`` is the target in events per second (None: as fast as the
     collector answers). Progress is one JSON line every ``progress_every_s``
@@ -153,6 +158,7 @@ def send(
         shift = from_ms(to_ms(now())) - min(event.sent_at for event in events)
         events = shift_events(events, shift)
     run = _Run(time.monotonic(), shift)
+    path = "/v1/import" if time_mode == "replay" else "/v1/batch"
     ticker = _Progress(progress_stream or sys.stderr, progress_every_s) if progress else None
     with httpx.Client(base_url=url.rstrip("/"), auth=(write_key, ""), timeout=timeout_s) as client:
         done = 0
@@ -162,7 +168,7 @@ def send(
                 if wait > 0:
                     sleep(wait)
             chunk = events[start : start + batch_size]
-            _post(client, index, chunk, run, max_retries, max_wait_s, now, sleep)
+            _post(client, path, index, chunk, run, max_retries, max_wait_s, now, sleep)
             done += len(chunk)
             if ticker is not None:
                 ticker.tick(run, force=False)
@@ -173,6 +179,7 @@ def send(
 
 def _post(
     client: httpx.Client,
+    path: str,
     index: int,
     chunk: Sequence[SimEvent],
     run: _Run,
@@ -189,7 +196,7 @@ def _post(
         status, wait, answer = 0, None, None
         try:
             response = client.post(
-                "/v1/batch",
+                path,
                 content=json.dumps(body, separators=(",", ":")).encode(),
                 headers={"content-type": "application/json"},
             )

@@ -31,7 +31,7 @@ def test_batches_auth_and_answers(collector):
     report = send(events, collector.url, "key-1", None, 100, progress=False)
     assert [len(r.body["batch"]) for r in collector.requests] == [100, 100, 50]
     request = collector.requests[0]
-    assert request.path == "/v1/batch"
+    assert request.path == "/v1/import"  # replay mode: historical times
     assert request.headers["Authorization"] == "Basic " + base64.b64encode(b"key-1:").decode()
     assert ISO(request.body["sentAt"])
     not_objects = sum(1 for e in events if not isinstance(e.payload, dict))
@@ -70,6 +70,7 @@ def test_live_mode_anchors_at_now_and_truth_follows(collector):
     before = datetime.now(UTC)
     report = send(events, collector.url, "k", 1000, 50, progress=False, time_mode="live")
     shifted = report.events
+    assert {r.path for r in collector.requests} == {"/v1/batch"}  # live times
     assert report.shift > timedelta(days=300)
     for (received_at, wire), event in zip(_delivered(collector), shifted, strict=True):
         corrected = corrected_time(
