@@ -4,26 +4,31 @@ Three named steps, as in the rest of the platform:
 
 1. :func:`read_events` - the events topic as a stream, parsed with the
    contract's schema; event time is the collector's skew-corrected
-   ``timestamp``; a watermark bounds lateness and ``event_id`` duplicates
-   within it are dropped (RocksDB state).
+   ``timestamp``; records whose event time lies in the future beyond the
+   tolerance are dropped (and counted) before the watermark sees them
+   (:func:`bound_event_time`), so only real time moves it; a watermark bounds
+   lateness and ``event_id`` duplicates within it are dropped (RocksDB state).
 2. the view functions of :mod:`views`, unchanged;
 3. :func:`start_queries` - one update-mode query per view whose
    ``foreachBatch`` upserts absolute values (:mod:`speed_layer.sink`).
 
 :class:`ProgressRecorder` writes each query's progress (batch, newest event
 time, watermark, rates, Kafka lag, late rows dropped) to Cassandra, where
-``status`` and the serving layer read freshness.
+``status`` and the serving layer read freshness. A run starts where
+:mod:`speed_layer.start` says (``python -m speed_layer reset`` opens a new one).
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
-from speed_layer.schema import PROGRESS_TABLE, SpeedTables, create_statements
+from speed_layer.schema import PROGRESS_TABLE, SpeedTables, create_statements, missing_columns
 from speed_layer.sink import CassandraViewSink
+from speed_layer.start import StartPosition
 from views import VIEWS, ViewSpec
 
 if TYPE_CHECKING:
@@ -31,7 +36,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = [
+    "EDGE_METRICS",
     "ProgressRecorder",
+    "bound_event_time",
     "create_tables",
     "parse_events",
     "query_name",
@@ -40,6 +47,9 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
+
+EDGE_METRICS = "speed_edge"
+"""Name of the observed metrics of :func:`bound_event_time` in each query's progress."""
 
 
 def query_name(spec: ViewSpec) -> str:
@@ -52,7 +62,10 @@ def create_tables(settings: Settings) -> None:
 
     cluster, session = connect(settings.cassandra)
     try:
-        for statement in create_statements(settings.cassandra.keyspace, settings.speed.ttl_s):
+        keyspace = settings.cassandra.keyspace
+        for statement in create_statements(keyspace, settings.speed.ttl_s):
+            session.execute(statement)
+        for statement in missing_columns(session, keyspace):  # tables of older versions
             session.execute(statement)
     finally:
         cluster.shutdown()
@@ -74,19 +87,47 @@ def parse_events(raw: DataFrame) -> DataFrame:
     )
 
 
-def read_events(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The deduplicated, watermarked stream of events every view reads."""
+def bound_event_time(
+    events: DataFrame, future_tolerance_s: float, floor: datetime | None = None
+) -> DataFrame:
+    """Drop, and count, the records no watermark may see.
+
+    - event time more than ``future_tolerance_s`` ahead of the micro-batch's
+      processing time (``future_rows``): one such record would move the
+      watermark into the future, after which every real event is "late";
+    - event time before the run's ``floor`` (``before_floor_rows``): windows
+      this run did not see whole (:mod:`speed_layer.start`).
+
+    The counts are the query's observed metrics :data:`EDGE_METRICS`.
+    """
+    from pyspark.sql import functions as F
+
+    ahead_us = F.unix_micros(F.col("event_time")) - F.unix_micros(F.current_timestamp())
+    future = ahead_us > F.lit(int(future_tolerance_s * 1_000_000))
+    before = F.col("event_time") < F.lit(floor) if floor is not None else F.lit(False)
+    return events.observe(
+        EDGE_METRICS,
+        F.count_if(future).alias("future_rows"),
+        F.count_if(before).alias("before_floor_rows"),
+    ).where(~future & ~before)
+
+
+def read_events(
+    spark: SparkSession, settings: Settings, start: StartPosition | None = None
+) -> DataFrame:
+    """The bounded, deduplicated, watermarked stream of events every view reads."""
+    start = start or StartPosition()
     raw = (
         spark.readStream.format("kafka")
         .options(**settings.kafka.spark_options())
         .option("subscribe", settings.kafka.events_topic)
-        .option("startingOffsets", settings.speed.starting_offsets)
+        .option("startingOffsets", start.starting_offsets or settings.speed.starting_offsets)
         .option("maxOffsetsPerTrigger", settings.speed.max_offsets_per_trigger)
         .option("failOnDataLoss", "false")
         .load()
     )
     return (
-        parse_events(raw)
+        bound_event_time(parse_events(raw), settings.event_time.future_tolerance_s, start.floor)
         .withWatermark("event_time", settings.speed.watermark)
         .dropDuplicatesWithinWatermark(["event_id"])
     )
@@ -98,10 +139,12 @@ def start_queries(
     *,
     views: tuple[ViewSpec, ...] = VIEWS,
     available_now: bool = False,
+    start: StartPosition | None = None,
 ) -> list[StreamingQuery]:
     """Start one streaming query per view; ``available_now`` drains the log and stops."""
-    events = read_events(spark, settings)
-    root = f"{settings.lake.checkpoint_root.rstrip('/')}/{settings.speed.checkpoint_name}"
+    start = start or StartPosition()
+    events = read_events(spark, settings, start)
+    root = start.checkpoint_dir(settings)
     queries = []
     for spec in views:
         tables = SpeedTables(spec, settings.cassandra.keyspace)
@@ -126,31 +169,45 @@ def _ts(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
-class ProgressRecorder:
-    """Record each micro-batch's progress in ``speed_progress`` (driver side)."""
+_COUNTERS = ("late_rows_dropped", "future_rows_dropped", "before_floor_rows")
 
-    def __init__(self, settings: Settings) -> None:
+
+class ProgressRecorder:
+    """Record each micro-batch's progress in ``speed_progress`` (driver side).
+
+    The row counters (late, future, before the run's floor) are cumulative
+    across batches and restarts.
+    """
+
+    def __init__(self, settings: Settings, generation: int = 0) -> None:
         from core.cassandra import connect
 
         self._cluster, self._session = connect(settings.cassandra)
+        self._generation = generation
         table = f"{settings.cassandra.keyspace}.{PROGRESS_TABLE}"
         self._batch = self._session.prepare(
             f"INSERT INTO {table} (view_name, batch_id, max_event_time, watermark, written_at, "
             "heartbeat_at, input_rows, input_rows_per_s, processed_rows_per_s, "
-            "late_rows_dropped, kafka_lag, batch_duration_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "late_rows_dropped, future_rows_dropped, before_floor_rows, kafka_lag, "
+            "batch_duration_ms, run_generation) VALUES (" + ", ".join("?" * 15) + ")"
         )
-        # Late rows dropped are cumulative across batches and restarts.
-        self._late: dict[str, int] = {
-            row.view_name: row.late_rows_dropped or 0
-            for row in self._session.execute(f"SELECT view_name, late_rows_dropped FROM {table}")
+        self._counts: dict[str, dict[str, int]] = {
+            row.view_name: {name: getattr(row, name) or 0 for name in _COUNTERS}
+            for row in self._session.execute(
+                f"SELECT view_name, {', '.join(_COUNTERS)} FROM {table}"
+            )
         }
         self._touch = self._session.prepare(
             f"UPDATE {table} SET heartbeat_at = ? WHERE view_name = ?"
         )
         self._heartbeat = self._session.prepare(
-            f"UPDATE {table} SET heartbeat_at = ?, kafka_lag = ?, watermark = ? WHERE view_name = ?"
+            f"UPDATE {table} SET heartbeat_at = ?, kafka_lag = ?, watermark = ?, "
+            "run_generation = ? WHERE view_name = ?"
         )
+        self._stopped = self._session.prepare(
+            f"UPDATE {table} SET stopped_at = ? WHERE view_name = ?"
+        )
+        self._views: set[str] = set()
 
     def listener(self) -> Any:
         from pyspark.sql.streaming import StreamingQueryListener
@@ -179,6 +236,7 @@ class ProgressRecorder:
         if not name.startswith("speed_"):
             return
         view = name.removeprefix("speed_")
+        self._views.add(view)
         event_time = progress.eventTime or {}
         lag = None
         for source in progress.sources:
@@ -187,10 +245,23 @@ class ProgressRecorder:
         now = datetime.now(UTC)
         watermark = _ts(event_time.get("watermark"))
         if progress.numInputRows:
-            late = self._late.get(view, 0) + sum(
+            counts = self._counts.setdefault(view, dict.fromkeys(_COUNTERS, 0))
+            counts["late_rows_dropped"] += sum(
                 op.numRowsDroppedByWatermark for op in progress.stateOperators
             )
-            self._late[view] = late
+            edge = (progress.observedMetrics or {}).get(EDGE_METRICS)
+            if edge is not None:
+                counts["future_rows_dropped"] += edge["future_rows"] or 0
+                counts["before_floor_rows"] += edge["before_floor_rows"] or 0
+                if edge["future_rows"]:
+                    log_event(
+                        _log,
+                        "speed.future_rows_dropped",
+                        logging.WARNING,
+                        view=view,
+                        batch_id=progress.batchId,
+                        rows=edge["future_rows"],
+                    )
             self._session.execute(
                 self._batch,
                 (
@@ -203,18 +274,27 @@ class ProgressRecorder:
                     progress.numInputRows,
                     progress.inputRowsPerSecond,
                     progress.processedRowsPerSecond,
-                    late,
+                    counts["late_rows_dropped"],
+                    counts["future_rows_dropped"],
+                    counts["before_floor_rows"],
                     lag,
                     int(progress.batchDuration),
+                    self._generation,
                 ),
             )
         else:
-            self._session.execute(self._heartbeat, (now, lag, watermark, view))
+            self._session.execute(self._heartbeat, (now, lag, watermark, self._generation, view))
 
     def heartbeat(self, name: str) -> None:
         """An idle query is alive: refresh its heartbeat only."""
         if name.startswith("speed_"):
             self._session.execute(self._touch, (datetime.now(UTC), name.removeprefix("speed_")))
+
+    def stopped(self, views: list[str]) -> None:
+        """The job stopped on purpose: say so, so an operator may reset it at once."""
+        now = datetime.now(UTC)
+        for view in views:
+            self._session.execute(self._stopped, (now, view))
 
     def close(self) -> None:
         self._cluster.shutdown()

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 
 from views import VIEWS, ViewSpec
 
-__all__ = ["PROGRESS_TABLE", "SpeedTables", "create_statements", "speed_tables"]
+__all__ = [
+    "PROGRESS_TABLE",
+    "SpeedTables",
+    "create_statements",
+    "missing_columns",
+    "speed_tables",
+]
 
 PROGRESS_TABLE = "speed_progress"
 _CQL_TYPES = {"count": "bigint", "sum": "double", "max": "double", "hll": "blob", "kll": "blob"}
@@ -85,14 +91,53 @@ def speed_tables(keyspace: str) -> list[SpeedTables]:
     return [SpeedTables(spec, keyspace) for spec in VIEWS]
 
 
+_PROGRESS_COLUMNS = {
+    "batch_id": "bigint",
+    "max_event_time": "timestamp",
+    "watermark": "timestamp",
+    "written_at": "timestamp",
+    "heartbeat_at": "timestamp",
+    "stopped_at": "timestamp",
+    "input_rows": "bigint",
+    "input_rows_per_s": "double",
+    "processed_rows_per_s": "double",
+    "late_rows_dropped": "bigint",
+    "future_rows_dropped": "bigint",
+    "before_floor_rows": "bigint",
+    "kafka_lag": "bigint",
+    "batch_duration_ms": "bigint",
+    "run_generation": "int",
+}
+"""``speed_progress``, per view: the last micro-batch, the newest event time and watermark,
+rates, cumulative rows dropped (late, future, before the run's floor), the run it belongs to."""
+
+
 def create_statements(keyspace: str, ttl_s: int) -> list[str]:
     """Every CREATE TABLE of the speed layer (idempotent)."""
+    from speed_layer.start import runs_table_statement
+
     statements = [s for tables in speed_tables(keyspace) for s in tables.create(ttl_s)]
+    columns = ", ".join(f"{name} {kind}" for name, kind in _PROGRESS_COLUMNS.items())
     statements.append(
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.{PROGRESS_TABLE} (view_name text PRIMARY KEY, "
-        "batch_id bigint, max_event_time timestamp, watermark timestamp, written_at timestamp, "
-        "heartbeat_at timestamp, "
-        "input_rows bigint, input_rows_per_s double, processed_rows_per_s double, "
-        "late_rows_dropped bigint, kafka_lag bigint, batch_duration_ms bigint)"
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{PROGRESS_TABLE} "
+        f"(view_name text PRIMARY KEY, {columns})"
     )
+    statements.append(runs_table_statement(keyspace))
     return statements
+
+
+def missing_columns(session, keyspace: str) -> list[str]:
+    """ALTER TABLE statements adding progress columns a table of an older version lacks."""
+    present = {
+        row.column_name
+        for row in session.execute(
+            "SELECT column_name FROM system_schema.columns "
+            "WHERE keyspace_name = %s AND table_name = %s",
+            (keyspace, PROGRESS_TABLE),
+        )
+    }
+    return [
+        f"ALTER TABLE {keyspace}.{PROGRESS_TABLE} ADD {name} {kind}"
+        for name, kind in _PROGRESS_COLUMNS.items()
+        if name not in present
+    ]

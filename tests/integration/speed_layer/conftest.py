@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from core.settings import KafkaSettings, LakeSettings, Settings, SpeedSettings
+from core.settings import (
+    PROJECT_ROOT,
+    KafkaSettings,
+    LakeSettings,
+    Settings,
+    SpeedSettings,
+    settings_env,
+)
 
 
 @pytest.fixture
@@ -119,3 +131,37 @@ def views_match_truth(read_view):
         _assert_views_match_truth(truth, read_view, settings)
 
     return check
+
+
+class SpeedJob:
+    """``python -m speed_layer`` in a subprocess, as the platform runs it."""
+
+    @staticmethod
+    def start(settings: Settings, *args: str) -> subprocess.Popen:
+        # Logs go to a file: a pipe nobody reads would fill up and block the job.
+        log = Path(settings.lake.root).parent / f"speed-{time.monotonic_ns()}.log"
+        with log.open("wb") as handle:
+            job = subprocess.Popen(
+                [sys.executable, "-m", "speed_layer", "--instance", "test", *args],
+                env={**os.environ, **settings_env(settings)},
+                cwd=PROJECT_ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=handle,
+                start_new_session=True,
+            )
+        job.log = log  # type: ignore[attr-defined]
+        return job
+
+    @staticmethod
+    def log_tail(job: subprocess.Popen) -> str:
+        return job.log.read_text(errors="replace")[-4000:]  # type: ignore[attr-defined]
+
+    def drain(self, settings: Settings) -> None:
+        """Process everything in the log now, then stop; the job must exit 0."""
+        job = self.start(settings, "--drain")
+        assert job.wait(600) == 0, self.log_tail(job)
+
+
+@pytest.fixture
+def speed_job() -> SpeedJob:
+    return SpeedJob()

@@ -5,39 +5,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
-from core.settings import PROJECT_ROOT, settings_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl import platform
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _start_job(settings, *args: str) -> subprocess.Popen:
-    # Logs go to a file: a pipe nobody reads would fill up and block the job.
-    log = Path(settings.lake.root).parent / f"speed-{time.monotonic_ns()}.log"
-    with log.open("wb") as handle:
-        job = subprocess.Popen(
-            [sys.executable, "-m", "speed_layer", "--instance", "test", *args],
-            env={**os.environ, **settings_env(settings)},
-            cwd=PROJECT_ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=handle,
-            start_new_session=True,
-        )
-    job.log = log  # type: ignore[attr-defined]
-    return job
-
-
-def _log_tail(job: subprocess.Popen) -> str:
-    return job.log.read_text(errors="replace")[-4000:]  # type: ignore[attr-defined]
 
 
 def _wait_for_cql(session, timeout_s: float = 60) -> None:
@@ -63,18 +40,13 @@ def _wait_for_rows(session, settings, minimum: int, timeout_s: float = 180) -> i
     raise AssertionError(f"the speed layer wrote fewer than {minimum} events in {timeout_s}s")
 
 
-def _drain_in_subprocess(settings) -> None:
-    job = _start_job(settings, "--drain")
-    assert job.wait(600) == 0, _log_tail(job)
-
-
 def _chunks(events, n):
     size = len(events) // n + 1
     return [events[i : i + size] for i in range(0, len(events), size)]
 
 
 def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(
-    speed_settings, cassandra_session, views_match_truth
+    speed_settings, speed_job, cassandra_session, views_match_truth
 ):
     events = generate(
         SimulatorConfig(
@@ -83,7 +55,7 @@ def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(
     )
     first, second, third = _chunks(events, 3)
     produce_direct(first, speed_settings)
-    job = _start_job(speed_settings)
+    job = speed_job.start(speed_settings)
     try:
         _wait_for_rows(cassandra_session, speed_settings, 1)
         produce_direct(second, speed_settings)
@@ -92,17 +64,17 @@ def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
     produce_direct(third, speed_settings)
-    _drain_in_subprocess(speed_settings)
+    speed_job.drain(speed_settings)
     views_match_truth(build_truth(events), speed_settings)
 
 
 def test_cassandra_restart_mid_stream_then_resume_equals_truth(
-    speed_settings, cassandra_session, views_match_truth
+    speed_settings, speed_job, cassandra_session, views_match_truth
 ):
     events = generate(SimulatorConfig(seed=33, events=1800, duplicate_rate=0.05))
     first, second = _chunks(events, 2)
     produce_direct(first, speed_settings)
-    job = _start_job(speed_settings)
+    job = speed_job.start(speed_settings)
     try:
         _wait_for_rows(cassandra_session, speed_settings, 1)
         platform.down(speed_settings, ("cassandra",))
@@ -113,19 +85,19 @@ def test_cassandra_restart_mid_stream_then_resume_equals_truth(
             code = job.wait(180)
         except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
-            raise AssertionError(_log_tail(job)) from None
+            raise AssertionError(speed_job.log_tail(job)) from None
         assert code != 0
     finally:
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
         platform.up(speed_settings, ("cassandra",), install_missing=False)
         _wait_for_cql(cassandra_session)
-    _drain_in_subprocess(speed_settings)
+    speed_job.drain(speed_settings)
     views_match_truth(build_truth(events), speed_settings)
 
 
 def test_events_later_than_the_watermark_leave_closed_windows_alone(
-    speed_settings, cassandra_session, read_view
+    speed_settings, speed_job, cassandra_session, read_view
 ):
     from dataclasses import replace
 
@@ -133,7 +105,7 @@ def test_events_later_than_the_watermark_leave_closed_windows_alone(
 
     events = generate(SimulatorConfig(seed=44, events=900, rate=1.0))  # ~15 minutes of traffic
     produce_direct(events, speed_settings)
-    _drain_in_subprocess(speed_settings)
+    speed_job.drain(speed_settings)
     before = {k: r.page_views for k, r in read_view(speed_settings, "page_activity").items()}
 
     # A page view of the first minute, arriving after the watermark passed it.
@@ -151,7 +123,7 @@ def test_events_later_than_the_watermark_leave_closed_windows_alone(
     }
     late = replace(original, payload=payload, time=late_time, skew=timedelta(0))
     produce_direct([late], speed_settings)
-    _drain_in_subprocess(speed_settings)
+    speed_job.drain(speed_settings)
 
     after = {k: r.page_views for k, r in read_view(speed_settings, "page_activity").items()}
     assert after == before  # the closed window was not touched: the batch layer places it

@@ -19,6 +19,7 @@ from infra.terraform.generate import (
 )
 from ingest.topics import platform_topics
 from speed_layer import schema as speed_schema
+from speed_layer.start import RUNS_TABLE
 
 
 def test_committed_generated_files_are_up_to_date():
@@ -55,7 +56,7 @@ def test_every_project_table_is_a_keyspaces_table(terraform_root):
         assert f"{name} (" in statement
         for column in tables[name]["columns"]:
             assert f"{column['name']} {column['type']}" in statement
-        if name.startswith("speed_") and name != speed_schema.PROGRESS_TABLE:
+        if name.startswith("speed_") and name not in (speed_schema.PROGRESS_TABLE, RUNS_TABLE):
             assert tables[name]["default_time_to_live"] == ttl
 
 

@@ -1,0 +1,93 @@
+"""``python -m speed_layer reset``: open a new run of the speed layer on fresh checkpoints.
+
+For the day a checkpoint's state is wrong (a watermark pushed into the
+future, a corrupted state store) or a view's definition changed: the old
+checkpoints are left where they are, and the next start of the job reads
+the log from the chosen point into the same speed tables. Absolute upserts
+make the replay safe; the run's floor (:mod:`speed_layer.start`) keeps it
+from overwriting windows it cannot see whole.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from core.event_time import EventTimeBounds
+from core.log import get_logger, log_event
+from core.settings import Settings
+from speed_layer.schema import PROGRESS_TABLE
+from speed_layer.start import (
+    StartPosition,
+    current_start,
+    floor_of,
+    parse_from,
+    record_start,
+    resolve_offsets,
+    spark_offsets,
+    window_seconds,
+)
+from views import VIEWS
+
+__all__ = ["ResetRefused", "reset"]
+
+_log = get_logger(__name__)
+ALIVE_WITHIN = timedelta(seconds=30)
+
+
+class ResetRefused(RuntimeError):
+    """The job looks alive: a reset under a running job would leave it on the old run."""
+
+
+def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> StartPosition:
+    """Record a new run starting at ``from_offsets``; the job picks it up at its next start."""
+    from core.cassandra import connect
+    from speed_layer.job import create_tables
+
+    request = parse_from(from_offsets)
+    create_tables(settings)
+    cluster, session = connect(settings.cassandra)
+    try:
+        now = datetime.now(UTC)
+        if not force:
+            _refuse_if_alive(session, settings, now)
+        previous = current_start(session, settings)
+        topic = settings.kafka.events_topic
+        offsets, seen_from = resolve_offsets(settings.kafka, topic, request)
+        window_s = max(window_seconds(spec.window) for spec in VIEWS)
+        tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+        start = StartPosition(
+            generation=previous.generation + 1,
+            starting_offsets=spark_offsets(topic, offsets),
+            floor=floor_of(seen_from, tolerance, window_s),
+            requested=from_offsets,
+            created_at=now,
+        )
+        record_start(session, settings, start)
+    finally:
+        cluster.shutdown()
+    log_event(
+        _log,
+        "speed.reset",
+        generation=start.generation,
+        previous_checkpoint=previous.checkpoint_dir(settings),
+        checkpoint=start.checkpoint_dir(settings),
+        starting_offsets=start.starting_offsets,
+        floor=start.floor.isoformat() if start.floor else None,
+    )
+    return start
+
+
+def _refuse_if_alive(session, settings: Settings, now: datetime) -> None:
+    rows = session.execute(
+        f"SELECT view_name, heartbeat_at, stopped_at FROM "
+        f"{settings.cassandra.keyspace}.{PROGRESS_TABLE}"
+    )
+    for row in rows:
+        beat = row.heartbeat_at.replace(tzinfo=UTC) if row.heartbeat_at else None
+        stopped = row.stopped_at.replace(tzinfo=UTC) if row.stopped_at else None
+        if beat and now - beat < ALIVE_WITHIN and (stopped is None or stopped < beat):
+            raise ResetRefused(
+                f"the speed layer's {row.view_name} query reported progress "
+                f"{(now - beat).total_seconds():.0f}s ago; stop the job first "
+                "(python -m platformctl down speed), or pass --force if it is dead"
+            )
