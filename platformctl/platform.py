@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from core.log import get_logger, log_event
@@ -176,38 +177,64 @@ def speed_progress(settings: Settings) -> dict[str, dict]:
 
 
 def speed_healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool, str]:
-    """Probe: every view's query reported progress recently; detail = freshness and lag."""
-    from datetime import UTC, datetime
-
+    """Probe: every view's query reported progress recently and its watermark is not ahead
+    of now; detail = freshness, lag, rates and the rows dropped (late, future)."""
+    from core.event_time import EventTimeBounds
     from views import VIEWS
 
     if not port_open(settings.cassandra.port, settings.cassandra.contact_points[0]):
         return False, "Cassandra is down: progress unknown"
     progress = speed_progress(settings)
     now = datetime.now(UTC)
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
     started = speed_process(settings).started_at()
-    parts, healthy = [], True
-    for spec in VIEWS:
-        row = progress.get(spec.name)
-        beat = row and row.get("heartbeat_at")
-        beat = beat.replace(tzinfo=UTC) if beat else None
-        if (
-            beat is None
-            or (now - beat).total_seconds() > max_silence_s
-            or (started is not None and beat < started)
-        ):
-            healthy = False
-            parts.append(f"{spec.name}: no recent progress")
-            continue
-        newest = row.get("max_event_time")
-        fresh = f"{(now - newest.replace(tzinfo=UTC)).total_seconds():.0f}s" if newest else "-"
-        parts.append(
-            f"{spec.name}: fresh {fresh}, lag {row.get('kafka_lag')}, "
-            f"in {row.get('input_rows_per_s') or 0:.0f}/s, "
-            f"done {row.get('processed_rows_per_s') or 0:.0f}/s, "
-            f"batch {row.get('batch_duration_ms')}ms, late dropped {row.get('late_rows_dropped')}"
+    verdicts = [
+        view_progress_health(
+            spec.name, progress.get(spec.name), now, tolerance, started, max_silence_s
         )
-    return healthy, "; ".join(parts)
+        for spec in VIEWS
+    ]
+    return all(ok for ok, _ in verdicts), "; ".join(text for _, text in verdicts)
+
+
+def view_progress_health(
+    view: str,
+    row: dict | None,
+    now: datetime,
+    tolerance: timedelta,
+    started: datetime | None = None,
+    max_silence_s: float = 60.0,
+) -> tuple[bool, str]:
+    """(healthy, one line) for one view's ``speed_progress`` row (naive times are UTC)."""
+
+    def utc(moment: datetime | None) -> datetime | None:
+        return moment.replace(tzinfo=UTC) if moment is not None else None
+
+    row = row or {}
+    beat = utc(row.get("heartbeat_at"))
+    if (
+        beat is None
+        or (now - beat).total_seconds() > max_silence_s
+        or (started is not None and beat < started)
+    ):
+        return False, f"{view}: no recent progress"
+    watermark = utc(row.get("watermark"))
+    if watermark is not None and watermark > now + tolerance:
+        return False, (
+            f"{view}: ERROR watermark {watermark.isoformat()} is ahead of now; every new event "
+            "is dropped as late. Reset the speed layer (docs/operations.md)"
+        )
+    newest = utc(row.get("max_event_time"))
+    fresh = "unknown"
+    if newest is not None and newest <= now + tolerance:
+        fresh = f"{max(0.0, (now - newest).total_seconds()):.0f}s"
+    return True, (
+        f"{view}: fresh {fresh}, lag {row.get('kafka_lag')}, "
+        f"in {row.get('input_rows_per_s') or 0:.0f}/s, "
+        f"done {row.get('processed_rows_per_s') or 0:.0f}/s, "
+        f"batch {row.get('batch_duration_ms')}ms, late dropped {row.get('late_rows_dropped')}, "
+        f"future dropped {row.get('future_rows_dropped') or 0}"
+    )
 
 
 def serving_process(settings: Settings) -> ManagedProcess:
