@@ -108,9 +108,10 @@ class KafkaSettings(_Section):
                 if self.sasl_mechanism == "PLAIN"
                 else "org.apache.kafka.common.security.scram.ScramLoginModule"
             )
-            secret = self.sasl_password.get_secret_value().replace('"', '\\"')
+            user = _jaas_quoted(self.sasl_username)
+            secret = _jaas_quoted(self.sasl_password.get_secret_value())
             options["kafka.sasl.jaas.config"] = (
-                f'{module} required username="{self.sasl_username}" password="{secret}";'
+                f"{module} required username={user} password={secret};"
             )
         return options
 
@@ -126,6 +127,11 @@ class KafkaSettings(_Section):
             config["sasl.username"] = self.sasl_username
             config["sasl.password"] = self.sasl_password.get_secret_value()
         return config
+
+
+def _jaas_quoted(value: str) -> str:
+    """A JAAS option value in double quotes: backslashes and quotes escaped."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class CassandraSettings(_Section):

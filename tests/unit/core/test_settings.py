@@ -84,3 +84,22 @@ def test_spark_kafka_options_carry_the_same_client_settings():
         "kafka.bootstrap.servers",
         "kafka.security.protocol",
     }
+
+
+@pytest.mark.parametrize(
+    ("user", "password"),
+    [("svc", 's3"cret'), ("svc\\eu", "back\\slash\\"), ('we"ird', '\\"both\\"')],
+)
+def test_sasl_credentials_survive_the_jaas_line(spark, user, password):
+    """Kafka's own JAAS parser reads back exactly the configured credentials."""
+    kafka = KafkaSettings(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username=user,
+        sasl_password=password,
+    )
+    line = kafka.spark_options()["kafka.sasl.jaas.config"]
+    jaas = spark._jvm.org.apache.kafka.common.security.JaasConfig("KafkaClient", line)
+    (entry,) = jaas.getAppConfigurationEntry("KafkaClient")
+    options = entry.getOptions()
+    assert (options.get("username"), options.get("password")) == (user, password)
