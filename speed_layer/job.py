@@ -21,7 +21,7 @@ time, watermark, rates, Kafka lag, late rows dropped) to Cassandra, where
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
@@ -184,6 +184,8 @@ class ProgressRecorder:
 
         self._cluster, self._session = connect(settings.cassandra)
         self._generation = generation
+        self._tolerance = timedelta(seconds=settings.event_time.future_tolerance_s)
+        self._warned: set[str] = set()
         table = f"{settings.cassandra.keyspace}.{PROGRESS_TABLE}"
         self._batch = self._session.prepare(
             f"INSERT INTO {table} (view_name, batch_id, max_event_time, watermark, written_at, "
@@ -244,6 +246,17 @@ class ProgressRecorder:
             lag = int(behind) if behind is not None else lag
         now = datetime.now(UTC)
         watermark = _ts(event_time.get("watermark"))
+        if watermark is not None and watermark > now + self._tolerance and view not in self._warned:
+            self._warned.add(view)  # once per view: the checkpoint carries it until a reset
+            log_event(
+                _log,
+                "speed.watermark_ahead",
+                logging.ERROR,
+                view=view,
+                watermark=watermark.isoformat(),
+                fix="every new event is dropped as late; stop the job and run "
+                "python -m speed_layer reset --from-offsets ... (docs/operations.md)",
+            )
         if progress.numInputRows:
             counts = self._counts.setdefault(view, dict.fromkeys(_COUNTERS, 0))
             counts["late_rows_dropped"] += sum(
