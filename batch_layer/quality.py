@@ -34,6 +34,7 @@ from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending_days
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.silver import parse_bronze, rejects_path, silver_path
+from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
 from views import ViewSpec
@@ -205,7 +206,9 @@ def check_silver(
         report.suites["silver"] = _suite_result(validate_dataframe(chosen, suite))
 
         bronze = spark.read.format("delta").load(bronze_path(settings, spec))
-        events, _ = parse_bronze(bronze, spec)
+        events, _ = parse_bronze(
+            bronze, spec, EventTimeBounds.from_settings(settings).future_tolerance
+        )
         rejects = spark.read.format("delta").load(rejects_path(settings, spec)).count()
         report.reconciliations.append(
             _reconcile(

@@ -7,7 +7,9 @@ Every bronze record ends in exactly one place:
   (the skew-corrected timestamp) and ``event_date``, partitioned by
   ``event_date``; late events land in their true day.
 - ``silver/<topic>_rejects``: records that do not parse as the contract's
-  event (with the raw value, the Kafka coordinates and the reason).
+  event, or whose event time lies more than the tolerance ahead of their
+  ``receivedAt`` (:mod:`core.event_time`), with the raw value, the Kafka
+  coordinates and the reason.
 
 A run rewrites whole ``event_date`` partitions with ``replaceWhere``, so
 reprocessing a day rewrites that day and nothing else, and a rerun writes
@@ -17,15 +19,16 @@ the same rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from batch_layer.bronze import bronze_as_of, bronze_path, committed_range
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.tables import ensure_table_properties
+from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
-from core.settings import Settings
+from core.settings import EventTimeSettings, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -40,6 +43,9 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
+
+DEFAULT_FUTURE_TOLERANCE = timedelta(seconds=EventTimeSettings().future_tolerance_s)
+"""The tolerance of the default settings (``settings.event_time.future_tolerance_s``)."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +74,20 @@ def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
     return f"{column} IN (" + ", ".join(f"DATE'{d.isoformat()}'" for d in days) + ")"
 
 
-def parse_bronze(bronze: DataFrame, spec: PipelineSpec = WEB_EVENTS) -> tuple[DataFrame, DataFrame]:
-    """(parsed events with Kafka coordinates, rejects with a reason) from bronze rows."""
+def parse_bronze(
+    bronze: DataFrame,
+    spec: PipelineSpec = WEB_EVENTS,
+    future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
+) -> tuple[DataFrame, DataFrame]:
+    """(parsed events with Kafka coordinates, rejects with a reason) from bronze rows.
+
+    A record is rejected when it does not parse (``unparseable``), lacks its
+    ``event_id`` or ``timestamp`` (``missing:<field>``), or when its
+    ``timestamp`` lies more than ``future_tolerance`` after its ``receivedAt``
+    (``invalid:timestamp_future``): no client can create a partition in the
+    future. A time exactly at the tolerance is kept. Callers pass
+    ``EventTimeBounds.from_settings(settings).future_tolerance``.
+    """
     from pyspark.sql import functions as F
 
     from data_contracts import load_contract
@@ -80,10 +98,13 @@ def parse_bronze(bronze: DataFrame, spec: PipelineSpec = WEB_EVENTS) -> tuple[Da
     parsed = bronze.select(
         "partition", "offset", text.alias("raw"), F.from_json(text, schema).alias("e")
     )
+    ahead_us = F.unix_micros(F.col("e.timestamp")) - F.unix_micros(F.col("e.receivedAt"))
+    tolerance_us = F.lit(future_tolerance // timedelta(microseconds=1))
     reason = (
         F.when(F.col("e").isNull(), F.lit("unparseable"))
         .when(F.col("e.event_id").isNull(), F.lit("missing:event_id"))
         .when(F.col("e.timestamp").isNull(), F.lit("missing:timestamp"))
+        .when(ahead_us > tolerance_us, F.lit("invalid:timestamp_future"))
     )
     checked = parsed.withColumn("reason", reason)
     events = (
@@ -130,7 +151,8 @@ def build_silver(
     _, bronze_end = committed_range(spark, bronze_path(settings, spec))
     as_of = bronze_as_of(spark, bronze_path(settings, spec))
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
-    events, rejects = parse_bronze(bronze, spec)
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+    events, rejects = parse_bronze(bronze, spec, tolerance)
     # The days of bronze records no silver run has seen are always rebuilt, also in
     # a backfill: this run records bronze's end as seen, so nothing may be left out.
     last = ledger.last("silver")

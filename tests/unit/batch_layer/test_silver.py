@@ -1,14 +1,15 @@
-"""Silver's pure parts: the partition predicate and where its tables live."""
+"""Silver's pure parts: the partition predicate, where its tables live, how bronze parses."""
 
 from __future__ import annotations
 
 import doctest
-from datetime import date
+import json
+from datetime import date, timedelta
 
 import batch_layer.silver
 from batch_layer.bronze import bronze_path
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
-from batch_layer.silver import days_predicate, rejects_path, silver_path
+from batch_layer.silver import days_predicate, parse_bronze, rejects_path, silver_path
 from core.settings import KafkaSettings, LakeSettings, Settings
 
 
@@ -41,3 +42,43 @@ def test_a_lake_root_with_bronze_in_its_path_keeps_silver_under_that_root():
 def test_docstring_examples():
     failed, attempted = doctest.testmod(batch_layer.silver)
     assert attempted > 0 and failed == 0
+
+
+def _bronze(spark, *events: dict):
+    """Bronze rows (partition 0, offsets 0..) holding ``events`` as JSON values."""
+    rows = [(0, offset, json.dumps(e).encode()) for offset, e in enumerate(events)]
+    return spark.createDataFrame(rows, "partition INT, offset LONG, value BINARY")
+
+
+def _event(event_id: str, timestamp: str, received_at: str = "2026-01-01T12:00:00Z") -> dict:
+    return {
+        "event_id": event_id,
+        "type": "page",
+        "anonymousId": "a-1",
+        "timestamp": timestamp,
+        "receivedAt": received_at,
+    }
+
+
+def test_an_event_time_beyond_the_future_tolerance_is_rejected_not_partitioned(spark):
+    bronze = _bronze(
+        spark,
+        _event("on-time", "2026-01-01T11:59:00Z"),
+        _event("at-tolerance", "2026-01-01T12:01:00Z"),
+        _event("just-beyond", "2026-01-01T12:01:00.001Z"),
+        _event("year-9999", "9999-12-31T23:59:59Z"),
+    )
+    events, rejects = parse_bronze(bronze, future_tolerance=timedelta(seconds=60))
+    kept = {r.event_id: r.event_date for r in events.select("event_id", "event_date").collect()}
+    assert kept == {"on-time": date(2026, 1, 1), "at-tolerance": date(2026, 1, 1)}
+    refused = {r.offset: r.reason for r in rejects.collect()}
+    assert refused == {2: "invalid:timestamp_future", 3: "invalid:timestamp_future"}
+    assert events.count() + rejects.count() == bronze.count()
+
+
+def test_the_future_tolerance_is_a_parameter(spark):
+    bronze = _bronze(spark, _event("ahead", "2026-01-01T12:05:00Z"))
+    events, _ = parse_bronze(bronze, future_tolerance=timedelta(minutes=5))
+    assert [r.event_id for r in events.collect()] == ["ahead"]
+    _, rejects = parse_bronze(bronze)  # the default settings' 60 s
+    assert [r.reason for r in rejects.collect()] == ["invalid:timestamp_future"]
