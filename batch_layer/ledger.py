@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from batch_layer.pipelines import PipelineSpec
 
-__all__ = ["Entry", "Ledger", "pending_days"]
+__all__ = ["Entry", "Ledger", "ledger_path", "pending_days"]
 
 STEPS = ("silver", "gold", "gate", "publish")
 
@@ -69,12 +69,17 @@ def pending_days(entries: list[Entry], upstream: str, downstream: str) -> tuple[
     return tuple(sorted(days))
 
 
+def ledger_path(settings: Settings, spec: PipelineSpec) -> str:
+    """Where the pipeline's ledger lives: ``<lake root>/_pipelines/<name>/ledger``."""
+    return f"{settings.lake.root.rstrip('/')}/_pipelines/{spec.name}/ledger"
+
+
 class Ledger:
     """Read and append the ledger of one pipeline."""
 
     def __init__(self, spark: SparkSession, settings: Settings, spec: PipelineSpec) -> None:
         self.spark = spark
-        self.path = f"{settings.lake.root.rstrip('/')}/_pipelines/{spec.name}/ledger"
+        self.path = ledger_path(settings, spec)
 
     def entries(self) -> list[Entry]:
         from delta.tables import DeltaTable

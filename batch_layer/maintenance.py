@@ -1,7 +1,8 @@
 """Maintenance: compact and vacuum the lake, delete superseded batch versions.
 
 - :func:`optimize` bin-packs small files (``OPTIMIZE``) in every table of a
-  pipeline: hourly runs append and rewrite small partitions.
+  pipeline, its ledger included: hourly runs append and rewrite small
+  partitions, and every step run appends one small file to the ledger.
 - :func:`vacuum` removes files no table version within
   ``settings.batch.vacuum_retention_hours`` needs (Delta's default safety
   check stays on unless the retention is set below 7 days).
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
+from batch_layer.ledger import ledger_path
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.schema import SUPERSEDED_TABLE, BatchTables
 from batch_layer.silver import rejects_path, silver_path
@@ -33,12 +35,13 @@ _log = get_logger(__name__)
 
 
 def lake_tables(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> list[str]:
-    """Paths of every Delta table of the pipeline."""
+    """Paths of every Delta table of the pipeline, its ledger last."""
     return [
         bronze_path(settings, spec),
         silver_path(settings, spec),
         rejects_path(settings, spec),
         *(gold_path(settings, view) for view in spec.views),
+        ledger_path(settings, spec),
     ]
 
 
