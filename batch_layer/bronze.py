@@ -14,6 +14,12 @@ range (commit ``userMetadata``) and carries Delta's idempotent-write pair
 - two runs racing over the same range write it once: the second commit has
   the same ``txnVersion`` and Delta skips it;
 - a run that fails before its commit leaves nothing behind.
+
+A quiet run (nothing new) appends an empty commit carrying the same run
+number and range with a newer ``as_of``. It has no transaction id, so it
+may land after a concurrent run's newer append: the recorded run is
+therefore the *highest* run number in the history, never simply the
+latest commit's, and ``as_of`` the latest recorded.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ __all__ = [
 
 _log = get_logger(__name__)
 
+_SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
+
 
 @dataclass(frozen=True)
 class BronzeRun:
@@ -64,35 +72,40 @@ def _app_id(settings: Settings, spec: PipelineSpec) -> str:
     return f"bronze:{spec.topic_of(settings)}"
 
 
-def _last_meta(spark: SparkSession, path: str) -> dict | None:
+def _metas(spark: SparkSession, path: str) -> list[dict]:
+    """The metadata of every bronze commit that recorded a run, oldest first."""
     from delta.tables import DeltaTable
 
     if not DeltaTable.isDeltaTable(spark, path):
-        return None
+        return []
     rows = (
         DeltaTable.forPath(spark, path)
         .history()
         .where("userMetadata IS NOT NULL")
-        .orderBy("version", ascending=False)
+        .orderBy("version")
         .select("userMetadata")
-        .limit(1)
         .collect()
     )
-    return json.loads(rows[0].userMetadata) if rows else None
+    return [meta for meta in (json.loads(r.userMetadata) for r in rows) if "run" in meta]
 
 
 def committed_range(spark: SparkSession, path: str) -> tuple[int, dict[int, int]]:
-    """The last run number and the end offsets it committed (0, {} for a new table)."""
-    meta = _last_meta(spark, path)
-    if meta is None:
+    """The highest run number committed and its end offsets (0, {} for a new table).
+
+    The highest, not the latest commit's: a quiet run's empty commit of run
+    ``N`` may land after a racing run committed ``N + 1``.
+    """
+    metas = _metas(spark, path)
+    if not metas:
         return 0, {}
+    meta = max(metas, key=lambda m: int(m["run"]))
     return int(meta["run"]), {int(p): int(o) for p, o in meta["end"].items()}
 
 
 def bronze_as_of(spark: SparkSession, path: str) -> datetime | None:
-    """When the last committed run fixed its stable end: bronze holds the log up to then."""
-    meta = _last_meta(spark, path)
-    return datetime.fromisoformat(meta["as_of"]) if meta and "as_of" in meta else None
+    """When a committed run last fixed its stable end: bronze holds the log up to then."""
+    times = [datetime.fromisoformat(m["as_of"]) for m in _metas(spark, path) if "as_of" in m]
+    return max(times, default=None)
 
 
 def stable_end(settings: Settings, topic: str, timeout_s: float = 30) -> dict[int, int]:
@@ -156,18 +169,18 @@ def ingest_bronze(
         )
     )
     meta = {"run": run + 1, "topic": topic, "start": start, "end": end, "as_of": as_of.isoformat()}
-    before = _version(spark, path)
+    user_metadata = json.dumps(meta)
     (
         raw.write.format("delta")
         .mode("append")
         .partitionBy("ingest_date")
         .option("txnAppId", _app_id(settings, spec))
         .option("txnVersion", run + 1)
-        .option("userMetadata", json.dumps(meta))
+        .option("userMetadata", user_metadata)
         .save(path)
     )
-    committed = _version(spark, path) != before
-    rows = _written_rows(spark, path, before) if committed else 0
+    rows = _written_rows(spark, path, user_metadata)
+    committed = rows is not None
     ensure_table_properties(spark, settings, path)
     log_event(
         _log,
@@ -177,31 +190,47 @@ def ingest_bronze(
         start=start,
         end=end,
     )
-    return BronzeRun(path, run + 1, start, end, rows, skipped=not committed)
+    return BronzeRun(path, run + 1, start, end, rows or 0, skipped=not committed)
 
 
 def _touch(spark: SparkSession, path: str, meta: dict, as_of: datetime) -> None:
-    """Record a newer ``as_of`` for the same range: an empty append carrying the metadata."""
+    """Record a newer ``as_of`` for the same range: an empty append carrying the metadata.
+
+    Delta skips empty commits unless told otherwise
+    (``spark.databricks.delta.skipRecordingEmptyCommits``), so the setting is
+    lifted for this one write.
+    """
     meta = meta | {"as_of": as_of.isoformat()}
     empty = spark.read.format("delta").load(path).limit(0)
-    empty.write.format("delta").mode("append").option("userMetadata", json.dumps(meta)).save(path)
+    previous = spark.conf.get(_SKIP_EMPTY_COMMITS, None)
+    spark.conf.set(_SKIP_EMPTY_COMMITS, "false")
+    try:
+        empty.write.format("delta").mode("append").option("userMetadata", json.dumps(meta)).save(
+            path
+        )
+    finally:
+        if previous is None:
+            spark.conf.unset(_SKIP_EMPTY_COMMITS)
+        else:
+            spark.conf.set(_SKIP_EMPTY_COMMITS, previous)
 
 
-def _written_rows(spark: SparkSession, path: str, after: int | None) -> int:
-    """Rows of the first write after version ``after`` (auto-compaction may follow it)."""
+def _written_rows(spark: SparkSession, path: str, user_metadata: str) -> int | None:
+    """Rows of the write that carried ``user_metadata``; None when Delta skipped it.
+
+    Found by its metadata, not by version: a racing quiet run may commit
+    just before or after it, and auto-compaction may follow it.
+    """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    history = DeltaTable.forPath(spark, path).history().where(F.col("operation") == "WRITE")
-    if after is not None:
-        history = history.where(F.col("version") > after)
-    first = history.orderBy("version").limit(1).collect()
-    return int((first[0].operationMetrics or {}).get("numOutputRows", 0)) if first else 0
-
-
-def _version(spark: SparkSession, path: str) -> int | None:
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
+    history = DeltaTable.forPath(spark, path).history()
+    first = (
+        history.where((F.col("operation") == "WRITE") & (F.col("userMetadata") == user_metadata))
+        .orderBy("version")
+        .limit(1)
+        .collect()
+    )
+    if not first:
         return None
-    return DeltaTable.forPath(spark, path).history(1).collect()[0].version
+    return int((first[0].operationMetrics or {}).get("numOutputRows", 0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from batch_layer.bronze import committed_range, ingest_bronze
+from batch_layer.bronze import bronze_as_of, committed_range, ingest_bronze
 from core.settings import KafkaSettings, LakeSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -69,3 +69,50 @@ def test_a_racing_duplicate_run_is_skipped_by_delta(spark, bronze_settings, monk
     racer = ingest_bronze(spark, bronze_settings)
     assert racer.skipped and racer.rows == 0
     assert spark.read.format("delta").load(racer.path).count() == 20
+
+
+def test_a_quiet_run_touching_after_a_racing_append_does_not_roll_the_run_back(
+    spark, bronze_settings, monkeypatch
+):
+    """A quiet run fixes its (empty) range, a racing run appends run 2, then the quiet
+    run's empty commit lands carrying run 1: the next run must still be run 3."""
+    import batch_layer.bronze as bronze
+
+    _produce(bronze_settings, 0, 10)
+    first = ingest_bronze(spark, bronze_settings)
+    real_stable_end = bronze.stable_end
+    raced: list = []
+
+    def stable_end_then_race(settings, topic, *args, **kwargs):
+        end = real_stable_end(settings, topic, *args, **kwargs)
+        if not raced:  # the quiet run saw nothing new; now the racer commits run 2
+            raced.append(None)
+            _produce(bronze_settings, 10, 5)
+            raced.append(ingest_bronze(spark, bronze_settings))
+        return end
+
+    monkeypatch.setattr(bronze, "stable_end", stable_end_then_race)
+    quiet = ingest_bronze(spark, bronze_settings)
+    racer = raced[1]
+    assert quiet.skipped and quiet.run == 1
+    assert (racer.run, racer.rows) == (2, 5)
+    assert committed_range(spark, first.path) == (2, racer.end)
+    monkeypatch.setattr(bronze, "stable_end", real_stable_end)
+
+    _produce(bronze_settings, 15, 7)
+    third = ingest_bronze(spark, bronze_settings)
+    assert (third.run, third.rows, third.skipped) == (3, 7, False)
+    assert third.start == racer.end
+    assert spark.read.format("delta").load(first.path).count() == 22
+
+
+def test_a_quiet_run_records_a_newer_as_of(spark, bronze_settings):
+    """Nothing new in Kafka: bronze still holds the whole log up to the quiet run's start,
+    so the boundary may move while the site is quiet."""
+    _produce(bronze_settings, 0, 5)
+    first = ingest_bronze(spark, bronze_settings)
+    after_first = bronze_as_of(spark, first.path)
+    quiet = ingest_bronze(spark, bronze_settings)
+    assert quiet.skipped and quiet.run == 1
+    assert bronze_as_of(spark, first.path) > after_first
+    assert committed_range(spark, first.path) == (1, first.end)
