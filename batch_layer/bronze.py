@@ -15,6 +15,13 @@ range (commit ``userMetadata``) and carries Delta's idempotent-write pair
   the same ``txnVersion`` and Delta skips it;
 - a run that fails before its commit leaves nothing behind.
 
+A partition's range never starts before its earliest available offset: the
+first run starts there rather than at 0, and when retention deleted records
+no run had read, the run skips them, records the gap (``gap`` in the
+commit metadata: partition -> [first lost offset, first kept offset)) and
+logs ``bronze.retention_gap``. Failing forever on records Kafka no longer
+has would stall bronze without bringing them back.
+
 A quiet run (nothing new) appends an empty commit carrying the same run
 number and range with a newer ``as_of``. It has no transaction id, so it
 may land after a concurrent run's newer append: the recorded run is
@@ -25,7 +32,8 @@ latest commit's, and ``as_of`` the latest recorded.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -42,7 +50,9 @@ __all__ = [
     "bronze_as_of",
     "bronze_path",
     "committed_range",
+    "earliest_offsets",
     "ingest_bronze",
+    "resume_offsets",
     "stable_end",
 ]
 
@@ -62,6 +72,8 @@ class BronzeRun:
     rows: int
     skipped: bool
     """True when there was nothing new, or an identical run had already committed."""
+    gap: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Per partition, the offsets [from, to) retention deleted before any run read them."""
 
 
 def bronze_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
@@ -108,8 +120,8 @@ def bronze_as_of(spark: SparkSession, path: str) -> datetime | None:
     return max(times, default=None)
 
 
-def stable_end(settings: Settings, topic: str, timeout_s: float = 30) -> dict[int, int]:
-    """Each partition's high watermark now: the fixed end of this run's range."""
+def _watermarks(settings: Settings, topic: str, timeout_s: float) -> dict[int, tuple[int, int]]:
+    """Each partition's (low, high) watermark now."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(settings.kafka.client_config() | {"group.id": f"bronze-probe-{topic}"})
@@ -118,11 +130,41 @@ def stable_end(settings: Settings, topic: str, timeout_s: float = 30) -> dict[in
         if metadata.error is not None:
             raise RuntimeError(f"Topic {topic!r} is not readable: {metadata.error}")
         return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
             for p in sorted(metadata.partitions)
         }
     finally:
         consumer.close()
+
+
+def stable_end(settings: Settings, topic: str, timeout_s: float = 30) -> dict[int, int]:
+    """Each partition's high watermark now: the fixed end of this run's range."""
+    return {p: high for p, (_, high) in _watermarks(settings, topic, timeout_s).items()}
+
+
+def earliest_offsets(settings: Settings, topic: str, timeout_s: float = 30) -> dict[int, int]:
+    """Each partition's low watermark now: the oldest offset retention has kept."""
+    return {p: low for p, (low, _) in _watermarks(settings, topic, timeout_s).items()}
+
+
+def resume_offsets(
+    recorded: dict[int, int], earliest: dict[int, int], end: dict[int, int]
+) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """(where each partition of ``end`` resumes, the gaps retention left before it).
+
+    A partition resumes at its recorded end (0 when never read), or at its
+    earliest available offset when retention deleted records past that end.
+
+    >>> resume_offsets({0: 40}, {0: 0, 1: 25}, {0: 50, 1: 30})
+    ({0: 40, 1: 25}, {1: (0, 25)})
+    """
+    start, gap = {}, {}
+    for p in end:
+        wanted, kept = recorded.get(p, 0), earliest.get(p, 0)
+        start[p] = max(wanted, kept)
+        if kept > wanted:
+            gap[p] = (wanted, kept)
+    return start, gap
 
 
 def ingest_bronze(
@@ -139,15 +181,18 @@ def ingest_bronze(
 
     path = bronze_path(settings, spec)
     topic = spec.topic_of(settings)
-    run, start = committed_range(spark, path)
+    run, recorded = committed_range(spark, path)
     as_of = datetime.now(UTC)
     end = stable_end(settings, topic)
-    start = {p: start.get(p, 0) for p in end}
+    start, gap = resume_offsets(recorded, earliest_offsets(settings, topic), end)
+    if gap:
+        _log_gap(path, topic, gap)
+    base = {"topic": topic, "start": start, "end": end} | ({"gap": gap} if gap else {})
     if all(start[p] >= end[p] for p in end):
         if run > 0:
-            _touch(spark, path, {"run": run, "topic": topic, "start": start, "end": end}, as_of)
+            _touch(spark, path, base | {"run": run}, as_of)
         log_event(_log, "bronze.up_to_date", path=path, end=end, as_of=as_of.isoformat())
-        return BronzeRun(path, run, start, end, 0, skipped=True)
+        return BronzeRun(path, run, start, end, 0, skipped=True, gap=gap)
     raw = (
         spark.read.format("kafka")
         .options(**settings.kafka.spark_options())
@@ -168,7 +213,7 @@ def ingest_bronze(
             F.current_date().alias("ingest_date"),
         )
     )
-    meta = {"run": run + 1, "topic": topic, "start": start, "end": end, "as_of": as_of.isoformat()}
+    meta = base | {"run": run + 1, "as_of": as_of.isoformat()}
     user_metadata = json.dumps(meta)
     (
         raw.write.format("delta")
@@ -190,7 +235,21 @@ def ingest_bronze(
         start=start,
         end=end,
     )
-    return BronzeRun(path, run + 1, start, end, rows or 0, skipped=not committed)
+    return BronzeRun(path, run + 1, start, end, rows or 0, skipped=not committed, gap=gap)
+
+
+def _log_gap(path: str, topic: str, gap: dict[int, tuple[int, int]]) -> None:
+    log_event(
+        _log,
+        "bronze.retention_gap",
+        level=logging.WARNING,
+        path=path,
+        topic=topic,
+        gap={p: list(r) for p, r in gap.items()},
+        lost=sum(to - first for first, to in gap.values()),
+        why="Kafka's retention deleted these records before bronze read them; bronze starts "
+        "after them. Raise the topic's retention.ms or run bronze more often.",
+    )
 
 
 def _touch(spark: SparkSession, path: str, meta: dict, as_of: datetime) -> None:

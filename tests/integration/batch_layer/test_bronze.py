@@ -116,3 +116,34 @@ def test_a_quiet_run_records_a_newer_as_of(spark, bronze_settings):
     assert quiet.skipped and quiet.run == 1
     assert bronze_as_of(spark, first.path) > after_first
     assert committed_range(spark, first.path) == (1, first.end)
+
+
+def test_the_first_run_starts_after_records_retention_deleted_and_records_the_gap(
+    spark, bronze_settings, kafka_admin, caplog
+):
+    import json
+    import logging
+
+    from confluent_kafka import TopicPartition
+    from delta.tables import DeltaTable
+
+    topic = bronze_settings.kafka.events_topic
+    producer = Producer(bronze_settings.kafka.client_config())
+    for i in range(10):
+        producer.produce(topic, value=f"event-{i}", partition=0)
+    assert producer.flush(30) == 0
+    deleted = kafka_admin.delete_records([TopicPartition(topic, 0, 6)])
+    for future in deleted.values():
+        assert future.result().low_watermark == 6
+
+    with caplog.at_level(logging.WARNING, logger="batch_layer.bronze"):
+        run = ingest_bronze(spark, bronze_settings)
+
+    assert (run.run, run.rows, run.skipped) == (1, 4, False)
+    assert run.start == {0: 6, 1: 0, 2: 0} and run.gap == {0: (0, 6)}
+    table = spark.read.format("delta").load(run.path)
+    assert sorted(r.value.decode() for r in table.collect()) == [f"event-{i}" for i in range(6, 10)]
+    commit = DeltaTable.forPath(spark, run.path).history().where("operation = 'WRITE'").collect()
+    assert json.loads(commit[0].userMetadata)["gap"] == {"0": [0, 6]}
+    (logged,) = [r for r in caplog.records if r.getMessage() == "bronze.retention_gap"]
+    assert logged.fields["lost"] == 6 and logged.fields["gap"] == {0: [0, 6]}
