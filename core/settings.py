@@ -17,6 +17,7 @@ Nested fields use ``__`` as the delimiter; lists are JSON.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -166,6 +167,10 @@ class CassandraSettings(_Section):
         return self
 
 
+_DEV_SOURCE = "local-website"
+_ORIGIN = re.compile(r"(https?://[^/\s:]+(:\d{1,5})?|null)")
+
+
 class CollectorSettings(_Section):
     """The Segment-compatible HTTP collector in front of Kafka."""
 
@@ -173,7 +178,7 @@ class CollectorSettings(_Section):
     """Interface the collector listens on (``0.0.0.0`` behind a load balancer)."""
     port: int = Field(default=8088, ge=1, le=65535)
     """HTTP port of the collector."""
-    write_keys: dict[str, SecretStr] = {"local-website": SecretStr("local-dev-write-key")}
+    write_keys: dict[str, SecretStr] = {_DEV_SOURCE: SecretStr("local-dev-write-key")}
     """Source id -> write key (HTTP Basic user). The local default is for this machine only."""
     max_event_bytes: int = Field(default=32 * 1024, ge=1024)
     """Largest accepted event (Segment: 32 KB)."""
@@ -189,6 +194,44 @@ class CollectorSettings(_Section):
     """Producer queue bound; when full the collector answers 503 instead of buffering more."""
     retry_after_s: int = Field(default=5, ge=1)
     """``Retry-After`` sent with 503 answers."""
+    allowed_origins: dict[str, tuple[str, ...]] = {}
+    """Source id -> the origins (``https://shop.example``) whose pages may send that source's
+    events from a browser (CORS); ``*`` is any origin. A source without an entry takes no
+    browser requests; requests without an ``Origin`` (server libraries) are not concerned.
+    Unset, the local development source allows any origin and no other source any."""
+    allow_any_origin: bool = False
+    """Permit ``*`` in ``allowed_origins`` outside ``environment=local`` (say, a public demo)."""
+    public_url: str | None = None
+    """The collector's address as websites reach it (``https://collect.shop.example``), used
+    as the API host in the settings document analytics.js loads; None: each request's own."""
+    browser_library_dir: Path | None = None
+    """``node_modules`` holding ``@segment/analytics-next``, whose bundle the collector serves
+    to websites; None: the one ``platformctl install`` fills under the local state directory."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_origins(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "allowed_origins" not in data:
+            sources = data.get("write_keys", {_DEV_SOURCE: None})
+            data = {**data, "allowed_origins": {s: ("*",) for s in sources if s == _DEV_SOURCE}}
+        return data
+
+    @model_validator(mode="after")
+    def _check_origins(self) -> CollectorSettings:
+        unknown = sorted(set(self.allowed_origins) - set(self.write_keys))
+        if unknown:
+            raise ValueError(
+                f"WAP_COLLECTOR__ALLOWED_ORIGINS names sources without a write key: {unknown}; "
+                f"the sources are {sorted(self.write_keys)}."
+            )
+        for source, origins in self.allowed_origins.items():
+            for origin in origins:
+                if origin != "*" and not _ORIGIN.fullmatch(origin):
+                    raise ValueError(
+                        f"Origin {origin!r} of source {source!r} is not an origin: write "
+                        "scheme://host[:port] without a path or a trailing slash, or '*'."
+                    )
+        return self
 
     def source_of(self) -> dict[str, str]:
         """Write key -> source id, for authenticating requests."""
@@ -369,6 +412,13 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"environment={self.environment} still uses the local development write key; "
                 'set WAP_COLLECTOR__WRITE_KEYS=\'{"<source>": "<secret>"}\'.'
+            )
+        wildcard = sorted(s for s, o in self.collector.allowed_origins.items() if "*" in o)
+        if self.environment != "local" and wildcard and not self.collector.allow_any_origin:
+            raise ValueError(
+                f"environment={self.environment}: sources {wildcard} allow any origin ('*'); "
+                "list their sites' origins in WAP_COLLECTOR__ALLOWED_ORIGINS='{\"<source>\": "
+                '["https://<site>"]}\', or set WAP_COLLECTOR__ALLOW_ANY_ORIGIN=true.'
             )
         dev_tokens = {t.get_secret_value() for t in ServingSettings().api_tokens.values()}
         tokens = {t.get_secret_value() for t in self.serving.api_tokens.values()}

@@ -29,6 +29,13 @@ from core.log import get_logger, log_event
 from core.settings import Settings
 from data_contracts import load_contract
 from data_contracts.derive import compile_fast_validator
+from ingest.body import BodyRefused, read_body
+from ingest.browser import (
+    BrowserConventions,
+    OriginPolicy,
+    add_browser_routes,
+    drop_write_keys,
+)
 from ingest.enrich import RequestFacts
 from ingest.intake import Intake
 from ingest.metrics import CollectorMetrics
@@ -89,6 +96,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
     events_topic, dlq_topic = settings.kafka.events_topic, settings.kafka.dlq_topic
     limits = settings.collector
     bounds = EventTimeBounds.from_settings(settings)
+    origins = OriginPolicy(settings.collector.allowed_origins)
     state: dict[str, EventProducer] = {}
 
     @asynccontextmanager
@@ -142,35 +150,27 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         return sources[key]
 
     async def _body(request: Request) -> Any:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limits.max_request_bytes:
-            raise _Refused(_too_large(int(declared)), "too_large")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limits.max_request_bytes:
-                raise _Refused(_too_large(size), "too_large")
-            chunks.append(chunk)
+        try:  # plain, text/plain or gzip/deflate; the limit applies to the decoded body
+            raw = await read_body(request.stream(), request.headers, limits.max_request_bytes)
+        except BodyRefused as refused:
+            reason = {"unsupported_encoding": "invalid_encoding"}.get(refused.code, refused.code)
+            raise _Refused(_error(refused.status, refused.code, refused.message), reason) from None
         try:
-            return orjson.loads(b"".join(chunks))
+            return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise _Refused(
                 _error(400, "invalid_json", f"The body is not valid JSON: {exc}"), "invalid_json"
             ) from None
-
-    def _too_large(size: int) -> JSONResponse:
-        return _error(
-            413,
-            "too_large",
-            f"The request is {size} bytes or more; the limit is {limits.max_request_bytes} "
-            "bytes. Send smaller batches.",
-        )
 
     async def _handle(request: Request, call_type: str | None, endpoint: str) -> Response:
         received_at = datetime.now(UTC)
         try:
             body = await _body(request)
             source_id = _source(request, body)
+            refusal = origins.refusal(request.headers.get("origin"), source_id)
+            if refusal is not None:
+                raise _Refused(_error(403, "origin_not_allowed", refusal), "origin")
+            body = drop_write_keys(body)
             if call_type is None:
                 if not isinstance(body, dict) or not isinstance(body.get("batch"), list):
                     raise _Refused(
@@ -288,6 +288,9 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         metrics.queue_depth.set(state["producer"].queue_depth)
         return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4")
 
+    library_dir = limits.browser_library_dir or settings.local.state_dir / "npm" / "node_modules"
+    add_browser_routes(app, settings.collector, library_dir)
+    app.add_middleware(BrowserConventions, policy=origins)
     return app
 
 

@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -106,3 +107,48 @@ def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCol
 def consume():
     """``consume(settings, topic, expected)`` -> the records of a topic, from the start."""
     return consume_all
+
+
+@contextmanager
+def serve_collector(settings: Settings, write_key: str) -> Iterator[RunningCollector]:
+    """A collector with ``settings`` (topics created) served by uvicorn on its port."""
+    from confluent_kafka.admin import AdminClient
+
+    from ingest.app import create_app
+    from ingest.topics import ensure_topics, platform_topics
+
+    admin = AdminClient(settings.kafka.client_config())
+    ensure_topics(admin, platform_topics(settings.kafka))
+    port = settings.collector.port
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "collector did not start"
+    try:
+        yield RunningCollector(f"http://127.0.0.1:{port}", settings, write_key)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=40)
+        admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
+
+
+def collector_settings(base: Settings, name: str, **collector: object) -> Settings:
+    """``base`` with topics named after ``name`` and a collector on a free port."""
+    from core.settings import KafkaSettings
+
+    topic = name.replace("_", "-")
+    kafka = KafkaSettings(
+        **(
+            base.kafka.model_dump()
+            | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
+        )
+    )
+    collector = {"delivery_timeout_s": 5, "retry_after_s": 2, **collector}
+    return base.model_copy(
+        update={"kafka": kafka, "collector": CollectorSettings(port=_free_port(), **collector)}
+    )

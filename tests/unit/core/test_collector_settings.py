@@ -1,0 +1,56 @@
+"""CollectorSettings.allowed_origins: per-source CORS, safe defaults, no wildcard in production."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from core.settings import CollectorSettings, ServingSettings, Settings, settings_env
+
+PROD_TOKENS = ServingSettings(api_tokens={"analyst": "prod-token"})
+
+
+def test_the_local_development_source_allows_any_origin_by_default() -> None:
+    assert CollectorSettings().allowed_origins == {"local-website": ("*",)}
+
+
+def test_other_sources_allow_no_origin_unless_listed() -> None:
+    assert CollectorSettings(write_keys={"shop": "k"}).allowed_origins == {}
+    listed = CollectorSettings(
+        write_keys={"shop": "k"}, allowed_origins={"shop": ["https://shop.example"]}
+    )
+    assert listed.allowed_origins == {"shop": ("https://shop.example",)}
+
+
+def test_origins_of_unknown_sources_and_malformed_origins_are_refused() -> None:
+    with pytest.raises(ValidationError, match="sources without a write key"):
+        CollectorSettings(write_keys={"shop": "k"}, allowed_origins={"blog": ["https://b.example"]})
+    with pytest.raises(ValidationError, match="is not an origin"):
+        CollectorSettings(
+            write_keys={"shop": "k"}, allowed_origins={"shop": ["https://s.example/"]}
+        )
+
+
+def test_production_refuses_a_wildcard_unless_explicitly_allowed() -> None:
+    wildcard = {"write_keys": {"shop": "prod-key"}, "allowed_origins": {"shop": ["*"]}}
+    with pytest.raises(ValidationError, match="allow any origin"):
+        Settings(environment="prod", collector=CollectorSettings(**wildcard), serving=PROD_TOKENS)
+    explicit = CollectorSettings(**wildcard, allow_any_origin=True)
+    assert Settings(environment="prod", collector=explicit, serving=PROD_TOKENS)
+    listed = CollectorSettings(
+        write_keys={"shop": "prod-key"}, allowed_origins={"shop": ["https://shop.example"]}
+    )
+    assert Settings(environment="prod", collector=listed, serving=PROD_TOKENS)
+
+
+def test_environment_variables_set_origins_and_keep_write_keys_as_they_were(monkeypatch) -> None:
+    monkeypatch.setenv("WAP_COLLECTOR__WRITE_KEYS", '{"shop": "k1", "blog": "k2"}')
+    monkeypatch.setenv("WAP_COLLECTOR__ALLOWED_ORIGINS", '{"shop": ["https://shop.example"]}')
+    settings = Settings()
+    assert settings.collector.source_of() == {"k1": "shop", "k2": "blog"}
+    assert settings.collector.allowed_origins == {"shop": ("https://shop.example",)}
+    monkeypatch.delenv("WAP_COLLECTOR__WRITE_KEYS")
+    monkeypatch.delenv("WAP_COLLECTOR__ALLOWED_ORIGINS")
+    for key, value in settings_env(settings).items():
+        monkeypatch.setenv(key, value)
+    assert Settings().collector == settings.collector
