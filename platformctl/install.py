@@ -1,7 +1,10 @@
 """Install what the local platform needs, only when it is missing or out of date.
 
 JVM parts come from Maven Central through the small Maven projects in
-``infra/local/maven/<component>``; Airflow gets its own virtualenv. A stamp
+``infra/local/maven/<component>``; Airflow gets its own virtualenv; the
+website tracking libraries (analytics-next, the RudderStack and Segment
+JavaScript SDKs) come from the npm registry, pinned by
+``infra/local/npm/package-lock.json``. A stamp
 next to each output records the sha256 of its inputs, so ``install`` twice is
 a no-op and a changed pom or lock reinstalls.
 """
@@ -26,7 +29,9 @@ __all__ = [
     "install_airflow",
     "install_browser",
     "install_jars",
+    "install_npm",
     "jars_dir",
+    "npm_modules",
 ]
 
 JAR_COMPONENTS = ("kafka", "cassandra", "spark")
@@ -122,6 +127,68 @@ def install_browser() -> None:
     log_event(_log, "install.browser.done", seconds=round(time.monotonic() - started, 1))
 
 
+def npm_modules(settings: Settings) -> Path:
+    """The ``node_modules`` of the pinned browser libraries (``infra/local/npm``)."""
+    return settings.local.state_dir / "npm" / "node_modules"
+
+
+def install_npm(settings: Settings) -> Path:
+    """``npm ci`` of ``infra/local/npm`` into the state directory; its ``node_modules``.
+
+    A no-op while the lock file is unchanged. Node.js and npm come from Debian
+    (``apt-get install nodejs npm``) when they are missing; nothing is
+    downloaded at test or run time.
+    """
+    source = PROJECT_ROOT / "infra" / "local" / "npm"
+    target = settings.local.state_dir / "npm"
+    stamp = target / ".lock.sha256"
+    lock = source / "package-lock.json"
+    digest = _sha256(source / "package.json") + _sha256(lock)
+    if stamp.exists() and stamp.read_text() == digest and (target / "node_modules").is_dir():
+        return target / "node_modules"
+    npm = shutil.which("npm") or _apt_install(["nodejs", "npm"], "npm")
+    started = time.monotonic()
+    log_event(_log, "install.npm.start", target=str(target))
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(source / name, target / name)
+    result = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
+        cwd=target,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"`npm ci` in {target} failed (exit {result.returncode}):\n"
+            + "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        )
+    stamp.write_text(digest)
+    log_event(_log, "install.npm.done", seconds=round(time.monotonic() - started, 1))
+    return target / "node_modules"
+
+
+def _apt_install(packages: list[str], program: str) -> str:
+    """Install Debian ``packages`` (as root) and return the path of ``program``."""
+    apt = shutil.which("apt-get")
+    if apt is None or os.geteuid() != 0:
+        raise RuntimeError(
+            f"`{program}` is missing: run as root `apt-get install -y {' '.join(packages)}`."
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in ([apt, "update", "-q"], [apt, "install", "-y", "-q", *packages]):
+        result = subprocess.run(argv, capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"`{' '.join(argv)}` failed (exit {result.returncode}):\n"
+                + "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+            )
+    found = shutil.which(program)
+    if found is None:
+        raise RuntimeError(f"`apt-get install {' '.join(packages)}` left no `{program}` on PATH.")
+    return found
+
+
 def install_airflow(settings: Settings) -> Path:
     """Airflow's venv from ``requirements/airflow.lock`` (a no-op when up to date); its python."""
     return ensure_airflow_venv(
@@ -133,6 +200,7 @@ def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -
     """Everything ``up``, the jobs and the tests need on this machine."""
     for component in JAR_COMPONENTS:
         install_jars(settings, component)
+    install_npm(settings)
     if browser:
         install_browser()
     if airflow:
