@@ -37,6 +37,7 @@ __all__ = [
     "SilverRun",
     "build_silver",
     "days_predicate",
+    "number_copies",
     "parse_bronze",
     "rejects_path",
     "silver_path",
@@ -119,6 +120,21 @@ def parse_bronze(
     return events, rejects
 
 
+def number_copies(events: DataFrame) -> DataFrame:
+    """``events`` with ``copy``: 1 for each ``event_id``'s first record in the log, 2, 3...
+
+    The first by (partition, offset) over *all* of bronze: a resent event whose
+    corrected time moved across midnight still has exactly one silver row, the
+    first copy, on the first copy's day. Silver and its gate both count copies
+    this way.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    first = Window.partitionBy("event_id").orderBy("partition", "offset")
+    return events.withColumn("copy", F.row_number().over(first))
+
+
 def _after(end: dict[int, int]) -> Column:
     """Bronze rows past the offsets ``end`` (every row when ``end`` is empty)."""
     from pyspark.sql import functions as F
@@ -143,7 +159,6 @@ def build_silver(
     Records the run in the pipeline ledger (days, the bronze range it has
     seen and bronze's ``as_of``), which is where gold finds its work.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     path = silver_path(settings, spec)
@@ -160,16 +175,10 @@ def build_silver(
     fresh = events.where(_after(seen))
     fresh_days = [r.event_date for r in fresh.select("event_date").distinct().collect()]
     wanted = tuple(sorted(set(fresh_days) | set(dates or ())))
-    # Dedupe over all of bronze, then keep the wanted days: a resent event whose
-    # corrected time moved across midnight still has exactly one row, the first.
-    first = Window.partitionBy("event_id").orderBy("partition", "offset")
-    ranked = (
-        events.withColumn("_n", F.row_number().over(first))
-        .where(F.col("event_date").isin(list(wanted)))
-        .cache()
-    )
+    # Dedupe over all of bronze, then keep the wanted days.
+    ranked = number_copies(events).where(F.col("event_date").isin(list(wanted))).cache()
     try:
-        chosen = ranked.where(F.col("_n") == 1).drop("_n", "partition", "offset")
+        chosen = ranked.where(F.col("copy") == 1).drop("copy", "partition", "offset")
         if wanted:
             (
                 chosen.write.format("delta")
@@ -184,7 +193,7 @@ def build_silver(
             wanted,
             chosen.count() if wanted else 0,
             spark.read.format("delta").load(rejects_path(settings, spec)).count(),
-            ranked.where(F.col("_n") > 1).count() if wanted else 0,
+            ranked.where(F.col("copy") > 1).count() if wanted else 0,
         )
     finally:
         ranked.unpersist()
