@@ -16,12 +16,17 @@ client's value stays in ``originalTimestamp``); older than the live
 endpoints' horizon (``/v1/import``: the import horizon) the event is
 refused with ``invalid:timestamp_too_old``. The bound is computed on the
 difference of the client's times, so no date, however extreme, overflows.
+
+``event_id`` is the client's ``messageId``. An event sent without one gets an
+id derived from what the client sent (:func:`derived_message_id`), so a retry
+of it carries the same id and is deduplicated like any other.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -33,6 +38,7 @@ __all__ = [
     "EnrichError",
     "RequestFacts",
     "corrected_time",
+    "derived_message_id",
     "enrich",
     "enrich_with_adjustment",
     "format_ts",
@@ -164,15 +170,52 @@ def _age(delta: timedelta) -> str:
     return f"{delta.days} days" if delta.days else f"{delta.total_seconds():.0f} s"
 
 
-def enrich(event: dict[str, Any], facts: RequestFacts) -> dict[str, Any]:
+_NOT_IN_IDENTITY = frozenset({"messageId", "sentAt", "writeKey"})
+"""Fields that differ between two sends of one event (``sentAt`` is set per attempt)."""
+
+
+def derived_message_id(event: dict[str, Any], facts: RequestFacts, position: int = 0) -> str:
+    """The id of an event sent without ``messageId``: the same for every retry of it.
+
+    A hash of the source, the call type, and the event as the client sent it
+    (its ``anonymousId``/``userId``, its own time and every other field but
+    ``messageId``, ``sentAt`` and ``writeKey``). Two sources never share an
+    id; two sends of one event always do. An event without any client time
+    cannot be told from a repeat of it, so its id also takes ``receivedAt`` and
+    its ``position`` in the request: such events are never merged, and their
+    retries are not recognised either.
+    """
+    client_time = event.get("originalTimestamp")
+    if client_time is None:
+        client_time = event.get("timestamp")
+    basis: dict[str, Any] = {
+        "source_id": facts.source_id,
+        "type": event.get("type") or facts.call_type,
+        "anonymousId": event.get("anonymousId"),
+        "userId": event.get("userId"),
+        "time": client_time,
+        "event": {k: v for k, v in event.items() if k not in _NOT_IN_IDENTITY},
+    }
+    if client_time is None:
+        basis["receivedAt"] = facts.received_at_text
+        basis["position"] = position
+    # Canonical JSON: sorted keys, ASCII (lone surrogates and huge ints encode too).
+    text = json.dumps(basis, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=repr)
+    return f"gen-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+
+
+def enrich(event: dict[str, Any], facts: RequestFacts, position: int = 0) -> dict[str, Any]:
     """Return a new event with event_id, receivedAt, corrected timestamp and provenance."""
-    return enrich_with_adjustment(event, facts)[0]
+    return enrich_with_adjustment(event, facts, position)[0]
 
 
 def enrich_with_adjustment(
-    event: dict[str, Any], facts: RequestFacts
+    event: dict[str, Any], facts: RequestFacts, position: int = 0
 ) -> tuple[dict[str, Any], str | None]:
-    """:func:`enrich`, and how the event time was adjusted (None: not at all)."""
+    """:func:`enrich`, and how the event time was adjusted (None: not at all).
+
+    ``position``: the event's index in its request (see :func:`derived_message_id`).
+    """
     if facts.call_type is not None:
         declared = event.get("type")
         if declared is not None and declared != facts.call_type:
@@ -191,7 +234,7 @@ def enrich_with_adjustment(
     enriched = _without_nulls(event) if _has_nulls(event) else dict(event)
     message_id = event.get("messageId")
     if message_id is None or message_id == "":
-        message_id = f"gen-{uuid.uuid4()}"
+        message_id = derived_message_id(event, facts, position)
     enriched["messageId"] = message_id
     enriched["event_id"] = message_id
     if facts.call_type is not None:

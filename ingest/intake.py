@@ -77,7 +77,7 @@ class Intake:
         routed = Routed()
         for index, event in enumerate(events):
             try:
-                record, adjustment = self._accept(event, facts)
+                record, adjustment = self._accept(event, facts, index)
             except (EnrichError, ValidationFailure) as exc:
                 message_id = event.get("messageId") if isinstance(event, dict) else None
                 rejection = Rejection(
@@ -93,12 +93,12 @@ class Intake:
                 routed.clamped += adjustment is not None
         return routed
 
-    def _accept(self, event: Any, facts: RequestFacts) -> tuple[Record, str | None]:
+    def _accept(self, event: Any, facts: RequestFacts, position: int) -> tuple[Record, str | None]:
         if not isinstance(event, dict):
             raise EnrichError(
                 "invalid:event", f"an event must be a JSON object, got {_kind(event)}"
             )
-        enriched, adjustment = enrich_with_adjustment(event, facts)
+        enriched, adjustment = enrich_with_adjustment(event, facts, position)
         try:
             value = orjson.dumps(enriched)
         except TypeError as exc:  # e.g. lone surrogates in a string

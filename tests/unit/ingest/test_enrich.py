@@ -49,7 +49,51 @@ def test_message_id_is_kept_or_generated_and_becomes_event_id():
     generated = enrich({}, facts())
     assert generated["event_id"] == generated["messageId"]
     assert generated["event_id"].startswith("gen-")
-    assert enrich({}, facts())["event_id"] != generated["event_id"]
+
+
+CLICK = {
+    "type": "track",
+    "event": "Element Clicked",
+    "anonymousId": "a-1",
+    "properties": {"target": "buy"},
+    "timestamp": "2026-05-01T11:59:58Z",
+}
+
+
+def test_a_retry_without_message_id_gets_the_same_id():
+    # Each attempt has its own receive time and sentAt; the event is the same.
+    first = enrich({**CLICK, "sentAt": "2026-05-01T11:59:59Z"}, facts())
+    retry = enrich(
+        {**CLICK, "sentAt": "2026-05-01T12:00:09Z", "messageId": None},
+        facts(received_at=RECEIVED + timedelta(seconds=10)),
+    )
+    assert first["event_id"] == retry["event_id"] == retry["messageId"]
+    assert first["event_id"].startswith("gen-")
+
+
+@pytest.mark.parametrize(
+    ("change", "other_facts"),
+    [
+        ({}, {"source_id": "other-site"}),
+        ({"anonymousId": "a-2"}, {}),
+        ({"userId": "u-1"}, {}),
+        ({"timestamp": "2026-05-01T11:59:57Z"}, {}),
+        ({"properties": {"target": "cart"}}, {}),
+        ({"type": "page"}, {}),
+    ],
+)
+def test_derived_ids_differ_by_source_user_time_and_payload(change, other_facts):
+    assert (
+        enrich({**CLICK, **change}, facts(**other_facts))["event_id"]
+        != (enrich(CLICK, facts())["event_id"])
+    )
+
+
+def test_events_without_any_client_time_are_never_merged():
+    untimed = {"type": "track", "event": "Ping", "userId": "u"}
+    ids = {enrich(untimed, facts(), position=i)["event_id"] for i in range(3)}
+    ids.add(enrich(untimed, facts(received_at=RECEIVED + timedelta(seconds=1)))["event_id"])
+    assert len(ids) == 4
 
 
 def test_provenance_and_endpoint_type():
