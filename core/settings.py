@@ -184,6 +184,10 @@ class CollectorSettings(_Section):
     """Largest accepted event (Segment: 32 KB)."""
     max_request_bytes: int = Field(default=500 * 1024, ge=1024)
     """Largest accepted request body (Segment: 500 KB)."""
+    max_event_depth: int = Field(default=64, ge=8, le=200)
+    """Deepest nesting of objects and arrays in one event (the event itself is level 1);
+    a deeper event is dead-lettered as ``invalid:too_deep``. At most 200: the log's JSON
+    encoder stops at 255 levels."""
     delivery_timeout_s: float = Field(default=10.0, gt=0)
     """How long a request waits for Kafka's acknowledgement before answering 503."""
     linger_ms: int = Field(default=5, ge=0)

@@ -90,7 +90,12 @@ class _Refused(Exception):
 def create_app(settings: Settings, producer: EventProducer | None = None) -> FastAPI:
     """Build the collector app; the producer is created at start-up unless given."""
     contract = load_contract("web_events", 1)
-    intake = Intake(contract, compile_fast_validator(contract), settings.collector.max_event_bytes)
+    intake = Intake(
+        contract,
+        compile_fast_validator(contract),
+        settings.collector.max_event_bytes,
+        settings.collector.max_event_depth,
+    )
     sources = settings.collector.source_of()
     metrics = CollectorMetrics()
     events_topic, dlq_topic = settings.kafka.events_topic, settings.kafka.dlq_topic

@@ -3,6 +3,10 @@
 Every event ends in exactly one place: an accepted record for the events
 topic, or a dead letter (original payload + reason) for the dead-letter
 topic. Nothing is dropped.
+
+An event nested deeper than ``max_depth`` levels is dead-lettered as
+``invalid:too_deep`` before anything walks it recursively; its letter keeps
+the payload down to that depth (deeper values become ``"<too deep>"``).
 """
 
 from __future__ import annotations
@@ -67,10 +71,12 @@ class Intake:
         contract: Contract,
         validate: Callable[[dict[str, Any]], None],
         max_event_bytes: int,
+        max_depth: int = 64,
     ) -> None:
         self.contract = contract
         self._validate = validate
         self._max_event_bytes = max_event_bytes
+        self._max_depth = max_depth
         self._contract_header = contract.ref.encode()
 
     def route(self, events: list[Any], facts: RequestFacts) -> Routed:
@@ -97,6 +103,11 @@ class Intake:
         if not isinstance(event, dict):
             raise EnrichError(
                 "invalid:event", f"an event must be a JSON object, got {_kind(event)}"
+            )
+        if _deeper_than(event, self._max_depth):
+            raise EnrichError(
+                "invalid:too_deep",
+                f"the event nests objects or arrays more than {self._max_depth} levels deep",
             )
         enriched, adjustment = enrich_with_adjustment(event, facts, position)
         try:
@@ -132,7 +143,8 @@ class Intake:
         }
         try:
             value = orjson.dumps(letter, default=repr)
-        except TypeError:  # keep the letter even when the payload is not valid UTF-8
+        except TypeError:  # not valid UTF-8, too deep for orjson, or an int beyond 64 bits
+            letter["payload"] = _pruned(event, self._max_depth)
             value = json.dumps(letter, default=repr, ensure_ascii=True).encode()
         key = (
             rejection.message_id.encode("utf-8", "backslashreplace")
@@ -148,6 +160,32 @@ class Intake:
                 ("reason", rejection.reason.encode()),
             ],
         )
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests dicts and lists more than ``limit`` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if type(node) is dict else node
+        stack.extend((c, depth + 1) for c in children if type(c) in (dict, list))
+    return False
+
+
+_TOO_DEEP = "<too deep>"
+
+
+def _pruned(value: Any, limit: int) -> Any:
+    """``value`` with what lies deeper than ``limit`` levels replaced by ``"<too deep>"``."""
+    if type(value) not in (dict, list):
+        return value
+    if limit <= 0:
+        return _TOO_DEEP
+    if type(value) is dict:
+        return {k: _pruned(v, limit - 1) for k, v in value.items()}
+    return [_pruned(v, limit - 1) for v in value]
 
 
 def _kind(value: Any) -> str:

@@ -31,7 +31,10 @@ def produce_direct(
     from ingest.producer import producer_config
 
     contract = load_contract("web_events", 1)
-    intake = Intake(contract, compile_fast_validator(contract), settings.collector.max_event_bytes)
+    limits = settings.collector
+    intake = Intake(
+        contract, compile_fast_validator(contract), limits.max_event_bytes, limits.max_event_depth
+    )
     producer = Producer(producer_config(settings.kafka, settings.collector))
     failures: list[str] = []
 

@@ -63,3 +63,33 @@ def test_dead_letter_keeps_the_original_payload_and_reason(intake):
     assert letter["contract"] == "web-events/1.0.0"
     assert letter["received_at"] == "2026-05-01T12:00:00.000Z"
     assert routed.dead_letters[0].key == b"lost?"
+
+
+def _nested(depth: int, leaf: object = None, kind: str = "object") -> object:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value} if kind == "object" else [value]
+    return value
+
+
+@pytest.mark.parametrize("kind", ["object", "array"])
+def test_an_event_nested_too_deep_is_dead_lettered_alone(intake, kind):
+    # 1,000 levels parse (orjson allows 1,024) but overflow any recursive walk.
+    deep = {"type": "page", "anonymousId": "a", "properties": {"x": _nested(1000, None, kind)}}
+    fine = {"type": "page", "anonymousId": "a", "properties": {"x": _nested(30, 1, kind)}}
+    routed = intake.route([deep, fine], FACTS)
+    assert [(r.index, r.reason) for r in routed.rejections] == [(0, "invalid:too_deep")]
+    assert "64 levels" in routed.rejections[0].detail
+    assert len(routed.accepted) == 1
+    letter = json.loads(routed.dead_letters[0].value)
+    assert letter["reason"] == "invalid:too_deep"
+    kept = letter["payload"]["properties"]["x"]
+    for _ in range(62):  # kept down to level 64 (the event is 1, properties 2, x 3)
+        kept = kept["a"] if kind == "object" else kept[0]
+    assert kept == "<too deep>"
+
+
+def test_a_deep_value_that_is_no_object_still_gets_its_letter(intake):
+    routed = intake.route([_nested(1000, 1, "array")], FACTS)
+    assert [r.reason for r in routed.rejections] == ["invalid:event"]
+    assert json.loads(routed.dead_letters[0].value)["reason"] == "invalid:event"
