@@ -34,7 +34,7 @@ from ingest.browser import (
     BrowserConventions,
     OriginPolicy,
     add_browser_routes,
-    drop_write_keys,
+    clean_browser_calls,
 )
 from ingest.enrich import RequestFacts
 from ingest.intake import Intake
@@ -175,7 +175,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
             refusal = origins.refusal(request.headers.get("origin"), source_id)
             if refusal is not None:
                 raise _Refused(_error(403, "origin_not_allowed", refusal), "origin")
-            body = drop_write_keys(body)
+            body = clean_browser_calls(body)
             if call_type is None:
                 if not isinstance(body, dict) or not isinstance(body.get("batch"), list):
                     raise _Refused(

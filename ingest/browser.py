@@ -39,7 +39,7 @@ __all__ = [
     "BrowserConventions",
     "OriginPolicy",
     "add_browser_routes",
-    "drop_write_keys",
+    "clean_browser_calls",
     "rudderstack_source_config",
     "segment_settings",
 ]
@@ -222,23 +222,35 @@ async def _json(send: Send, status: int, body: Any, headers: list[tuple[bytes, b
     await send({"type": "http.response.body", "body": payload})
 
 
-def drop_write_keys(body: Any) -> Any:
-    """``body`` without the ``writeKey`` analytics.js puts in every call (it is no event data).
+def clean_browser_calls(body: Any) -> Any:
+    """``body`` without what browser libraries add around the calls, per call and batch.
 
-    >>> drop_write_keys({"writeKey": "k", "batch": [{"type": "page", "writeKey": "k"}]})
+    The ``writeKey`` analytics.js puts in every call (a credential, no event
+    data) and the empty ``userId`` RudderStack's SDKs send for an anonymous
+    visitor (absent, as its own data plane reads it).
+
+    >>> clean_browser_calls({"writeKey": "k", "batch": [{"type": "page", "writeKey": "k"}]})
     {'batch': [{'type': 'page'}]}
+    >>> clean_browser_calls({"type": "page", "userId": "", "anonymousId": "a"})
+    {'type': 'page', 'anonymousId': 'a'}
     """
     if not isinstance(body, dict):
         return body
-    if "writeKey" in body:
-        body = {k: v for k, v in body.items() if k != "writeKey"}
+    body = _clean(body)
     batch = body.get("batch")
-    if isinstance(batch, list) and any(isinstance(e, dict) and "writeKey" in e for e in batch):
-        body["batch"] = [
-            {k: v for k, v in e.items() if k != "writeKey"} if isinstance(e, dict) else e
-            for e in batch
-        ]
+    if isinstance(batch, list) and any(isinstance(e, dict) and _needs_cleaning(e) for e in batch):
+        body["batch"] = [_clean(e) if isinstance(e, dict) else e for e in batch]
     return body
+
+
+def _needs_cleaning(call: dict[str, Any]) -> bool:
+    return "writeKey" in call or call.get("userId") == ""
+
+
+def _clean(call: dict[str, Any]) -> dict[str, Any]:
+    if not _needs_cleaning(call):
+        return call
+    return {k: v for k, v in call.items() if k != "writeKey" and not (k == "userId" and v == "")}
 
 
 def segment_settings(write_key: str, api_host: str, protocol: str) -> dict[str, Any]:

@@ -184,3 +184,12 @@ def test_the_settings_document_has_what_analytics_js_reads() -> None:
     document = segment_settings("k", "collector.example/v1", "https")
     assert set(document["integrations"]) == {"Segment.io"}
     assert document["metrics"]["sampleRate"] == 0
+
+
+def test_browser_calls_lose_the_write_key_and_an_empty_user_id() -> None:
+    from ingest.browser import clean_browser_calls
+
+    body = {"writeKey": "k", "batch": [{"type": "page", "writeKey": "k", "userId": ""}, "x"]}
+    assert clean_browser_calls(body) == {"batch": [{"type": "page"}, "x"]}
+    call = {"type": "track", "userId": "u-1", "event": "E"}
+    assert clean_browser_calls(call) is call
