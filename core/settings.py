@@ -184,6 +184,9 @@ class CollectorSettings(_Section):
     """Largest accepted event (Segment: 32 KB)."""
     max_request_bytes: int = Field(default=500 * 1024, ge=1024)
     """Largest accepted request body (Segment: 500 KB)."""
+    max_batch_events: int = Field(default=2500, ge=1)
+    """Most calls in one ``/v1/batch`` or ``/v1/import`` request (Segment: 2,500). A larger
+    batch is refused whole (400 ``too_many_events``) and dead-lettered as one record."""
     max_event_depth: int = Field(default=64, ge=8, le=200)
     """Deepest nesting of objects and arrays in one event (the event itself is level 1);
     a deeper event is dead-lettered as ``invalid:too_deep``. At most 200: the log's JSON
@@ -219,6 +222,16 @@ class CollectorSettings(_Section):
             sources = data.get("write_keys", {_DEV_SOURCE: None})
             data = {**data, "allowed_origins": {s: ("*",) for s in sources if s == _DEV_SOURCE}}
         return data
+
+    @model_validator(mode="after")
+    def _check_batch_fits_the_queue(self) -> CollectorSettings:
+        if self.queue_max_messages < self.max_batch_events:
+            raise ValueError(
+                f"WAP_COLLECTOR__QUEUE_MAX_MESSAGES ({self.queue_max_messages}) is below "
+                f"WAP_COLLECTOR__MAX_BATCH_EVENTS ({self.max_batch_events}): a full batch could "
+                "never be queued. Raise the queue bound or lower the batch limit."
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_origins(self) -> CollectorSettings:

@@ -37,7 +37,7 @@ from ingest.browser import (
     clean_browser_calls,
 )
 from ingest.enrich import RequestFacts
-from ingest.intake import Intake
+from ingest.intake import BatchRefusal, Intake
 from ingest.metrics import CollectorMetrics
 from ingest.producer import EventProducer, KafkaUnavailable, producer_config
 
@@ -82,7 +82,7 @@ def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse
 
 
 class _Refused(Exception):
-    def __init__(self, response: JSONResponse, reason: str) -> None:
+    def __init__(self, response: JSONResponse, reason: str | None) -> None:
         self.response = response
         self.reason = reason
 
@@ -154,14 +154,15 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
             raise _Refused(_error(401, "unauthorized", "Unknown write key."), "auth")
         return sources[key]
 
-    async def _body(request: Request) -> Any:
+    async def _body(request: Request) -> tuple[bytes, Any]:
+        """(the body as received and decoded, its JSON value)."""
         try:  # plain, text/plain or gzip/deflate; the limit applies to the decoded body
             raw = await read_body(request.stream(), request.headers, limits.max_request_bytes)
         except BodyRefused as refused:
             reason = {"unsupported_encoding": "invalid_encoding"}.get(refused.code, refused.code)
             raise _Refused(_error(refused.status, refused.code, refused.message), reason) from None
         try:
-            return orjson.loads(raw)
+            return raw, orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise _Refused(
                 _error(400, "invalid_json", f"The body is not valid JSON: {exc}"), "invalid_json"
@@ -170,7 +171,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
     async def _handle(request: Request, call_type: str | None, endpoint: str) -> Response:
         received_at = datetime.now(UTC)
         try:
-            body = await _body(request)
+            raw, body = await _body(request)
             source_id = _source(request, body)
             refusal = origins.refusal(request.headers.get("origin"), source_id)
             if refusal is not None:
@@ -187,6 +188,12 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
                         "invalid_batch",
                     )
                 events, sent_at = body["batch"], body.get("sentAt")
+                garbage = Intake.batch_refusal(events, limits.max_batch_events)
+                if garbage is not None:
+                    raise _Refused(
+                        await _refuse_batch(raw, len(events), garbage, source_id, received_at),
+                        None,  # counted by _refuse_batch
+                    )
                 batch_context = body.get("context")
                 if isinstance(batch_context, dict):
                     events = [_with_context(e, batch_context) for e in events]
@@ -196,10 +203,67 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
                 events, call_type, sent_at, source_id, request, received_at, endpoint
             )
         except _Refused as refused:
-            metrics.request_errors.labels(refused.reason).inc()
+            if refused.reason is not None:
+                metrics.request_errors.labels(refused.reason).inc()
             response = refused.response
         metrics.requests.labels(endpoint, str(response.status_code)).inc()
         return response
+
+    async def _deliver(records: list[tuple[str, Any]], calls: int) -> JSONResponse | None:
+        """Produce and await ``records``; the 503 answer when Kafka did not take them."""
+        try:
+            await state["producer"].deliver(records)
+        except KafkaUnavailable as exc:
+            metrics.request_errors.labels("kafka_unavailable").inc()
+            log_event(
+                _log,
+                "collector.kafka_unavailable",
+                error=str(exc),
+                events=calls,
+                records=len(records),
+                queued=exc.queued,
+            )
+            if exc.queued:
+                kept = (
+                    f"{exc.queued} of the request's {len(records)} records had been handed to "
+                    "Kafka and may still be written; a retry is deduplicated on "
+                    "(source_id, event_id)"
+                )
+            else:
+                kept = "nothing of this request was kept"
+            return _error(
+                503,
+                "kafka_unavailable",
+                f"The event log is unavailable ({exc}); {kept}. Retry later.",
+                **{"Retry-After": str(limits.retry_after_s)},
+            )
+        finally:
+            metrics.queue_depth.set(state["producer"].queue_depth)
+        return None
+
+    async def _refuse_batch(
+        raw: bytes, calls: int, refusal: BatchRefusal, source_id: str, received_at: datetime
+    ) -> JSONResponse:
+        """400 for a batch refused whole, after its one dead letter is in Kafka."""
+        facts = RequestFacts(
+            received_at=received_at, source_id=source_id, contract_version=contract.version
+        )
+        letter = intake.batch_letter(raw, calls, refusal, facts)
+        unavailable = await _deliver([(dlq_topic, letter)], calls)
+        if unavailable is not None:
+            return unavailable
+        metrics.request_errors.labels(refusal.code).inc()
+        metrics.dead_lettered.inc()
+        return JSONResponse(
+            {
+                "success": False,
+                "error": refusal.code,
+                "message": f"The batch was refused whole: {refusal.detail}",
+                "reason": refusal.reason,
+                "dead_lettered": True,
+            },
+            400,
+        )
 
     async def _route(
         events: list[Any],
@@ -224,19 +288,9 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         records = [(events_topic, r) for r in routed.accepted]
         records += [(dlq_topic, r) for r in routed.dead_letters]
         started = time.perf_counter()
-        try:
-            await state["producer"].deliver(records)
-        except KafkaUnavailable as exc:
-            metrics.request_errors.labels("kafka_unavailable").inc()
-            log_event(_log, "collector.kafka_unavailable", error=str(exc), events=len(events))
-            return _error(
-                503,
-                "kafka_unavailable",
-                f"The event log is unavailable ({exc}); nothing was kept. Retry later.",
-                **{"Retry-After": str(limits.retry_after_s)},
-            )
-        finally:
-            metrics.queue_depth.set(state["producer"].queue_depth)
+        unavailable = await _deliver(records, len(events))
+        if unavailable is not None:
+            return unavailable
         metrics.produce_latency.observe(time.perf_counter() - started)
         metrics.accepted.inc(len(routed.accepted))
         metrics.dead_lettered.inc(len(routed.dead_letters))

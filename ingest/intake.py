@@ -4,6 +4,11 @@ Every event ends in exactly one place: an accepted record for the events
 topic, or a dead letter (original payload + reason) for the dead-letter
 topic. Nothing is dropped.
 
+A batch that is no batch of events (more calls than the limit, or mostly
+values that are not objects) is refused whole and becomes *one* dead letter
+holding the request body (:meth:`Intake.batch_refusal`,
+:meth:`Intake.batch_letter`), so one request can never flood the log.
+
 An event nested deeper than ``max_depth`` levels is dead-lettered as
 ``invalid:too_deep`` before anything walks it recursively; its letter keeps
 the payload down to that depth (deeper values become ``"<too deep>"``).
@@ -11,6 +16,8 @@ the payload down to that depth (deeper values become ``"<too deep>"``).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +29,10 @@ from data_contracts import Contract
 from data_contracts.derive import ValidationFailure
 from ingest.enrich import EnrichError, RequestFacts, enrich_with_adjustment, format_ts
 
-__all__ = ["Intake", "Record", "Rejection", "Routed"]
+__all__ = ["MAX_LETTER_BYTES", "BatchRefusal", "Intake", "Record", "Rejection", "Routed"]
+
+MAX_LETTER_BYTES = 900_000
+"""Largest dead letter written for a refused batch, under Kafka's default 1 MB per record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +62,15 @@ class Rejection:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class BatchRefusal:
+    """Why a batch is refused whole: ``code`` is the answer's error, ``reason`` the letter's."""
+
+    code: str
+    reason: str
+    detail: str
+
+
 @dataclass
 class Routed:
     """The outcome of one request's events."""
@@ -78,6 +97,73 @@ class Intake:
         self._max_event_bytes = max_event_bytes
         self._max_depth = max_depth
         self._contract_header = contract.ref.encode()
+
+    @staticmethod
+    def batch_refusal(events: list[Any], max_events: int) -> BatchRefusal | None:
+        """Why ``events`` is refused whole, or None: the events are routed one by one.
+
+        More than ``max_events`` calls, or more than half of them not JSON objects
+        (no SDK sends those: a batch of ``[1, 1, ...]`` is garbage, not 250,000 events).
+        """
+        if len(events) > max_events:
+            return BatchRefusal(
+                "too_many_events",
+                "batch:too_many_events",
+                f"the batch holds {len(events)} calls; the limit is {max_events} per request. "
+                "Send smaller batches.",
+            )
+        not_objects = sum(1 for e in events if type(e) is not dict)
+        if not_objects * 2 > len(events):
+            return BatchRefusal(
+                "invalid_batch",
+                "batch:not_objects",
+                f"{not_objects} of the batch's {len(events)} calls are not JSON objects; "
+                'each call is an object such as {"type": "track", ...}.',
+            )
+        return None
+
+    def batch_letter(
+        self, body: bytes, events: int, refusal: BatchRefusal, facts: RequestFacts
+    ) -> Record:
+        """The one dead letter of a refused batch: the request body as received.
+
+        ``payload`` is the body as text (``payload_encoding: text``), or base64 when it
+        is not UTF-8 or its text would not fit :data:`MAX_LETTER_BYTES`; a body too
+        large even then keeps its beginning (``payload_truncated``) and its SHA-256.
+        """
+        letter: dict[str, Any] = {
+            "payload": None,
+            "payload_encoding": "text",
+            "payload_bytes": len(body),
+            "payload_sha256": hashlib.sha256(body).hexdigest(),
+            "payload_truncated": False,
+            "events": events,
+            "reason": refusal.reason,
+            "detail": refusal.detail,
+            "contract": self.contract.ref,
+            "received_at": format_ts(facts.received_at),
+            "source_id": facts.source_id,
+        }
+        try:
+            letter["payload"] = body.decode("utf-8")
+            value = orjson.dumps(letter)
+        except (UnicodeDecodeError, TypeError):
+            value = b""
+        if not value or len(value) > MAX_LETTER_BYTES:
+            room = (MAX_LETTER_BYTES - 2048) * 3 // 4
+            letter["payload"] = base64.b64encode(body[:room]).decode()
+            letter["payload_encoding"] = "base64"
+            letter["payload_truncated"] = len(body) > room
+            value = orjson.dumps(letter)
+        return Record(
+            key=None,
+            value=value,
+            headers=[
+                ("content-type", b"application/json"),
+                ("contract", self._contract_header),
+                ("reason", refusal.reason.encode()),
+            ],
+        )
 
     def route(self, events: list[Any], facts: RequestFacts) -> Routed:
         routed = Routed()
@@ -146,6 +232,12 @@ class Intake:
         except TypeError:  # not valid UTF-8, too deep for orjson, or an int beyond 64 bits
             letter["payload"] = _pruned(event, self._max_depth)
             value = json.dumps(letter, default=repr, ensure_ascii=True).encode()
+        if len(value) > MAX_LETTER_BYTES:  # e.g. a 500 KB event of 1e9s, each 1000000000.0
+            text = json.dumps(letter["payload"], default=repr, ensure_ascii=True)
+            letter["payload"] = text[: MAX_LETTER_BYTES // 2]
+            letter["payload_encoding"] = "json_text"
+            letter["payload_truncated"] = True
+            value = orjson.dumps(letter)
         key = (
             rejection.message_id.encode("utf-8", "backslashreplace")
             if rejection.message_id

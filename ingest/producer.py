@@ -24,7 +24,16 @@ __all__ = ["EventProducer", "KafkaUnavailable", "producer_config"]
 
 
 class KafkaUnavailable(RuntimeError):
-    """Kafka did not take the records; nothing was acknowledged to the client."""
+    """Kafka did not take the records; nothing was acknowledged to the client.
+
+    ``queued``: how many of the request's records entered the producer before the
+    failure. Those may still reach the log (a retry is then deduplicated); with
+    ``queued == 0`` nothing of the request was kept.
+    """
+
+    def __init__(self, message: str, queued: int = 0) -> None:
+        super().__init__(message)
+        self.queued = queued
 
 
 def producer_config(kafka: KafkaSettings, collector: CollectorSettings) -> dict[str, Any]:
@@ -74,6 +83,7 @@ class EventProducer:
 
     def __init__(self, config: dict[str, Any], delivery_timeout_s: float) -> None:
         self._producer = Producer(config | {"error_cb": self._on_error})
+        self._capacity = int(config.get("queue.buffering.max.messages", 100_000))
         self._timeout = delivery_timeout_s
         self._stop = threading.Event()
         self._all_brokers_down_since: float | None = None
@@ -102,6 +112,13 @@ class EventProducer:
         """Produce every (topic, record) and wait until Kafka acknowledged all of them."""
         if not topic_records:
             return
+        waiting = len(self._producer)
+        if waiting + len(topic_records) > self._capacity:
+            # All or nothing: a request never leaves part of itself in the queue.
+            raise KafkaUnavailable(
+                f"the producer queue is full ({waiting} records wait for Kafka; "
+                f"this request has {len(topic_records)})"
+            )
         pending = _Pending(asyncio.get_running_loop(), len(topic_records))
         produced = 0
         try:
@@ -115,9 +132,9 @@ class EventProducer:
                 )
                 produced += 1
         except BufferError:
-            raise KafkaUnavailable("the producer queue is full") from None
+            raise KafkaUnavailable("the producer queue is full", queued=produced) from None
         except KafkaException as exc:
-            raise KafkaUnavailable(f"produce failed: {exc}") from None
+            raise KafkaUnavailable(f"produce failed: {exc}", queued=produced) from None
         finally:
             # Records that did not enter the queue will never be reported.
             if produced < len(topic_records):
@@ -127,8 +144,10 @@ class EventProducer:
             await asyncio.wait_for(asyncio.shield(pending.future), self._timeout + 1)
         except TimeoutError:
             raise KafkaUnavailable(
-                f"no acknowledgement from Kafka within {self._timeout:.0f}s"
+                f"no acknowledgement from Kafka within {self._timeout:.0f}s", queued=produced
             ) from None
+        except KafkaUnavailable as exc:
+            raise KafkaUnavailable(str(exc), queued=produced) from None
 
     def reachable(self, timeout_s: float = 2.0) -> bool:
         """A metadata round trip to the cluster succeeds."""

@@ -62,3 +62,67 @@ def test_deep_nesting_is_refused_with_a_reason_not_a_crash(collector, consume):
     assert {letter["reason"] for letter in by_key.values()} == {"invalid:too_deep"}
     (event,) = consume(collector.settings, collector.settings.kafka.events_topic, 1)
     assert json.loads(event.value())["messageId"] == "fine"
+
+
+def test_a_garbage_batch_is_one_dead_letter_not_thousands(collector, consume):
+    body = {"batch": [1] * 2000}
+    answer = httpx.post(f"{collector.url}/v1/batch", json=body, auth=AUTH)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "invalid_batch"
+    assert answer.json()["dead_lettered"] is True
+
+    pages = [{"type": "page", "anonymousId": "u", "messageId": f"m{i}"} for i in range(2501)]
+    answer = httpx.post(f"{collector.url}/v1/import", json={"batch": pages}, auth=AUTH)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "too_many_events"
+    assert "2500" in answer.json()["message"]
+
+    letters = consume(collector.settings, collector.settings.kafka.dlq_topic, 2)
+    assert len(letters) == 2  # one per request, however many calls it held
+    first, second = sorted((json.loads(r.value()) for r in letters), key=lambda x: x["events"])
+    assert (first["reason"], first["events"]) == ("batch:not_objects", 2000)
+    assert json.loads(first["payload"]) == body
+    assert (second["reason"], second["events"]) == ("batch:too_many_events", 2501)
+    assert json.loads(second["payload"])["batch"] == pages
+    assert consume(collector.settings, collector.settings.kafka.events_topic, 0) == []
+
+
+def test_a_full_queue_refuses_a_request_whole(local_platform, unique_name, consume):
+    """The 503 says what was kept: here nothing, and the log agrees."""
+    import asyncio
+
+    from tests.integration.ingest.conftest import collector_settings, serve_collector
+
+    settings = collector_settings(
+        local_platform,
+        unique_name,
+        write_keys={"test-site": "test-write-key"},
+        queue_max_messages=2500,
+        linger_ms=3000,  # the first request's records wait in the queue for 3 s
+        delivery_timeout_s=20,
+    )
+
+    def pages(tag: str) -> dict:
+        return {
+            "batch": [
+                {"type": "page", "anonymousId": f"u{i % 7}", "messageId": f"{tag}-{i}"}
+                for i in range(1500)
+            ]
+        }
+
+    async def two_requests(url: str) -> tuple[httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(auth=AUTH, timeout=60) as client:
+            first = asyncio.create_task(client.post(f"{url}/v1/batch", json=pages("first")))
+            await asyncio.sleep(1.0)
+            second = await client.post(f"{url}/v1/batch", json=pages("second"))
+            return await first, second
+
+    with serve_collector(settings, "test-write-key") as running:
+        first, second = asyncio.run(two_requests(running.url))
+        assert first.status_code == 200, first.text
+        assert second.status_code == 503, second.text
+        assert "nothing of this request was kept" in second.json()["message"]
+        records = consume(settings, settings.kafka.events_topic, 1500, timeout_s=30)
+    ids = [json.loads(r.value())["messageId"] for r in records]
+    assert len(ids) == 1500
+    assert all(i.startswith("first-") for i in ids)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime
 
@@ -8,7 +9,7 @@ import pytest
 from data_contracts import load_contract
 from data_contracts.derive import compile_validator
 from ingest.enrich import RequestFacts
-from ingest.intake import Intake
+from ingest.intake import MAX_LETTER_BYTES, Intake
 
 FACTS = RequestFacts(
     received_at=datetime(2026, 5, 1, 12, tzinfo=UTC), source_id="site", contract_version="1.0.0"
@@ -93,3 +94,49 @@ def test_a_deep_value_that_is_no_object_still_gets_its_letter(intake):
     routed = intake.route([_nested(1000, 1, "array")], FACTS)
     assert [r.reason for r in routed.rejections] == ["invalid:event"]
     assert json.loads(routed.dead_letters[0].value)["reason"] == "invalid:event"
+
+
+def test_a_batch_over_the_limit_or_of_non_objects_is_refused_whole():
+    page = {"type": "page", "anonymousId": "a"}
+    assert Intake.batch_refusal([page] * 2500, 2500) is None
+    assert Intake.batch_refusal([page, page, 1], 2500) is None
+    too_many = Intake.batch_refusal([page] * 2501, 2500)
+    assert (too_many.code, too_many.reason) == ("too_many_events", "batch:too_many_events")
+    assert "2501" in too_many.detail and "2500" in too_many.detail
+    garbage = Intake.batch_refusal([1] * 1000, 2500)
+    assert (garbage.code, garbage.reason) == ("invalid_batch", "batch:not_objects")
+    assert Intake.batch_refusal([page, 1, "x"], 2500).reason == "batch:not_objects"
+
+
+def test_a_refused_batch_is_one_letter_holding_the_body(intake):
+    body = json.dumps({"batch": [1] * 1000}).encode()
+    refusal = Intake.batch_refusal([1] * 1000, 2500)
+    letter = json.loads(intake.batch_letter(body, 1000, refusal, FACTS).value)
+    assert letter["payload"].encode() == body
+    assert (letter["payload_encoding"], letter["payload_truncated"]) == ("text", False)
+    assert (letter["reason"], letter["events"], letter["source_id"]) == (
+        "batch:not_objects",
+        1000,
+        "site",
+    )
+
+
+def test_a_refused_batch_letter_stays_under_the_record_limit(intake):
+    # Escaped quotes double in the letter's text: base64 keeps it under the limit.
+    body = ('{"batch": [1, "' + '\\"' * 240_000 + '"]}').encode()
+    refusal = Intake.batch_refusal([1, "x"], 2500)
+    record = intake.batch_letter(body, 2, refusal, FACTS)
+    assert len(record.value) <= MAX_LETTER_BYTES
+    letter = json.loads(record.value)
+    assert letter["payload_encoding"] == "base64"
+    assert base64.b64decode(letter["payload"]) == body
+    invalid_utf8 = intake.batch_letter(b'{"batch": ["\xff"]}', 1, refusal, FACTS)
+    assert json.loads(invalid_utf8.value)["payload_encoding"] == "base64"
+
+
+def test_a_huge_event_gets_a_letter_kafka_takes(intake):
+    # 1e9 is 3 bytes sent and 12 written (1000000000.0): a 500 KB event would make a 2 MB letter.
+    routed = intake.route([{"type": "page", "anonymousId": "a", "n": [1e9] * 160_000}], FACTS)
+    assert [r.reason for r in routed.rejections] == ["too_large"]
+    assert len(routed.dead_letters[0].value) <= MAX_LETTER_BYTES
+    assert json.loads(routed.dead_letters[0].value)["payload_truncated"] is True
