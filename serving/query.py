@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.errors import QueryError
+from serving.lru import Lru
 from serving.merge import (
     DEFAULT_QUANTILES,
     hll_estimate,
@@ -32,9 +33,11 @@ from serving.timerange import MINUTE_MS, floor, iso, step_ms
 from views import ViewSpec
 from views.spec import Measure
 
-__all__ = ["Limits", "Queries", "RangeQuery"]
+__all__ = ["Limits", "Queries", "RangeQuery", "check_quantiles"]
 
 _MAX_IN_FLIGHT = 256
+_FORMATTERS = 256
+"""Row formatters kept per worker (one per view, measures and quantiles asked)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Limits:
     max_top_minutes: int = 2 * 1440
     max_keys: int = 20
     max_n: int = 100
+    max_quantiles: int = 10
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,28 @@ def check_keys(spec: ViewSpec, keys: Sequence[tuple[str, ...]], limits: Limits) 
                 )
 
 
+def check_quantiles(quantiles: Sequence[float], limits: Limits) -> tuple[float, ...]:
+    """The quantiles of kll measures one answer shows: each in [0, 1], not too many.
+
+    >>> check_quantiles([0.9, 0.99], Limits())
+    (0.9, 0.99)
+    """
+    if not quantiles:
+        raise QueryError("invalid_quantile", "Ask for at least one quantile, e.g. quantile=0.95.")
+    if len(quantiles) > limits.max_quantiles:
+        raise QueryError(
+            "too_many_quantiles",
+            f"{len(quantiles)} quantiles asked; at most {limits.max_quantiles} per question.",
+        )
+    for q in quantiles:
+        if not 0.0 <= q <= 1.0:  # also refuses NaN
+            raise QueryError(
+                "invalid_quantile",
+                f"Each quantile must lie in [0, 1] (0.95 is the 95th percentile); got {q}.",
+            )
+    return tuple(float(q) for q in quantiles)
+
+
 def _measures(spec: ViewSpec, names: Sequence[str]) -> tuple[Measure, ...]:
     """The view's measures called ``names`` in the view's order (all for none)."""
     if not names:
@@ -135,13 +161,14 @@ class Queries:
         self.store = store
         self.limits = limits or Limits()
         self.clock = clock
-        self._formatters: dict[tuple, Callable] = {}
+        self._formatters = Lru(_FORMATTERS)
 
     def _formatter(self, spec: ViewSpec, measures: tuple[Measure, ...], quantiles: Sequence[float]):
         cache_key = (spec.name, tuple(m.name for m in measures), tuple(quantiles))
         found = self._formatters.get(cache_key)
         if found is None:
-            found = self._formatters[cache_key] = row_formatter(measures, quantiles)
+            found = row_formatter(measures, quantiles)
+            self._formatters.put(cache_key, found)
         return found
 
     def now_ms(self) -> int:
@@ -214,6 +241,7 @@ class Queries:
         check_keys(spec, keys, self.limits)
         chosen = _measures(spec, measures)
         names = tuple(m.name for m in chosen)
+        quantiles = check_quantiles(quantiles, self.limits)
         rq = RangeQuery.checked(lo, hi, self.limits)
         step = step_ms(granularity)
         first = floor(rq.lo, granularity)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, BatchTables
+from serving.lru import Lru
 from speed_layer.schema import PROGRESS_TABLE, SpeedTables
 from views import VIEWS, ViewSpec
 
@@ -93,25 +93,6 @@ def _await(session: Any, statement: Any, params: Sequence[Any], profile: Any) ->
     return done
 
 
-class _Lru:
-    def __init__(self, entries: int) -> None:
-        self.entries = entries
-        self._items: OrderedDict[tuple, list] = OrderedDict()
-
-    def get(self, key: tuple) -> list | None:
-        found = self._items.get(key)
-        if found is not None:
-            self._items.move_to_end(key)
-        return found
-
-    def put(self, key: tuple, rows: list) -> None:
-        if self.entries <= 0:
-            return
-        self._items[key] = rows
-        if len(self._items) > self.entries:
-            self._items.popitem(last=False)
-
-
 class ServingStore:
     """Prepared reads of every view's speed and batch tables in one keyspace.
 
@@ -139,7 +120,7 @@ class ServingStore:
         self._profile = session.execution_profile_clone_update(
             EXEC_PROFILE_DEFAULT, row_factory=tuple_factory
         )
-        self._batch_cache = _Lru(batch_cache_entries)
+        self._batch_cache = Lru(batch_cache_entries)
         self._pointers: Pointers | None = None
         self._refresh: asyncio.Future | None = None
         self._by_key: dict[tuple[str, str, tuple[str, ...]], Any] = {}

@@ -89,6 +89,24 @@ def test_the_api_is_read_only(api: httpx.Client) -> None:
             "quantile",
         ),
         (
+            "/v1/timeseries",
+            {"view": "page_activity", "key": "/", "quantile": [0.5, 1.5]},
+            "invalid_quantile",
+            "[0, 1]",
+        ),
+        (
+            "/v1/timeseries",
+            {"view": "page_activity", "key": "/", "quantile": "nan"},
+            "invalid_quantile",
+            "nan",
+        ),
+        (
+            "/v1/timeseries",
+            {"view": "page_activity", "key": "/", "quantile": [i / 20 for i in range(11)]},
+            "too_many_quantiles",
+            "at most 10",
+        ),
+        (
             "/v1/top",
             {"view": "page_activity", "measure": "page_views", "start": "now-5d"},
             "range_too_large",
@@ -106,6 +124,21 @@ def test_bad_input_is_a_4xx_with_a_message(
     body = answer.json()
     assert body["error"] == code
     assert words in body["message"]
+
+
+def test_a_timeseries_shows_the_quantiles_asked(api: httpx.Client) -> None:
+    params = {"view": "page_activity", "key": "/", "measure": "load_sketch", **RANGE}
+    answer = api.get("/v1/timeseries", params={**params, "quantile": [0.9, 0.999]})
+    assert answer.status_code == 200, answer.text
+    bucket = answer.json()["series"][0]["buckets"][0]
+    assert set(bucket) - {"start", "final", "source"} == {
+        "load_sketch_n",
+        "load_sketch_p90",
+        "load_sketch_p99_9",
+    }
+    hourly = api.get("/v1/timeseries", params={**params, "quantile": 0.9, "granularity": "hour"})
+    assert hourly.status_code == 200, hourly.text
+    assert "load_sketch_p90" in hourly.json()["series"][0]["buckets"][0]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 
 from serving.errors import QueryError
 from serving.merge import row_formatter, summarise
-from serving.query import Limits, RangeQuery, _measures, check_keys
+from serving.query import Limits, Queries, RangeQuery, _measures, check_keys, check_quantiles
 from views import view
 
 DAY = 24 * 3600 * 1000
@@ -75,3 +75,28 @@ def test_the_row_formatter_agrees_with_the_general_merge() -> None:
         for row in rows:
             assert fmt(row) == summarise(PAGE.measures, [row], quantiles)
         assert fmt(None) == summarise(PAGE.measures, [], quantiles)
+
+
+def test_quantiles_are_checked_one_by_one() -> None:
+    assert check_quantiles([0.0, 0.9, 1], Limits()) == (0.0, 0.9, 1.0)
+    for bad in (1.5, -0.1, float("nan"), float("inf")):
+        with pytest.raises(QueryError, match=r"\[0, 1\]") as error:
+            check_quantiles([0.5, bad], Limits())
+        assert error.value.code == "invalid_quantile" and error.value.status == 400
+    with pytest.raises(QueryError, match="at most 3") as error:
+        check_quantiles([0.1, 0.2, 0.3, 0.4], Limits(max_quantiles=3))
+    assert error.value.code == "too_many_quantiles"
+    with pytest.raises(QueryError) as error:
+        check_quantiles([], Limits())
+    assert error.value.code == "invalid_quantile"
+
+
+def test_row_formatters_for_asked_quantiles_are_bounded() -> None:
+    queries = Queries(store=None)  # formatting needs no store
+    kll = PAGE.measures[-1:]
+    first = queries._formatter(PAGE, kll, (0.5,))
+    assert queries._formatter(PAGE, kll, (0.5,)) is first
+    for i in range(1, 2000):
+        fmt = queries._formatter(PAGE, kll, (i / 2000,))
+        assert f"load_sketch_p{i / 20:g}".replace(".", "_") in fmt(None)
+    assert len(queries._formatters) <= 256
