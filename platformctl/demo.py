@@ -6,7 +6,9 @@
 2. The simulator sends a minute of website traffic through the collector on
    the live clock: duplicates, skewed clocks, invalid events (dead-lettered
    with their reason) and some events that arrive later than the speed
-   layer's watermark.
+   layer's watermark. A real browser (headless Chromium) visits the demo
+   shop page, which loads analytics.js from the collector: page views,
+   searches and clicks.
 3. The speed layer catches up; the merged answers come from speed alone (no
    batch boundary yet on a fresh platform), missing the too-late events.
 4. The batch pipeline runs through the real Airflow scheduler:
@@ -118,9 +120,11 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
         f"{report.sent} events sent as source {source!r}: {report.accepted} accepted, "
         f"{report.rejected} dead-lettered {dict(Counter(report.rejected_by_reason))}",
     )
-    expected = baseline + sum(truth.events_per_minute.values())
+    shop = _browse_shop(settings, url, write_key.get_secret_value())
+    expected = baseline + sum(truth.events_per_minute.values()) + shop.calls
 
-    _wait_for_speed(settings, max(e.time for e in report.events))
+    browsed = datetime.now(UTC) - timedelta(seconds=5)  # the browser's calls are the newest
+    _wait_for_speed(settings, max(max(e.time for e in report.events), browsed))
     speed_only = sum(merged_counts(settings, window_start, datetime.now(UTC)).values())
     _say(
         "speed",
@@ -129,6 +133,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     )
     _say("serving", "before the batch run:")
     print(demo_answers(settings, window_start, datetime.now(UTC)), flush=True)
+    _say_shop(settings, shop, window_start)
 
     ingest, views = "web_events_ingest", "web_events_views"
     wait_for_dags(settings, (ingest, views))
@@ -163,6 +168,34 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     _say("done", f"Airflow: http://127.0.0.1:{settings.airflow.api_port} (DAGs, runs, task logs)")
     _say("done", "`make status` shows the services; `make down` stops everything.")
     return merged
+
+
+def _browse_shop(settings: Settings, url: str, write_key: str):
+    """The demo shop in headless Chromium, tracked by analytics.js served by the collector."""
+    from platformctl.demo_site import browse_shop
+
+    profile = settings.local.state_dir / "demo-browser" / str(os.getpid())
+    visit = browse_shop(url, write_key, profile)
+    _say(
+        "browser",
+        f"analytics.js in headless Chromium sent {visit.calls} calls from the demo shop "
+        f"(another origin): page views {list(visit.paths)}, searches {list(visit.searches)}, "
+        f"clicks {list(visit.clicks)}",
+    )
+    return visit
+
+
+def _say_shop(settings: Settings, visit, start: datetime) -> None:
+    """The browser's page views, searches and clicks, as the merged answers have them."""
+    from serving.report import merged_counts
+
+    asked = [("page_activity", "page_views", p) for p in visit.paths]
+    asked += [("search_terms", "searches", q) for q in visit.searches]
+    asked += [("clicks", "clicks", c) for c in visit.clicks]
+    end = datetime.now(UTC)
+    for view, measure, key in asked:
+        count = sum(merged_counts(settings, start, end, view, measure, (key,)).values())
+        _say("browser", f"{view} {key!r}: {count} {measure} in the merged answer")
 
 
 def _wait_for_speed(settings: Settings, newest: datetime, timeout_s: float = 180) -> None:

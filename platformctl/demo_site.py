@@ -24,7 +24,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["CHROMEDRIVER", "CHROMIUM", "Site", "headless_chromium", "serve_site", "visit"]
+__all__ = [
+    "CHROMEDRIVER",
+    "CHROMIUM",
+    "ShopVisit",
+    "Site",
+    "browse_shop",
+    "headless_chromium",
+    "serve_site",
+    "visit",
+]
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 _PAGE = Path(__file__).with_name("static") / "shop.html"
@@ -170,3 +179,27 @@ def _wait_sent(browser: Any, expected: int, timeout_s: float) -> None:
         f"analytics.js did not send {expected} calls within {timeout_s:.0f}s at "
         f"{browser.current_url}; browser console: {logs or 'empty'}"
     )
+
+
+@dataclass(frozen=True)
+class ShopVisit:
+    """What the demo's browser did on the shop page: its calls and what they were about."""
+
+    calls: int
+    paths: tuple[str, ...]
+    searches: tuple[str, ...]
+    clicks: tuple[str, ...]
+
+
+def browse_shop(collector_url: str, write_key: str, profile_dir: Path) -> ShopVisit:
+    """Visit the demo shop in headless Chromium: page views, two searches and two clicks."""
+    run = f"{int(time.time()) % 100_000:05d}"
+    paths = (f"/shop/{run}/home", f"/shop/{run}/boots")
+    searches = (f"winter boots {run}", f"wool socks {run}")
+    clicks = ("add-boots", "add-socks")
+    with (
+        serve_site(collector_url, write_key) as site,
+        headless_chromium(profile_dir) as browser,
+    ):
+        calls = visit(browser, site.url, paths=paths, searches=searches, clicks=clicks)
+    return ShopVisit(calls, paths, searches, clicks)
