@@ -21,8 +21,10 @@ One rule, applied in three places so that no client can poison event time:
 >>> from datetime import UTC, datetime, timedelta
 >>> bounds = EventTimeBounds(future_tolerance=timedelta(seconds=60))
 >>> now = datetime(2026, 1, 1, tzinfo=UTC)
->>> bounds.latest(now)
-datetime.datetime(2026, 1, 1, 0, 1, tzinfo=datetime.timezone.utc)
+>>> bounds.is_ahead(now + timedelta(seconds=61), now)
+True
+>>> bounds.is_ahead(datetime(9999, 12, 31, tzinfo=UTC), now)
+True
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ class EventTimeBounds:
             import_max_age=timedelta(days=section.import_max_age_days),
         )
 
-    def latest(self, received_at: datetime) -> datetime:
-        """The latest event time trusted for an event received at ``received_at``."""
-        return received_at + self.future_tolerance
+    def is_ahead(self, moment: datetime, now: datetime) -> bool:
+        """``moment`` lies more than the tolerance after ``now`` (computed without overflow)."""
+        return moment - now > self.future_tolerance
 
     def max_age(self, historical: bool) -> timedelta | None:
         """How old an event may be: ``historical`` is ``/v1/import``."""

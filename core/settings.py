@@ -258,7 +258,7 @@ class CollectorSettings(_Section):
 class EventTimeSettings(_Section):
     """How far from the receive time an event's time may lie (see ``core.event_time``)."""
 
-    future_tolerance_s: float = Field(default=60.0, ge=0)
+    future_tolerance_s: float = Field(default=60.0, ge=0, le=1e12)
     """An event time (after clock-skew correction) more than this ahead of ``receivedAt`` is
     clamped to ``receivedAt`` by the collector, and never moves the speed layer's watermark."""
     max_age_s: int | None = Field(default=None, ge=60)
@@ -283,6 +283,11 @@ class SpeedSettings(_Section):
     """Lifetime of speed rows in Cassandra; must exceed the batch layer's delay."""
     checkpoint_name: str = "speed"
     """Sub-directory of the checkpoint root; a new name starts a new (Kappa) run."""
+    state_partitions: int = Field(default=1, ge=1)
+    """``spark.sql.shuffle.partitions`` of the streaming queries: state store instances per
+    stateful operator and tasks per micro-batch. Each costs a fixed time per micro-batch, so
+    keep it near the cores a query gets (1 locally, where four queries share two cores).
+    A checkpoint keeps the value it was created with."""
 
 
 class SparkSettings(_Section):

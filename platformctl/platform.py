@@ -219,14 +219,14 @@ def view_progress_health(
     ):
         return False, f"{view}: no recent progress"
     watermark = utc(row.get("watermark"))
-    if watermark is not None and watermark > now + tolerance:
+    if watermark is not None and watermark - now > tolerance:
         return False, (
             f"{view}: ERROR watermark {watermark.isoformat()} is ahead of now; every new event "
             "is dropped as late. Reset the speed layer (docs/operations.md)"
         )
     newest = utc(row.get("max_event_time"))
     fresh = "unknown"
-    if newest is not None and newest <= now + tolerance:
+    if newest is not None and newest - now <= tolerance:
         fresh = f"{max(0.0, (now - newest).total_seconds()):.0f}s"
     return True, (
         f"{view}: fresh {fresh}, lag {row.get('kafka_lag')}, "

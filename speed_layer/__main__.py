@@ -41,7 +41,7 @@ def supervise(queries: Sequence[_Query], stopping: threading.Event, poll_s: floa
 def run(drain: bool) -> int:
     from core.cassandra import connect
     from core.spark import build_spark_session
-    from speed_layer.job import ProgressRecorder, create_tables, start_queries
+    from speed_layer.job import ProgressRecorder, create_tables, speed_sql_conf, start_queries
     from speed_layer.start import current_start
     from views import VIEWS
 
@@ -61,6 +61,8 @@ def run(drain: bool) -> int:
         floor=start.floor.isoformat() if start.floor else None,
     )
     spark = build_spark_session(settings, app_name="speed-layer")
+    for key, value in speed_sql_conf(settings).items():
+        spark.conf.set(key, value)
     recorder = ProgressRecorder(settings, start.generation)
     spark.streams.addListener(recorder.listener())
     queries = start_queries(spark, settings, available_now=drain, start=start)
@@ -77,6 +79,8 @@ def run(drain: bool) -> int:
     for query in queries:
         if query.isActive:
             query.stop()  # graceful: the current micro-batch finishes, the checkpoint commits
+    if not recorder.wait_for(queries):
+        log_event(_log, "speed.progress_not_recorded", queries=[q.name for q in queries])
     if failed:
         for query in failed:
             log_event(_log, "speed.failed", query=query.name, error=str(query.exception()))

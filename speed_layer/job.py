@@ -21,6 +21,7 @@ time, watermark, rates, Kafka lag, late rows dropped) to Cassandra, where
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "parse_events",
     "query_name",
     "read_events",
+    "speed_sql_conf",
     "start_queries",
 ]
 
@@ -54,6 +56,22 @@ EDGE_METRICS = "speed_edge"
 
 def query_name(spec: ViewSpec) -> str:
     return f"speed_{spec.name}"
+
+
+def speed_sql_conf(settings: Settings) -> dict[str, str]:
+    """Session settings of the streaming job (set by ``python -m speed_layer`` on its session).
+
+    Measured by ``bench/speed_freshness.py`` (docs/benchmarks.md): per micro-batch
+    cost is mostly fixed (tasks, state store loads and commits), so fewer state
+    partitions and RocksDB changelog checkpointing (a commit writes the changes,
+    not a snapshot) shorten every micro-batch. Empty micro-batches that move the
+    watermark stay on: a drained or restarted job must persist the watermark its
+    last batch reached, or late events would count after a restart.
+    """
+    return {
+        "spark.sql.shuffle.partitions": str(settings.speed.state_partitions),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    }
 
 
 def create_tables(settings: Settings) -> None:
@@ -209,7 +227,9 @@ class ProgressRecorder:
         self._stopped = self._session.prepare(
             f"UPDATE {table} SET stopped_at = ? WHERE view_name = ?"
         )
-        self._views: set[str] = set()
+        self._recorded: dict[str, int] = {}
+        """Per query name, the last batch whose progress was written."""
+        self._progress_seen = threading.Condition()
 
     def listener(self) -> Any:
         from pyspark.sql.streaming import StreamingQueryListener
@@ -238,7 +258,31 @@ class ProgressRecorder:
         if not name.startswith("speed_"):
             return
         view = name.removeprefix("speed_")
-        self._views.add(view)
+        try:
+            self._write(view, progress)
+        finally:
+            with self._progress_seen:
+                self._recorded[name] = progress.batchId
+                self._progress_seen.notify_all()
+
+    def wait_for(self, queries: list[StreamingQuery], timeout_s: float = 30.0) -> bool:
+        """Wait until the last progress of every query is written (the listener runs late).
+
+        A drained or stopping job ends right after its last micro-batch; the
+        listener bus delivers that batch's progress afterwards, and it carries
+        the watermark and the rows dropped, which must not be lost.
+        """
+        wanted = {}
+        for query in queries:
+            last = query.lastProgress
+            if last is not None:
+                wanted[query.name] = last["batchId"] if isinstance(last, dict) else last.batchId
+        with self._progress_seen:
+            return self._progress_seen.wait_for(
+                lambda: all(self._recorded.get(n, -1) >= b for n, b in wanted.items()), timeout_s
+            )
+
+    def _write(self, view: str, progress: Any) -> None:
         event_time = progress.eventTime or {}
         lag = None
         for source in progress.sources:
@@ -246,7 +290,8 @@ class ProgressRecorder:
             lag = int(behind) if behind is not None else lag
         now = datetime.now(UTC)
         watermark = _ts(event_time.get("watermark"))
-        if watermark is not None and watermark > now + self._tolerance and view not in self._warned:
+        ahead = watermark is not None and watermark - now > self._tolerance  # never overflows
+        if ahead and view not in self._warned:
             self._warned.add(view)  # once per view: the checkpoint carries it until a reset
             log_event(
                 _log,

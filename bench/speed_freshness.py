@@ -1,0 +1,485 @@
+"""Speed-layer freshness under load, against a plain Spark read of the same topic.
+
+Runs on the local platform (it brings Kafka and Cassandra up if needed), on a
+bench-only topic, keyspace and checkpoints:
+
+1. **speed layer**: the real job (``python -m speed_layer``, as ``platformctl``
+   runs it) while events are produced at a fixed rate for a fixed time, rate
+   stepped up until freshness p99 exceeds the target. Records are made by the
+   collector's own intake (enriched, validated; one template per page, click
+   and search, its id and times set at send time), event time = send time.
+   **Freshness** is measured end to end, per view: every half second the
+   bench reads each view's current-minute partitions from Cassandra and
+   compares the measure's total with what it produced; the age of the
+   oldest event not yet reflected is the view's lag at that moment (0 when
+   all is reflected). Reported per step: p50/p99/max of the worst view's lag,
+   the speed job's micro-batch durations, and its CPU (driver + JVM).
+2. **ceiling**: a plain Spark streaming query (same session settings, same
+   ``maxOffsetsPerTrigger``) that reads everything the steps produced and
+   only counts records: events/s.
+
+The result is the highest rate whose freshness p99 stayed within the
+target, and its ratio to the ceiling. Figures are printed (JSON last) and
+written to ``.platform/artifacts/bench_speed.json``; nothing is asserted.
+
+    .venv/bin/python -m bench.speed_freshness --rates 1000,2000,3000,5000 --step-seconds 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from core.settings import (
+    PROJECT_ROOT,
+    KafkaSettings,
+    LakeSettings,
+    Settings,
+    load_settings,
+    settings_env,
+)
+from platformctl import platform
+
+ARTIFACT = PROJECT_ROOT / ".platform" / "artifacts" / "bench_speed.json"
+_ID = b"BENCHID-0000000000000000"
+_TS = "2000-01-01T00:00:00.000Z"
+# (view, measure, table): what each view's current minute must add up to.
+_MEASURES = (
+    ("site_activity", "events", "speed_site_activity_by_minute"),
+    ("page_activity", "page_views", "speed_page_activity_by_minute"),
+    ("clicks", "clicks", "speed_clicks_by_minute"),
+    ("search_terms", "searches", "speed_search_terms_by_minute"),
+)
+
+
+# -- events -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Template:
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    counts: dict[str, int]
+    """What one such event adds to each view's measure."""
+
+
+def templates(pages: int = 200) -> list[Template]:
+    """One record per page view, click and search, made by the collector's intake."""
+    from data_contracts import load_contract
+    from data_contracts.derive import compile_fast_validator
+    from ingest.enrich import RequestFacts
+    from ingest.intake import Intake
+
+    contract = load_contract()
+    intake = Intake(contract, compile_fast_validator(contract), 32 * 1024)
+    moment = datetime.fromisoformat(_TS)
+    facts = RequestFacts(moment, "bench", contract.version)
+    calls: list[tuple[dict, dict[str, int]]] = []
+    for n in range(pages):
+        path = f"/bench/{n}"
+        context = {"page": {"url": f"https://shop.example{path}", "path": path}}
+        user = {"anonymousId": f"visitor-{n % 97}"}
+        calls.append(
+            (
+                {"type": "page", "properties": {"path": path, "load_time_ms": 100 + n}}
+                | {"context": context, **user},
+                {"events": 1, "page_views": 1},
+            )
+        )
+        if n % 4 == 0:
+            clicked = {"element": f"button#b{n % 10}", "target": f"/bench/{(n + 1) % pages}"}
+            calls.append(
+                (
+                    {"type": "track", "event": "Element Clicked", "properties": clicked}
+                    | {"context": context, **user},
+                    {"events": 1, "clicks": 1},
+                )
+            )
+        if n % 8 == 0:
+            search = {"query": f"term {n % 25}", "results_count": n % 7}
+            calls.append(
+                (
+                    {"type": "track", "event": "Site Searched", "properties": search}
+                    | {"context": context, **user},
+                    {"events": 1, "searches": 1},
+                )
+            )
+    made = []
+    for call, counts in calls:
+        call = call | {"messageId": _ID.decode(), "timestamp": _TS}
+        routed = intake.route([call], facts)
+        if routed.rejections:
+            raise RuntimeError(f"bench template rejected: {routed.rejections[0].as_dict()}")
+        (record,) = routed.accepted
+        made.append(Template(record.key, record.value, record.headers, counts))
+    return made
+
+
+# -- producing at a rate, and what was produced when -------------------------------------------
+
+
+@dataclass
+class Produced:
+    """Per minute and measure: (monotonic time, cumulative count) after each tick."""
+
+    times: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    totals: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(list))
+    events: int = 0
+
+    def oldest_unreflected(self, minute: str, measure: str, seen: int) -> float | None:
+        """Monotonic time the first event not in ``seen`` was produced; None: all reflected."""
+        totals = self.totals.get((minute, measure))
+        if not totals or seen >= totals[-1]:
+            return None
+        return self.times[(minute, measure)][bisect.bisect_right(totals, seen)]
+
+
+def produce_at(
+    settings: Settings,
+    made: list[Template],
+    rate: float,
+    seconds: float,
+    produced: Produced,
+    lock: threading.Lock,
+    run: str,
+    sequence: list[int],
+) -> None:
+    """Produce ``rate`` events/s for ``seconds`` in 10 ms ticks (event time = send time)."""
+    from confluent_kafka import Producer
+
+    from ingest.producer import producer_config
+
+    producer = Producer(producer_config(settings.kafka, settings.collector))
+    topic = settings.kafka.events_topic
+    tick = 0.01
+    started = time.monotonic()
+    due = 0.0
+    running: dict[tuple[str, str], int] = defaultdict(int)
+    while (elapsed := time.monotonic() - started) < seconds:
+        target = rate * (elapsed + tick)
+        now = datetime.now(UTC)
+        stamp = now.isoformat(timespec="milliseconds")[:-6] + "Z"
+        minute = stamp[:16]
+        while due < target:
+            n = sequence[0]
+            sequence[0] += 1
+            t = made[n % len(made)]
+            event_id = f"{run}-{n:015d}".encode()[: len(_ID)].ljust(len(_ID), b"0")
+            value = t.value.replace(_ID, event_id).replace(_TS.encode(), stamp.encode())
+            headers = [(k, event_id if k == "event_id" else v) for k, v in t.headers]
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=t.key, headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            for measure, count in t.counts.items():
+                running[(minute, measure)] += count
+            due += 1
+        producer.poll(0)
+        mark = time.monotonic()
+        with lock:
+            for (m, measure), total in running.items():
+                if m == minute:
+                    totals = produced.totals[(m, measure)]
+                    if not totals or totals[-1] != total:
+                        produced.times[(m, measure)].append(mark)
+                        totals.append(total)
+            produced.events = sequence[0]
+        time.sleep(max(0.0, started + elapsed + tick - time.monotonic()))
+    producer.flush(60)
+
+
+# -- observing the views ----------------------------------------------------------------------
+
+
+def _minutes_back(now: datetime, n: int) -> list[datetime]:
+    first = now.replace(second=0, microsecond=0)
+    return [first - timedelta(minutes=i) for i in range(n)]
+
+
+def sample_lag(session, keyspace: str, produced: Produced, lock: threading.Lock) -> float:
+    """The worst view's lag (s) now: the age of its oldest produced event not yet reflected."""
+    now_wall = datetime.now(UTC)
+    now = time.monotonic()
+    worst = 0.0
+    for _view, measure, table in _MEASURES:
+        for window in _minutes_back(now_wall, 3):
+            rows = session.execute(
+                f"SELECT {measure} FROM {keyspace}.{table} WHERE window_start = %s", (window,)
+            )
+            seen = sum(getattr(r, measure) or 0 for r in rows)
+            key = window.strftime("%Y-%m-%dT%H:%M")
+            with lock:
+                oldest = produced.oldest_unreflected(key, measure, seen)
+            if oldest is not None:
+                worst = max(worst, now - oldest)
+    return worst
+
+
+def _group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU of every process in a process group (the driver and its JVM)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _batch_durations(session, keyspace: str, seen: dict[str, int], into: list[int]) -> None:
+    for row in session.execute(
+        f"SELECT view_name, batch_id, batch_duration_ms FROM {keyspace}.speed_progress"
+    ):
+        if row.batch_id is not None and seen.get(row.view_name) != row.batch_id:
+            seen[row.view_name] = row.batch_id
+            if row.batch_duration_ms is not None:
+                into.append(row.batch_duration_ms)
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- the two sides ----------------------------------------------------------------------------
+
+
+def run_steps(settings: Settings, rates: list[float], seconds: float, target_s: float) -> dict:
+    from core.cassandra import connect
+
+    made = templates()
+    run = uuid.uuid4().hex[:8]
+    log = Path(settings.lake.checkpoint_root).parent / "speed.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as handle:
+        job = subprocess.Popen(
+            [sys.executable, "-m", "speed_layer", "--instance", f"bench-{run}"],
+            env={**os.environ, **settings_env(settings)},
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=handle,
+            start_new_session=True,
+        )
+    cluster, session = connect(settings.cassandra)
+    keyspace = settings.cassandra.keyspace
+    steps = []
+    sequence = [0]
+    try:
+        _wait_for_queries(session, keyspace, job, log)
+        for rate in rates:
+            produced, lock = Produced(), threading.Lock()
+            producer = threading.Thread(
+                target=produce_at,
+                args=(settings, made, rate, seconds, produced, lock, run, sequence),
+                daemon=True,
+            )
+            lags: list[float] = []
+            batches: list[int] = []
+            seen_batches: dict[str, int] = {}
+            _batch_durations(session, keyspace, seen_batches, [])
+            cpu_before, wall_before = _group_cpu_seconds(job.pid), time.monotonic()
+            producer.start()
+            warmup = min(15.0, seconds / 4)  # the first batches plan and warm the JVM
+            while producer.is_alive():
+                time.sleep(0.5)
+                lag = sample_lag(session, keyspace, produced, lock)
+                if time.monotonic() - wall_before > warmup:
+                    lags.append(lag)
+                _batch_durations(session, keyspace, seen_batches, batches)
+                if job.poll() is not None:
+                    raise RuntimeError(f"the speed job exited:\n{log.read_text()[-3000:]}")
+            cpu = _group_cpu_seconds(job.pid) - cpu_before
+            wall = time.monotonic() - wall_before
+            step = {
+                "rate": rate,
+                "events": produced.events,
+                "freshness_p50_s": round(_pct(lags, 0.5), 2),
+                "freshness_p99_s": round(_pct(lags, 0.99), 2),
+                "freshness_max_s": round(max(lags, default=float("nan")), 2),
+                "batch_ms_p50": _pct(batches, 0.5),
+                "batch_ms_max": max(batches, default=None),
+                "batches": len(batches),
+                "speed_cpu_cores": round(cpu / wall, 2),
+            }
+            steps.append(step)
+            print(f"[bench] {json.dumps(step)}", file=sys.stderr, flush=True)
+            if step["freshness_p99_s"] > target_s:
+                break
+            _settle(session, keyspace, produced, lock)
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)
+        try:
+            job.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+        cluster.shutdown()
+    return {"steps": steps, "events": sequence[0]}
+
+
+def _wait_for_queries(session, keyspace: str, job: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if job.poll() is not None:
+            raise RuntimeError(f"the speed job exited:\n{log.read_text()[-3000:]}")
+        try:
+            rows = list(session.execute(f"SELECT view_name FROM {keyspace}.speed_progress"))
+        except Exception:  # the table appears when the job starts
+            rows = []
+        if len(rows) >= len(_MEASURES):
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the speed job reported no progress in 180 s:\n{log.read_text()[-3000:]}")
+
+
+def _settle(session, keyspace: str, produced: Produced, lock: threading.Lock) -> None:
+    """Let the job catch up between steps, so one step's backlog does not count in the next."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and sample_lag(session, keyspace, produced, lock) > 0:
+        time.sleep(1)
+
+
+def ceiling(settings: Settings, events: int) -> dict:
+    """A plain streaming read of the topic that only counts records: events/s.
+
+    Same session settings and ``maxOffsetsPerTrigger`` as the speed layer, over
+    everything the steps produced; the first micro-batch is left out.
+    """
+    from core.spark import build_spark_session
+
+    spark = build_spark_session(settings, app_name="bench-plain-read")
+    counted = [0]
+
+    def count(batch, _batch_id) -> None:
+        counted[0] += batch.count()
+
+    query = (
+        spark.readStream.format("kafka")
+        .options(**settings.kafka.spark_options())
+        .option("subscribe", settings.kafka.events_topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", settings.speed.max_offsets_per_trigger)
+        .load()
+        .writeStream.foreachBatch(count)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", f"{settings.lake.checkpoint_root}/plain-read")
+        .start()
+    )
+    query.awaitTermination()
+    # The first micro-batch plans the query and warms the JVM; the rest is the steady read.
+    steady = [p for p in query.recentProgress if _field(p, "numInputRows")][1:]
+    rows = sum(_field(p, "numInputRows") for p in steady)
+    busy_s = sum(_field(p, "batchDuration") for p in steady) / 1000
+    spark.stop()
+    return {"events": counted[0], "events_per_s": round(rows / busy_s) if busy_s else None}
+
+
+def _field(progress, name: str):
+    return getattr(progress, name) if hasattr(progress, name) else progress[name]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rates", default="1000,2000,3000,5000,7000", help="events/s steps")
+    parser.add_argument("--step-seconds", type=float, default=120)
+    parser.add_argument("--target-s", type=float, default=5.0, help="freshness p99 target")
+    args = parser.parse_args(argv)
+    rates = [float(r) for r in args.rates.split(",")]
+
+    base = load_settings()
+    platform.up(base, ("kafka", "cassandra"))
+    run = uuid.uuid4().hex[:8]
+    root = base.local.state_dir / "bench" / f"speed-{run}"
+    settings = base.model_copy(
+        update={
+            "kafka": KafkaSettings(
+                **(
+                    base.kafka.model_dump()
+                    | {"events_topic": f"bench.speed.{run}", "dlq_topic": f"bench.speed.dlq.{run}"}
+                )
+            ),
+            "cassandra": base.cassandra.model_copy(update={"keyspace": f"bench_speed_{run}"}),
+            "lake": LakeSettings(
+                root=str(root / "lake"), checkpoint_root=str(root / "checkpoints")
+            ),
+        }
+    )
+    from confluent_kafka.admin import AdminClient
+
+    from core.cassandra import connect, ensure_keyspace
+    from ingest.topics import ensure_topics, platform_topics
+
+    admin = AdminClient(settings.kafka.client_config())
+    ensure_topics(admin, platform_topics(settings.kafka))
+    cluster, session = connect(settings.cassandra)
+    ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
+    print(
+        f"[bench] speed layer on topic {settings.kafka.events_topic} "
+        f"({settings.kafka.partitions} partitions), steps {rates} events/s x "
+        f"{args.step_seconds:.0f}s, target freshness p99 <= {args.target_s}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        speed = run_steps(settings, rates, args.step_seconds, args.target_s)
+        plain = ceiling(settings, speed["events"])
+    finally:
+        admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
+        session.execute(f"DROP KEYSPACE IF EXISTS {settings.cassandra.keyspace}")
+        cluster.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+    within = [s for s in speed["steps"] if s["freshness_p99_s"] <= args.target_s]
+    best = max((s["rate"] for s in within), default=0.0)
+    result = {
+        "steps": speed["steps"],
+        "best_rate_within_target": best,
+        "target_freshness_p99_s": args.target_s,
+        "plain_read_events_per_s": plain["events_per_s"],
+        "ratio_to_plain_read": round(best / plain["events_per_s"], 3) if best else 0.0,
+        "cores": os.cpu_count(),
+        "speed_settings": settings.speed.model_dump(),
+        "shuffle_partitions": settings.spark.shuffle_partitions,
+    }
+    print(f"{'rate/s':>8} {'p50 s':>7} {'p99 s':>7} {'max s':>7} {'batch ms':>9} {'cores':>6}")
+    for s in speed["steps"]:
+        print(
+            f"{s['rate']:>8.0f} {s['freshness_p50_s']:>7.2f} {s['freshness_p99_s']:>7.2f} "
+            f"{s['freshness_max_s']:>7.2f} {s['batch_ms_p50']:>9} {s['speed_cpu_cores']:>6.2f}"
+        )
+    print(
+        f"[bench] best rate with freshness p99 <= {args.target_s}s: {best:,.0f} events/s; plain "
+        f"read {plain['events_per_s']:,.0f} events/s; ratio {result['ratio_to_plain_read']:.0%}"
+    )
+    ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
+    ARTIFACT.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
