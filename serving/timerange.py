@@ -22,8 +22,10 @@ from serving.errors import QueryError
 
 __all__ = [
     "DAY_MS",
+    "EARLIEST_MS",
     "GRANULARITIES",
     "HOUR_MS",
+    "LATEST_MS",
     "MINUTE_MS",
     "Granularity",
     "InvalidRange",
@@ -49,6 +51,11 @@ _RELATIVE = re.compile(r"^now(?:\s*-\s*(\d{1,7})\s*([smhd]))?$")
 _EPOCH_DAY = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
+EARLIEST_MS = 0
+"""The earliest instant a range may name: 1970-01-01T00:00:00Z."""
+LATEST_MS = (datetime(9999, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_MS
+"""The latest instant a range may name: 9999-01-01T00:00:00Z (a range and its buckets
+after it stay within what dates can hold)."""
 _ISO_MINUTES: dict[int, str] = {}
 """Window starts already formatted (answers repeat the same minutes)."""
 
@@ -127,14 +134,19 @@ def parse_instant(text: str, *, now_ms: int, name: str = "time") -> int:
     match = _RELATIVE.match(value)
     if match:
         amount, unit = match.groups()
-        return now_ms - (int(amount) * _UNITS[unit] if amount else 0)
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+        ms = now_ms - (int(amount) * _UNITS[unit] if amount else 0)
+    else:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except (ValueError, OverflowError):
+            raise InvalidRange(
+                f"{name}={text!r} is not a time: use ISO 8601 such as 2024-01-01T10:00:00Z, "
+                "or now, now-15m, now-2h, now-1d."
+            ) from None
+        ms = to_ms(moment)
+    if not EARLIEST_MS <= ms < LATEST_MS:
         raise InvalidRange(
-            f"{name}={text!r} is not a time: use ISO 8601 such as 2024-01-01T10:00:00Z, "
-            "or now, now-15m, now-2h, now-1d."
-        ) from None
-    if moment.year < 1970:
-        raise InvalidRange(f"{name}={text!r} lies before 1970.")
-    return to_ms(moment)
+            f"{name}={text!r} lies outside the accepted range: from {iso(EARLIEST_MS)} "
+            f"up to (not including) {iso(LATEST_MS)}."
+        )
+    return ms

@@ -126,6 +126,43 @@ def test_bad_input_is_a_4xx_with_a_message(
     assert words in body["message"]
 
 
+@pytest.mark.parametrize(
+    ("path", "params", "name"),
+    [
+        ("/v1/timeseries", {"view": "page_activity", "key": "/", "start": "now-9999999d"}, "start"),
+        (
+            "/v1/timeseries",
+            {"view": "page_activity", "key": "/", "end": "9999-12-31T23:59:59-05:00"},
+            "end",
+        ),
+        (
+            "/v1/top",
+            {"view": "page_activity", "measure": "page_views", "start": "now-9999999d"},
+            "start",
+        ),
+        (
+            "/v1/reach",
+            {
+                "view": "page_activity",
+                "key": "/",
+                "start": "9999-12-31T00:00:00Z",
+                "end": "9999-12-31T23:59:59-05:00",
+            },
+            "start",
+        ),
+    ],
+)
+def test_extreme_times_are_a_400_naming_the_parameter_and_the_range(
+    api: httpx.Client, path: str, params: dict, name: str
+) -> None:
+    answer = api.get(path, params=params)
+    assert answer.status_code == 400, answer.text
+    body = answer.json()
+    assert body["error"] == "invalid_range"
+    assert body["message"].startswith(f"{name}=")
+    assert "1970-01-01T00:00:00Z" in body["message"] and "9999-01-01T00:00:00Z" in body["message"]
+
+
 def test_a_timeseries_shows_the_quantiles_asked(api: httpx.Client) -> None:
     params = {"view": "page_activity", "key": "/", "measure": "load_sketch", **RANGE}
     answer = api.get("/v1/timeseries", params={**params, "quantile": [0.9, 0.999]})

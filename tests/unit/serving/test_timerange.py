@@ -69,3 +69,31 @@ def test_days_between_clips_each_day() -> None:
     assert all(a < b for _, a, b in days)
     assert days[0][2] == days[1][1] == to_ms(datetime(2024, 1, 2, tzinfo=UTC))
     assert days_between(lo, lo) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("now-9999999d", "start"),
+        ("9999-12-31T23:59:59-05:00", "end"),
+        ("9999-06-01T00:00:00Z", "end"),
+        ("0001-01-01T00:00:00+01:00", "start"),
+        ("1969-12-31T23:59:59.999Z", "start"),
+    ],
+)
+def test_instants_beyond_the_accepted_range_name_the_parameter_and_the_range(
+    text: str, name: str
+) -> None:
+    with pytest.raises(QueryError) as error:
+        parse_instant(text, now_ms=NOW, name=name)
+    assert error.value.status == 400 and error.value.code == "invalid_range"
+    assert error.value.message == (
+        f"{name}={text!r} lies outside the accepted range: from 1970-01-01T00:00:00Z "
+        "up to (not including) 9999-01-01T00:00:00Z."
+    )
+
+
+def test_the_edges_of_the_accepted_range_parse() -> None:
+    assert parse_instant("1970-01-01T00:00:00Z", now_ms=NOW) == 0
+    last = parse_instant("9998-12-31T23:59:59.999Z", now_ms=NOW)
+    assert iso(last) == "9998-12-31T23:59:59.999Z"
