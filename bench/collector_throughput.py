@@ -10,7 +10,10 @@ run it measures:
    the same producer settings (idempotent, acks=all, lz4, linger), waiting for
    every acknowledgement; events/s.
 
-and prints both with the ratio. Timings are printed, never asserted.
+The collector side runs once per body encoding (``--encodings plain,gzip``:
+the same batches as JSON and gzip-compressed, as RudderStack's libraries send
+them), against the same collector process, so the cost of inflating is
+measured next to plain JSON in the same run. Timings are printed, never asserted.
 
     .venv/bin/python -m bench.collector_throughput --seconds 20 --batch 100 --concurrency 8
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import os
 import statistics
@@ -79,7 +83,12 @@ def _start_collector(settings, port: int) -> subprocess.Popen:
 
 
 async def _drive(
-    url: str, bodies: list[bytes], per_body: int, seconds: float, concurrency: int
+    url: str,
+    bodies: list[bytes],
+    per_body: int,
+    seconds: float,
+    concurrency: int,
+    headers: dict[str, str] | None = None,
 ) -> dict:
     latencies: list[float] = []
     accepted = 0
@@ -96,7 +105,9 @@ async def _drive(
                 i += concurrency
                 started = time.perf_counter()
                 answer = await client.post(
-                    "/v1/batch", content=body, headers={"content-type": "application/json"}
+                    "/v1/batch",
+                    content=body,
+                    headers={"content-type": "application/json", **(headers or {})},
                 )
                 latencies.append(time.perf_counter() - started)
                 if answer.status_code == 200:
@@ -162,6 +173,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=100, help="events per HTTP request")
     parser.add_argument("--concurrency", type=int, default=8, help="concurrent HTTP clients")
     parser.add_argument("--port", type=int, default=18188)
+    parser.add_argument(
+        "--encodings", default="plain,gzip", help="body encodings to drive: plain, gzip"
+    )
     args = parser.parse_args(argv)
 
     base = load_settings()
@@ -199,21 +213,36 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
 
+    encoded = {
+        "plain": (bodies, {}),
+        "gzip": ([gzip.compress(b, 6) for b in bodies], {"content-encoding": "gzip"}),
+    }
+    sides: dict[str, dict] = {}
     proc = _start_collector(settings, args.port)
     try:
-        cpu_before = _cpu_seconds(proc.pid)
-        collector = asyncio.run(
-            _drive(
-                f"http://127.0.0.1:{args.port}", bodies, args.batch, args.seconds, args.concurrency
+        for encoding in args.encodings.split(","):
+            payloads, headers = encoded[encoding]
+            cpu_before = _cpu_seconds(proc.pid)
+            side = asyncio.run(
+                _drive(
+                    f"http://127.0.0.1:{args.port}",
+                    payloads,
+                    args.batch,
+                    args.seconds,
+                    args.concurrency,
+                    headers,
+                )
             )
-        )
-        cpu = _cpu_seconds(proc.pid) - cpu_before
-        acknowledged = collector["events_per_s"] * args.seconds
-        collector["cpu_us_per_event"] = 1e6 * cpu / max(1.0, acknowledged)
-        collector["cpu_cores_used"] = cpu / args.seconds
+            cpu = _cpu_seconds(proc.pid) - cpu_before
+            acknowledged = side["events_per_s"] * args.seconds
+            side["cpu_us_per_event"] = 1e6 * cpu / max(1.0, acknowledged)
+            side["cpu_cores_used"] = cpu / args.seconds
+            side["body_kb"] = len(payloads[0]) / 1024
+            sides[encoding] = side
     finally:
         proc.terminate()
         proc.wait(30)
+    collector = sides[next(iter(sides))]
 
     # The raw loop produces the same enriched records the collector writes.
     from data_contracts import load_contract
@@ -229,16 +258,18 @@ def main(argv: list[str] | None = None) -> None:
     admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
 
     ratio = collector["events_per_s"] / raw["events_per_s"]
-    print(
-        f"[bench] collector: {collector['events_per_s']:,.0f} events/s acknowledged "
-        f"({collector['requests']} requests, {collector['errors']} errors), "
-        f"request p50 {collector['p50_ms']:.1f} ms, p99 {collector['p99_ms']:.1f} ms; "
-        f"collector CPU {collector['cpu_us_per_event']:.0f} us/event "
-        f"({collector['cpu_cores_used']:.2f} cores)"
-    )
+    for encoding, side in sides.items():
+        print(
+            f"[bench] collector ({encoding} bodies, {side['body_kb']:.0f} KB): "
+            f"{side['events_per_s']:,.0f} events/s acknowledged "
+            f"({side['requests']} requests, {side['errors']} errors), "
+            f"request p50 {side['p50_ms']:.1f} ms, p99 {side['p99_ms']:.1f} ms; "
+            f"collector CPU {side['cpu_us_per_event']:.0f} us/event "
+            f"({side['cpu_cores_used']:.2f} cores)"
+        )
     print(f"[bench] raw confluent-kafka loop: {raw['events_per_s']:,.0f} events/s acknowledged")
     print(f"[bench] ratio collector/raw: {ratio:.0%}")
-    print(json.dumps({"collector": collector, "raw": raw, "ratio": ratio, "cores": os.cpu_count()}))
+    print(json.dumps({"collector": sides, "raw": raw, "ratio": ratio, "cores": os.cpu_count()}))
 
 
 if __name__ == "__main__":
