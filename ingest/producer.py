@@ -87,6 +87,7 @@ class EventProducer:
         self._timeout = delivery_timeout_s
         self._stop = threading.Event()
         self._all_brokers_down_since: float | None = None
+        self._probe: asyncio.Future[bool] | None = None
         self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
         self._poller.start()
 
@@ -96,8 +97,7 @@ class EventProducer:
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            if self._producer.poll(0.05) > 0:
-                self._all_brokers_down_since = None
+            self._producer.poll(0.05)
 
     @property
     def queue_depth(self) -> int:
@@ -106,6 +106,7 @@ class EventProducer:
 
     @property
     def brokers_down(self) -> bool:
+        """librdkafka reported all brokers down, and no delivery or probe succeeded since."""
         return self._all_brokers_down_since is not None
 
     async def deliver(self, topic_records: Sequence[tuple[str, Record]]) -> None:
@@ -142,6 +143,7 @@ class EventProducer:
                     pending.on_delivery(KafkaError(KafkaError._QUEUE_FULL), None)
         try:
             await asyncio.wait_for(asyncio.shield(pending.future), self._timeout + 1)
+            self._all_brokers_down_since = None
         except TimeoutError:
             raise KafkaUnavailable(
                 f"no acknowledgement from Kafka within {self._timeout:.0f}s", queued=produced
@@ -150,12 +152,23 @@ class EventProducer:
             raise KafkaUnavailable(str(exc), queued=produced) from None
 
     def reachable(self, timeout_s: float = 2.0) -> bool:
-        """A metadata round trip to the cluster succeeds."""
+        """A metadata round trip to the cluster succeeds (blocks up to ``timeout_s``)."""
         try:
             self._producer.list_topics(timeout=timeout_s)
         except KafkaException:
             return False
+        self._all_brokers_down_since = None
         return True
+
+    async def probe(self, timeout_s: float = 2.0) -> bool:
+        """:meth:`reachable` in a worker thread, never on the event loop.
+
+        Concurrent callers (health checks of several load balancers) share the
+        probe in flight, so a slow cluster costs one thread, not one per caller.
+        """
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(asyncio.to_thread(self.reachable, timeout_s))
+        return await asyncio.shield(self._probe)
 
     def close(self, timeout_s: float = 30.0) -> int:
         """Flush what is queued (graceful shutdown); return the records left undelivered."""
