@@ -26,6 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from core.log import get_logger, log_event
 from core.settings import Settings
 from serving.errors import QueryError
+from serving.freshness import FreshnessRules
 from serving.merge import DEFAULT_QUANTILES
 from serving.query import Limits, Queries
 from serving.store import ServingStore
@@ -106,7 +107,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
                 pointer_cache_s=serving.pointer_cache_s,
                 batch_cache_entries=serving.batch_cache_entries,
             )
-            state["queries"] = Queries(store, limits)
+            state["queries"] = Queries(store, limits, rules=FreshnessRules.from_settings(settings))
         else:
             state["queries"] = queries
         await state["queries"].store.pointers()
@@ -240,12 +241,18 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             raise QueryError("missing_key", "Name the page: key=<path>.")
         return _Json(await q.reach(view, keys[0], lo, hi))
 
-    @app.get("/health", summary="Cassandra reachable? Boundary and freshness per view")
+    @app.get(
+        "/health",
+        summary="Cassandra reachable? Boundary and freshness per view",
+        description="200 with status ok; 503 when Cassandra cannot be read or a view's "
+        "speed-side event time is ahead of now (status error, message names the views).",
+    )
     async def health() -> Response:
         try:
-            return _Json(await state["queries"].health())
+            answer = await state["queries"].health()
         except Exception as exc:  # the driver's NoHostAvailable, timeouts
             return _error(503, "unavailable", f"Cassandra cannot be read: {exc}")
+        return _Json(answer, 503 if answer["status"] == "error" else 200)
 
     page = _DASHBOARD.read_text() if _DASHBOARD.exists() else "<p>dashboard missing</p>"
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.errors import QueryError
+from serving.freshness import FreshnessRules, health_status, speed_freshness
 from serving.lru import Lru
 from serving.merge import (
     DEFAULT_QUANTILES,
@@ -157,10 +158,12 @@ class Queries:
         store: ServingStore,
         limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
+        rules: FreshnessRules | None = None,
     ) -> None:
         self.store = store
         self.limits = limits or Limits()
         self.clock = clock
+        self.rules = rules or FreshnessRules()
         self._formatters = Lru(_FORMATTERS)
 
     def _formatter(self, spec: ViewSpec, measures: tuple[Measure, ...], quantiles: Sequence[float]):
@@ -178,20 +181,11 @@ class Queries:
 
     def _context(self, pointers: Pointers, views: Sequence[str]) -> dict[str, Any]:
         now = self.now_ms()
-        freshness = {}
-        for name in views:
-            p = pointers.views[name]
-            lag = None if p.newest_event is None else round((now - p.newest_event) / 1000, 1)
-            freshness[name] = {
-                "newest_event_time": iso(p.newest_event),
-                "lag_s": lag,
-                "watermark": iso(p.watermark),
-                "heartbeat_at": iso(p.heartbeat),
-                "kafka_lag": p.kafka_lag,
-            }
         return {
             "boundary": {name: iso(pointers.views[name].boundary) for name in views},
-            "freshness": freshness,
+            "freshness": {
+                name: speed_freshness(pointers.views[name], now, self.rules) for name in views
+            },
             "pointers_age_s": round(max(0, now - pointers.read_at) / 1000, 1),
         }
 
@@ -396,10 +390,18 @@ class Queries:
         }
 
     async def health(self) -> dict[str, Any]:
-        """Boundary and speed freshness of every view (re-reads the pointers if stale)."""
+        """Boundary and speed freshness of every view (re-reads the pointers if stale).
+
+        ``status`` is ``error`` when a view's event time is ahead of now (``message``
+        names the views and the fix), else ``ok``.
+        """
         pointers = await self.store.pointers()
-        views = list(self.store.views)
-        return {"status": "ok", "cassandra": "reachable", **self._context(pointers, views)}
+        context = self._context(pointers, list(self.store.views))
+        status, message = health_status(context["freshness"])
+        answer: dict[str, Any] = {"status": status, "cassandra": "reachable"}
+        if message is not None:
+            answer |= {"error": "speed_event_time", "message": message}
+        return answer | context
 
 
 def _rank_label(kind: str, quantile: float) -> str:

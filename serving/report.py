@@ -24,6 +24,7 @@ __all__ = ["demo_answers", "merged_counts"]
 
 async def _with_queries(settings: Settings, ask) -> Any:
     from core.cassandra import connect
+    from serving.freshness import FreshnessRules
     from serving.query import Limits, Queries
     from serving.store import ServingStore
 
@@ -35,7 +36,7 @@ async def _with_queries(settings: Settings, ask) -> Any:
             max_buckets=settings.serving.max_buckets,
             max_top_minutes=settings.serving.max_top_minutes,
         )
-        return await ask(Queries(store, limits))
+        return await ask(Queries(store, limits, rules=FreshnessRules.from_settings(settings)))
     finally:
         cluster.shutdown()
 
@@ -82,10 +83,10 @@ async def _answers(queries, start, end, minutes: int, n: int) -> str:
     lines = [f"serving answers for {iso(lo)} .. {iso(hi)}"]
     for view, boundary in health["boundary"].items():
         fresh = health["freshness"][view]
+        lag = fresh.get("error") or f"lag {fresh['lag_s']}s, kafka lag {fresh['kafka_lag']}"
         lines.append(
             f"  {view:<14} boundary {boundary or 'none (batch never ran: all speed)'}; "
-            f"speed newest event {fresh['newest_event_time'] or '-'} "
-            f"(lag {fresh['lag_s']}s, kafka lag {fresh['kafka_lag']})"
+            f"speed newest event {fresh['newest_event_time'] or '-'} ({lag})"
         )
     buckets = [b for b in site["series"][0]["buckets"] if b["events"]]
     final = sum(b["events"] for b in buckets if b["final"])

@@ -1,0 +1,68 @@
+"""/health and every answer tell the truth about the speed layer's event time.
+
+Progress rows are written into ``speed_progress`` as the speed layer writes them:
+``page_activity``'s watermark was poisoned into year 9999, ``site_activity`` is
+five seconds behind, ``clicks`` reports an event time just ahead of now (a clock
+difference within the tolerance), the other views report nothing yet.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.integration
+
+POISONED = datetime(9999, 12, 31, 23, 49, 59, tzinfo=UTC)
+ERROR = "watermark 9999-12-31T23:49:59Z is ahead of now; reset the speed layer (docs/operations.md)"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def progress(cql, serving_settings) -> None:
+    now = datetime.now(UTC)
+    insert = cql.prepare(
+        f"INSERT INTO {serving_settings.cassandra.keyspace}.speed_progress "
+        "(view_name, max_event_time, watermark, heartbeat_at, kafka_lag) VALUES (?, ?, ?, ?, ?)"
+    )
+    cql.execute(insert, ("page_activity", POISONED + timedelta(minutes=10), POISONED, now, 0))
+    cql.execute(insert, ("site_activity", now - timedelta(seconds=5), now, now, 2))
+    cql.execute(insert, ("clicks", now + timedelta(seconds=20), now, now, 0))
+
+
+def test_health_is_503_naming_the_view_whose_watermark_is_ahead_of_now(serving_url) -> None:
+    answer = httpx.get(f"{serving_url}/health")
+    assert answer.status_code == 503, answer.text
+    body = answer.json()
+    assert body["status"] == "error" and body["error"] == "speed_event_time"
+    assert body["message"] == f"page_activity: {ERROR}"
+    poisoned = body["freshness"]["page_activity"]
+    assert poisoned["status"] == "error" and poisoned["error"] == ERROR
+    assert poisoned["lag_s"] is None
+    assert poisoned["watermark"] == "9999-12-31T23:49:59Z"
+    assert 4 <= body["freshness"]["site_activity"]["lag_s"] < 120
+    assert body["freshness"]["clicks"]["lag_s"] == 0
+    assert body["freshness"]["search_terms"]["status"] == "unknown"
+    for fresh in body["freshness"].values():
+        assert fresh["lag_s"] is None or fresh["lag_s"] >= 0
+
+
+def test_every_answer_reports_the_error_for_its_view(api) -> None:
+    params = {"view": "page_activity", "key": "/", "start": "now-5m"}
+    series = api.get("/v1/timeseries", params=params)
+    assert series.status_code == 200, series.text
+    fresh = series.json()["freshness"]["page_activity"]
+    assert fresh["status"] == "error" and fresh["error"] == ERROR and fresh["lag_s"] is None
+    top = api.get("/v1/top", params={"view": "page_activity", "measure": "page_views"}).json()
+    assert top["freshness"]["page_activity"]["status"] == "error"
+    reach = api.get("/v1/reach", params={"view": "site_activity", "start": "now-5m"}).json()
+    assert reach["freshness"]["site_activity"]["status"] == "ok"
+
+
+def test_the_platform_probe_shows_the_error(serving_settings, serving_url) -> None:
+    from platformctl.platform import serving_healthy
+
+    healthy, detail = serving_healthy(serving_settings)
+    assert not healthy
+    assert detail == f"page_activity: {ERROR}"
