@@ -8,12 +8,16 @@
   check stays on unless the retention is set below 7 days).
 - :func:`drop_superseded` deletes the Cassandra rows of batch versions a
   newer publish replaced more than ``superseded_version_grace_s`` ago (no
-  reader can still hold their pointer). Speed rows need no cleanup: they
-  carry a TTL (``settings.speed.ttl_s``).
+  reader can still hold their pointer). A version its day's pointer
+  (``batch_days``) still names is never deleted, whatever ``batch_superseded``
+  says: publish records the old version before it moves the pointer, so a
+  publish that died between the two writes leaves the served version listed.
+  Speed rows need no cleanup: they carry a TTL (``settings.speed.ttl_s``).
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -21,7 +25,7 @@ from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
 from batch_layer.ledger import ledger_path
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
-from batch_layer.schema import SUPERSEDED_TABLE, BatchTables
+from batch_layer.schema import DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
 from batch_layer.silver import rejects_path, silver_path
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -81,7 +85,11 @@ def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVE
 
 
 def drop_superseded(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> int:
-    """Delete batch versions replaced longer ago than the grace period; return how many."""
+    """Delete batch versions replaced longer ago than the grace period; return how many.
+
+    A listed version that its day's pointer still names is kept (and logged as
+    ``maintenance.superseded_still_served``): it is what serving reads.
+    """
     from cassandra.concurrent import execute_concurrent_with_args
 
     from core.cassandra import connect
@@ -94,6 +102,9 @@ def drop_superseded(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> int:
         listed = session.prepare(
             f"SELECT day, version, superseded_at FROM {keyspace}.{SUPERSEDED_TABLE} "
             "WHERE view_name = ?"
+        )
+        pointer = session.prepare(
+            f"SELECT version FROM {keyspace}.{DAYS_TABLE} WHERE view_name = ? AND day = ?"
         )
         forget = session.prepare(
             f"DELETE FROM {keyspace}.{SUPERSEDED_TABLE} WHERE view_name = ? AND day = ? "
@@ -116,6 +127,19 @@ def drop_superseded(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> int:
                 if row.superseded_at.replace(tzinfo=UTC) > cutoff:
                     continue
                 day = row.day.date()
+                served = session.execute(pointer, (view.name, day)).one()
+                if served is not None and served.version == row.version:
+                    log_event(
+                        _log,
+                        "maintenance.superseded_still_served",
+                        level=logging.WARNING,
+                        view=view.name,
+                        day=day.isoformat(),
+                        version=row.version,
+                        why="batch_days still points at this version (a publish stopped "
+                        "before moving the pointer); kept until a publish replaces it",
+                    )
+                    continue
                 midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
                 minutes = [(midnight + timedelta(minutes=m), row.version) for m in range(1440)]
                 found: set[tuple] = set()

@@ -1,0 +1,55 @@
+"""Maintenance on the real Cassandra batch tables: what serving reads is never deleted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from batch_layer.maintenance import drop_superseded
+from batch_layer.pipelines import WEB_EVENTS
+from ingest.simulator import SimulatorConfig, generate
+from ingest.simulator.direct import produce_direct
+
+# drop_superseded reads every minute of a day per version: minutes on a busy machine.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+def _rows_of(session, keyspace: str, version: int) -> int:
+    rows = session.execute(f"SELECT version FROM {keyspace}.batch_page_activity")
+    return sum(1 for r in rows if r.version == version)
+
+
+def test_a_publish_that_died_between_its_two_writes_keeps_the_served_version(
+    spark, pipeline_settings, run_pipeline, cassandra_session
+):
+    batch = pipeline_settings.batch.model_copy(update={"superseded_version_grace_s": 0})
+    settings = pipeline_settings.model_copy(update={"batch": batch})
+    keyspace = settings.cassandra.keyspace
+    start = datetime(2024, 3, 1, 12, tzinfo=UTC)
+    produce_direct(generate(SimulatorConfig(seed=5, events=40, rate=1, start=start)), settings)
+    published = run_pipeline(settings, "run-1")["publish"]
+    (day,) = published.days
+    served = published.version
+    assert _rows_of(cassandra_session, keyspace, served) > 0
+
+    # A second publish recorded the served version as superseded, then died before
+    # pointing batch_days at its new version; an older version was really replaced.
+    replaced = served - 1
+    long_ago = datetime.now(UTC) - timedelta(days=1)
+    record = cassandra_session.prepare(
+        f"INSERT INTO {keyspace}.batch_superseded (view_name, day, version, superseded_at) "
+        "VALUES (?, ?, ?, ?)"
+    )
+    for view in WEB_EVENTS.views:
+        cassandra_session.execute(record, (view.name, day, served, long_ago))
+        cassandra_session.execute(record, (view.name, day, replaced, long_ago))
+
+    dropped = drop_superseded(settings)
+
+    assert dropped == len(WEB_EVENTS.views)  # the replaced versions only
+    assert _rows_of(cassandra_session, keyspace, served) > 0
+    pointers = cassandra_session.execute(f"SELECT view_name, version FROM {keyspace}.batch_days")
+    assert {r.version for r in pointers} == {served}
+    listed = cassandra_session.execute(f"SELECT version FROM {keyspace}.batch_superseded")
+    assert {r.version for r in listed} == {served}  # still listed for a later publish
