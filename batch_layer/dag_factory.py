@@ -11,6 +11,10 @@ For a :class:`batch_layer.pipelines.PipelineSpec` named ``P``:
 - ``P_maintenance`` (daily by default): OPTIMIZE, VACUUM, dropping superseded batch
   versions from Cassandra.
 
+Every task of a pipeline's DAGs runs in the pipeline's Airflow pool
+(``spec.pool``, one slot, created by ``platformctl up airflow``): the DAGs
+share the pipeline's tables and ledger, so their steps run one at a time.
+
 Every task is a ``spark-submit`` of ``batch_layer/__main__.py STEP`` through
 the Spark provider: no Spark driver runs inside Airflow. The Spark master
 comes from the ``spark_platform`` connection (``AIRFLOW_CONN_SPARK_PLATFORM``,
@@ -75,6 +79,8 @@ def _step(
         application=APPLICATION,
         application_args=[step, "--pipeline", spec.name, "--run-id", "{{ run_id }}", *extra_args],
         name=f"{spec.name}-{step}",
+        pool=spec.pool,
+        pool_slots=1,
         outlets=outlets or [],
         retries=retries,
         retry_delay=timedelta(minutes=1),

@@ -6,9 +6,10 @@ events are in their true windows. Each view's table is partitioned by
 ``window_date`` and a run rewrites exactly the days it covers
 (``replaceWhere``): reprocessing a day rewrites that day and nothing else.
 
-Without explicit dates a run covers the days silver rebuilt since gold's
-last run (from the pipeline ledger), and only once the silver quality gate
-passed on them.
+Without explicit dates a run covers the days of the silver runs no gold run
+consumed yet (from the pipeline ledger, by entry id), and only once the
+latest silver quality gate passed on exactly those runs; it records their
+ids, so a silver run that lands while gold is running stays pending.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
-from batch_layer.ledger import Entry, Ledger, pending_days
+from batch_layer.ledger import Entry, Ledger, covers, pending
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.silver import days_predicate, silver_path
 from batch_layer.tables import ensure_table_properties
@@ -48,12 +49,20 @@ def gold_path(settings: Settings, spec: ViewSpec) -> str:
     return f"{settings.lake.root.rstrip('/')}/gold/{spec.name}"
 
 
+_CONSUMER = {"silver": "gold", "gold": "publish"}
+"""The step that consumes each gated step's work."""
+
+
 def require_gate(entries: list[Entry], stage: str, after_step: str) -> None:
-    """Raise unless a passed ``stage`` gate was recorded after ``after_step``'s last entry."""
-    last = max((e.recorded_at for e in entries if e.step == after_step), default=None)
-    gates = [e for e in entries if e.step == "gate" and e.detail.get("stage") == stage]
+    """Raise unless the latest ``stage`` gate checked, and passed, every pending
+    ``after_step`` entry (those its consumer has not taken yet)."""
+    gates = sorted(
+        (e for e in entries if e.step == "gate" and e.detail.get("stage") == stage),
+        key=lambda e: e.recorded_at,
+    )
     gate = gates[-1] if gates else None
-    if last is not None and (gate is None or gate.recorded_at < last):
+    work = pending(entries, after_step, _CONSUMER[after_step])
+    if any(gate is None or not covers(gate, e) for e in work):
         raise GateNotPassed(
             f"The {stage} quality gate has not run since the last {after_step} run; "
             f"run the check_{stage} step first."
@@ -77,12 +86,13 @@ def build_gold(
 
     ledger = Ledger(spark, settings, spec)
     entries = ledger.entries()
+    work: list[Entry] = []
     if dates is None:
-        dates = list(pending_days(entries, "silver", "gold"))
+        work = pending(entries, "silver", "gold")
+        dates = sorted({day for e in work for day in e.days})
         if dates:
             require_gate(entries, "silver", "silver")
-    silvers = [e for e in entries if e.step == "silver"]
-    as_of = silvers[-1].as_of if silvers else None
+    as_of = max((e.as_of for e in entries if e.step == "silver" and e.as_of), default=None)
     days = tuple(sorted(set(dates)))
     written: dict[str, int] = {}
     if days:
@@ -101,6 +111,9 @@ def build_gold(
             )
             ensure_table_properties(spark, settings, path)
             written[view.name] = spark.read.format("delta").load(path).where(predicate).count()
-    ledger.append(Entry("gold", run_id, datetime.now(UTC), days, as_of, detail={"rows": written}))
+    consumed = tuple(e.entry_id for e in work)
+    ledger.append(
+        Entry("gold", run_id, datetime.now(UTC), days, as_of, True, {"rows": written}, consumed)
+    )
     log_event(_log, "gold.built", run_id=run_id, dates=[d.isoformat() for d in days], rows=written)
     return GoldRun(days, written)

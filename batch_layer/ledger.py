@@ -1,15 +1,25 @@
 """The pipeline ledger: what each step has done, so the next step knows its work.
 
 One small Delta table per pipeline (``_pipelines/<name>/ledger``), one row
-appended per step run: the step, the run id, the days it covered, the
-``as_of`` time its data reaches (the moment bronze fixed its stable end)
-and a JSON detail. Each step derives its pending work from the rows of the
-step before it, recorded after its own last row:
+appended per step run: an ``entry_id``, the step, the run id, the days it
+covered, the ``as_of`` time its data reaches (the moment bronze fixed its
+stable end), the ids of the upstream rows it ``consumed`` and a JSON
+detail. Each step's pending work is the rows of the step before it that no
+row of its own consumed:
 
 - silver covers the event days of bronze records it has not seen yet;
-- gold covers the days silver rebuilt since gold's last row;
-- the gate validates the days gold rebuilt since the last publish;
-- publish loads them once a gate row newer than them passed.
+- gold covers the days of the silver rows no gold row consumed;
+- the gate validates the rows gold has not consumed (silver) or publish has
+  not (gold), and names them in its own ``consumed``;
+- publish loads the gold rows no publish consumed, once the latest gold gate
+  passed on them.
+
+Work is matched by id, never by clock: a silver row appended while gold runs
+is not among what that gold run consumed, so the next gold run takes it.
+(Rows written before ``consumed`` was recorded have ``consumed`` None and
+consumed what was recorded before them, as the ledger used to decide.) A
+pipeline's steps also run one at a time (one Airflow pool slot per
+pipeline, :mod:`batch_layer.dag_factory`).
 
 A step that fails before appending its row leaves its work pending, and
 every step rewrites whole days, so rerunning any step is safe. The ledger
@@ -20,6 +30,7 @@ task, a backfill or a shell.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
@@ -31,9 +42,13 @@ if TYPE_CHECKING:
 
     from batch_layer.pipelines import PipelineSpec
 
-__all__ = ["Entry", "Ledger", "ledger_path", "pending_days"]
+__all__ = ["Entry", "Ledger", "covers", "ledger_path", "pending", "pending_days"]
 
 STEPS = ("silver", "gold", "gate", "publish")
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True)
@@ -47,26 +62,42 @@ class Entry:
     as_of: datetime | None = None
     passed: bool = True
     detail: dict[str, Any] = field(default_factory=dict)
+    consumed: tuple[str, ...] | None = None
+    """Ids of the upstream entries this run took as its work; None on rows older than ids."""
+    entry_id: str = field(default_factory=_new_id)
+
+
+def covers(later: Entry, earlier: Entry) -> bool:
+    """Whether ``later`` took ``earlier`` as its work (by id; by time for a row without ids)."""
+    if later.consumed is None:
+        return later.recorded_at > earlier.recorded_at
+    return earlier.entry_id in later.consumed
+
+
+def pending(entries: list[Entry], upstream: str, downstream: str) -> list[Entry]:
+    """The passed ``upstream`` entries no ``downstream`` entry consumed, oldest first."""
+    takers = [e for e in entries if e.step == downstream]
+    return sorted(
+        (
+            e
+            for e in entries
+            if e.step == upstream and e.passed and not any(covers(t, e) for t in takers)
+        ),
+        key=lambda e: e.recorded_at,
+    )
 
 
 def pending_days(entries: list[Entry], upstream: str, downstream: str) -> tuple[date, ...]:
-    """Days ``upstream`` covered after ``downstream``'s last entry (all, if it has none).
+    """Days of the ``upstream`` entries no ``downstream`` entry consumed.
 
     >>> t = lambda m: datetime(2024, 1, 1, 0, m, tzinfo=UTC)
     >>> d = lambda n: date(2024, 1, n)
-    >>> log = [Entry("silver", "a", t(1), (d(1),)), Entry("gold", "a", t(2), (d(1),)),
-    ...        Entry("silver", "b", t(3), (d(2), d(3))), Entry("silver", "c", t(4), (d(3),))]
-    >>> pending_days(log, "silver", "gold")
+    >>> s1, s2 = Entry("silver", "a", t(1), (d(1),)), Entry("silver", "b", t(2), (d(2), d(3)))
+    >>> gold = Entry("gold", "a", t(3), (d(1),), consumed=(s1.entry_id,))  # s2 came mid-run
+    >>> pending_days([s1, s2, gold], "silver", "gold")
     (datetime.date(2024, 1, 2), datetime.date(2024, 1, 3))
     """
-    last = max((e.recorded_at for e in entries if e.step == downstream), default=None)
-    days = {
-        day
-        for e in entries
-        if e.step == upstream and e.passed and (last is None or e.recorded_at > last)
-        for day in e.days
-    }
-    return tuple(sorted(days))
+    return tuple(sorted({day for e in pending(entries, upstream, downstream) for day in e.days}))
 
 
 def ledger_path(settings: Settings, spec: PipelineSpec) -> str:
@@ -87,18 +118,7 @@ class Ledger:
         if not DeltaTable.isDeltaTable(self.spark, self.path):
             return []
         rows = self.spark.read.format("delta").load(self.path).orderBy("recorded_at").collect()
-        return [
-            Entry(
-                step=r.step,
-                run_id=r.run_id,
-                recorded_at=r.recorded_at.astimezone(UTC),  # PySpark: naive local time
-                days=tuple(r.days or ()),
-                as_of=r.as_of.astimezone(UTC) if r.as_of else None,
-                passed=r.passed,
-                detail=json.loads(r.detail or "{}"),
-            )
-            for r in rows
-        ]
+        return [_entry(r.asDict()) for r in rows]
 
     def last(self, step: str) -> Entry | None:
         entries = [e for e in self.entries() if e.step == step]
@@ -119,6 +139,7 @@ class Ledger:
             raise ValueError(f"Unknown step {entry.step!r}; steps are {STEPS}.")
         schema = StructType(
             [
+                StructField("entry_id", StringType(), False),
                 StructField("step", StringType(), False),
                 StructField("run_id", StringType(), False),
                 StructField("recorded_at", TimestampType(), False),
@@ -126,9 +147,11 @@ class Ledger:
                 StructField("as_of", TimestampType(), True),
                 StructField("passed", BooleanType(), False),
                 StructField("detail", StringType(), False),
+                StructField("consumed", ArrayType(StringType()), True),
             ]
         )
         row = (
+            entry.entry_id,
             entry.step,
             entry.run_id,
             entry.recorded_at,
@@ -136,7 +159,30 @@ class Ledger:
             entry.as_of,
             entry.passed,
             json.dumps(entry.detail, default=str, sort_keys=True),
+            list(entry.consumed) if entry.consumed is not None else None,
         )
-        self.spark.createDataFrame([row], schema).write.format("delta").mode("append").save(
-            self.path
+        # mergeSchema: ledgers written before entry_id and consumed gain the columns.
+        (
+            self.spark.createDataFrame([row], schema)
+            .write.format("delta")
+            .mode("append")
+            .option("mergeSchema", "true")
+            .save(self.path)
         )
+
+
+def _entry(row: dict[str, Any]) -> Entry:
+    """An entry from a ledger row (``entry_id`` made up, stably, for rows older than ids)."""
+    recorded_at = row["recorded_at"].astimezone(UTC)  # PySpark: naive local time
+    consumed = row.get("consumed")
+    return Entry(
+        step=row["step"],
+        run_id=row["run_id"],
+        recorded_at=recorded_at,
+        days=tuple(row["days"] or ()),
+        as_of=row["as_of"].astimezone(UTC) if row["as_of"] else None,
+        passed=row["passed"],
+        detail=json.loads(row["detail"] or "{}"),
+        consumed=tuple(consumed) if consumed is not None else None,
+        entry_id=row.get("entry_id") or f"{row['step']}:{row['run_id']}:{recorded_at.isoformat()}",
+    )

@@ -81,6 +81,18 @@ class PipelineSpec:
                     f"a {measure.kind} measure; only a count can equal a number of silver rows."
                 )
 
+    @property
+    def pool(self) -> str:
+        """The Airflow pool (one slot) every task of the pipeline's DAGs runs in.
+
+        The ingest, views, backfill and maintenance DAGs run the same steps on
+        the same tables and ledger; one slot runs them one at a time.
+
+        >>> WEB_EVENTS.pool
+        'batch_web_events'
+        """
+        return f"batch_{self.name}"
+
     def topic_of(self, settings: Settings) -> str:
         return self.topic or settings.kafka.events_topic
 

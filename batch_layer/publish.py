@@ -18,8 +18,9 @@ The switch is atomic per day and never shows half a day:
    period: ``floor(as_of - lateness, period)``, where ``as_of`` is when
    bronze fixed the end of the log gold was computed from.
 
-Publish runs only after a passed gold gate newer than the gold it loads;
-otherwise it raises and the boundary stays where it was.
+Publish loads the gold runs no publish consumed (by ledger entry id), only
+once the latest gold gate checked and passed exactly those; otherwise it
+raises and the boundary stays where it was.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from batch_layer.gold import gold_path, require_gate
-from batch_layer.ledger import Entry, Ledger, pending_days
+from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
 from core.cassandra import execute_all, process_session, view_row_values
@@ -134,10 +135,11 @@ def publish(
     if not golds:
         log_event(_log, "publish.nothing", pipeline=spec.name, reason="gold never ran")
         return PublishRun(0, (), {}, {})
-    days = pending_days(entries, "gold", "publish")
+    work = pending(entries, "gold", "publish")
+    days = tuple(sorted({day for e in work for day in e.days}))
     if days:
         require_gate(entries, "gold", "gold")
-    as_of = golds[-1].as_of
+    as_of = max((e.as_of for e in golds if e.as_of), default=None)
     version = int(datetime.now(UTC).timestamp() * 1000)
     keyspace = settings.cassandra.keyspace
     cassandra = settings.cassandra
@@ -201,6 +203,7 @@ def publish(
             days,
             as_of,
             detail={"version": version, "rows": rows, "boundaries": boundaries},
+            consumed=tuple(e.entry_id for e in work),
         )
     )
     log_event(

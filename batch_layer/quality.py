@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
-from batch_layer.ledger import Entry, Ledger, pending_days
+from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.silver import number_copies, parse_bronze, rejects_path, silver_path
 from core.event_time import EventTimeBounds
@@ -154,8 +154,13 @@ def _reconcile(name: str, expected: int, actual: int) -> dict[str, Any]:
 
 
 def _conclude(
-    spark: SparkSession, settings: Settings, spec: PipelineSpec, report: GateReport
+    spark: SparkSession,
+    settings: Settings,
+    spec: PipelineSpec,
+    report: GateReport,
+    checked: list[Entry],
 ) -> GateReport:
+    """Write the report, record the verdict on the ``checked`` ledger entries, raise if failed."""
     path = report.write(settings)
     Ledger(spark, settings, spec).append(
         Entry(
@@ -165,6 +170,7 @@ def _conclude(
             tuple(date.fromisoformat(d) for d in report.days),
             passed=report.passed,
             detail={"stage": report.stage, "report": str(path), "failures": report.failures()},
+            consumed=tuple(e.entry_id for e in checked),
         )
     )
     log_event(
@@ -195,7 +201,8 @@ def check_silver(
     from data_contracts import load_contract
     from data_contracts.derive import expectation_suite, validate_dataframe
 
-    days = pending_days(Ledger(spark, settings, spec).entries(), "silver", "gold")
+    checked = pending(Ledger(spark, settings, spec).entries(), "silver", "gold")
+    days = sorted({day for e in checked for day in e.days})
     report = GateReport(
         spec.name, "silver", run_id, [d.isoformat() for d in days], datetime.now(UTC).isoformat()
     )
@@ -226,7 +233,7 @@ def check_silver(
                 "first copies of the days' events = silver rows", firsts.count(), chosen.count()
             )
         )
-    return _conclude(spark, settings, spec, report)
+    return _conclude(spark, settings, spec, report, checked)
 
 
 def view_suite(view: ViewSpec) -> gx.ExpectationSuite:
@@ -272,7 +279,8 @@ def check_gold(
 
     from data_contracts.derive import validate_dataframe
 
-    days = pending_days(Ledger(spark, settings, spec).entries(), "gold", "publish")
+    checked = pending(Ledger(spark, settings, spec).entries(), "gold", "publish")
+    days = sorted({day for e in checked for day in e.days})
     report = GateReport(
         spec.name, "gold", run_id, [d.isoformat() for d in days], datetime.now(UTC).isoformat()
     )
@@ -291,4 +299,4 @@ def check_gold(
             expected = silver.where(F.expr(rule.silver_where)).count()
             name = f"silver rows where {rule.silver_where} = sum({rule.view}.{rule.measure})"
             report.reconciliations.append(_reconcile(name, expected, total))
-    return _conclude(spark, settings, spec, report)
+    return _conclude(spark, settings, spec, report, checked)

@@ -211,6 +211,7 @@ def build_silver(
                 "duplicates": run.duplicates,
                 "rejects": run.rejects,
             },
+            consumed=(),  # silver's work comes from bronze's offsets, not from the ledger
         )
     )
     log_event(

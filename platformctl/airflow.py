@@ -33,6 +33,7 @@ __all__ = [
     "AirflowUnavailable",
     "component_health",
     "dag_summary",
+    "ensure_pool",
     "health",
     "progress_line",
     "trigger",
@@ -101,6 +102,25 @@ def _dag(dag_id: str) -> str:
 
 def _run(dag_id: str, run_id: str) -> str:
     return f"{_dag(dag_id)}/dagRuns/{quote(run_id, safe='')}"
+
+
+def ensure_pool(settings: Settings, name: str, slots: int, description: str) -> bool:
+    """Create the pool ``name`` with ``slots`` slots, or set its slots; True when changed.
+
+    Tasks of a pool that does not exist are never scheduled, so the platform
+    creates every pool its DAGs name (``platformctl up airflow``).
+    """
+    path = f"/api/v2/pools/{quote(name, safe='')}"
+    with _client(settings) as client:
+        found = _call(client, "GET", path, missing_ok=True)
+        if found.status_code == 404:
+            body = {"name": name, "slots": slots, "description": description}
+            _call(client, "POST", "/api/v2/pools", json=body)
+            return True
+        if found.json().get("slots") != slots:
+            _call(client, "PATCH", path, params={"update_mask": "slots"}, json={"slots": slots})
+            return True
+    return False
 
 
 def health(settings: Settings, timeout_s: float = 5.0) -> dict[str, Any]:

@@ -431,7 +431,7 @@ def _probe(settings: Settings, name: str) -> tuple[bool, str]:
 
 
 def _provision(settings: Settings, services: tuple[str, ...]) -> None:
-    """Create, from code, the topics and keyspace of the services just brought up."""
+    """Create, from code, the topics, keyspace and Airflow pools of the services just brought up."""
     if "kafka" in services:
         from confluent_kafka.admin import AdminClient
 
@@ -455,6 +455,16 @@ def _provision(settings: Settings, services: tuple[str, ...]) -> None:
         create_tables(settings)
         create_batch_tables(settings)
         log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
+    if "airflow-api-server" in services:
+        from batch_layer.pipelines import PIPELINES
+        from platformctl.airflow import ensure_pool
+
+        changed = [
+            spec.pool
+            for spec in PIPELINES
+            if ensure_pool(settings, spec.pool, 1, f"{spec.name}: one batch step at a time")
+        ]
+        log_event(_log, "airflow.pools_provisioned", changed=changed)
 
 
 def up(

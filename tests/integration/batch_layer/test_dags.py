@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from batch_layer.bronze import bronze_path
-from batch_layer.pipelines import WEB_EVENTS
+from batch_layer.pipelines import PIPELINES, WEB_EVENTS
 from batch_layer.publish import boundary_for, read_boundaries
 from core.settings import PROJECT_ROOT, Settings, settings_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
@@ -95,3 +95,36 @@ def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag, gold_pa
     bronze = spark.read.format("delta").load(bronze_path(settings, WEB_EVENTS))
     bronze_rows = bronze.count()
     assert bronze_rows == bronze.select("partition", "offset").distinct().count() > 0
+
+
+_TASK_POOLS = """
+import json
+from airflow.configuration import conf
+from airflow.dag_processing.dagbag import DagBag
+
+folder = conf.get("core", "dags_folder")
+bag = DagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
+tasks = [(d.dag_id, t) for d in bag.dags.values() for t in d.tasks]
+pools = {f"{dag_id}.{t.task_id}": [t.pool, t.pool_slots] for dag_id, t in tasks}
+print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "pools": pools}))
+"""
+
+
+def test_every_task_of_a_pipeline_runs_in_its_one_pool(settings: Settings, tmp_path):
+    """The ingest, views, backfill and maintenance DAGs of a pipeline share one pool, so
+    their steps (over one ledger and one set of tables) never run at the same time."""
+    python = ensure_airflow_venv(
+        settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
+    )
+    env = {**os.environ, **airflow_env(tmp_path / "airflow", settings.airflow.dags_folder)}
+    proc = subprocess.run(
+        [str(python), "-c", _TASK_POOLS], env=env, capture_output=True, text=True, timeout=600
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, proc.stderr[-4000:]
+    loaded = json.loads(lines[-1])
+    assert loaded["errors"] == {}
+    for spec in PIPELINES:
+        tasks = {k: v for k, v in loaded["pools"].items() if k.startswith(f"{spec.name}_")}
+        assert len(tasks) == 3 + 3 + 6 + 3
+        assert set(map(tuple, tasks.values())) == {(spec.pool, 1)}

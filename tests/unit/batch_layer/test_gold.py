@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
@@ -91,3 +92,26 @@ def test_a_day_travels_the_ledger_as_each_step_would_read_it():
 
 def test_gold_tables_are_named_after_their_view(lake_settings: Settings):
     assert gold_path(lake_settings, view("clicks")) == "s3a://acme-lake/prod/gold/clicks"
+
+
+def took(row: Entry, *upstream: Entry) -> Entry:
+    return replace(row, consumed=tuple(e.entry_id for e in upstream))
+
+
+def test_a_gate_that_did_not_check_a_silver_run_does_not_let_gold_read_it():
+    # check_silver read the ledger with day 1 pending; silver wrote day 2 before the
+    # gate's row landed. The gate is newer than both, but it checked day 1 only.
+    s1, s2 = took(entry("silver", 1, 1)), took(entry("silver", 2, 2))
+    log = [s1, s2, took(gate(3, "silver"), s1)]
+    with pytest.raises(GateNotPassed, match="run the check_silver step first"):
+        require_gate(log, "silver", "silver")
+    require_gate([*log, took(gate(4, "silver"), s1, s2)], "silver", "silver")
+
+
+def test_after_gold_consumed_a_silver_run_only_the_newer_one_needs_the_gate():
+    s1, s2 = took(entry("silver", 1, 1)), took(entry("silver", 4, 2))
+    log = [s1, took(gate(2, "silver"), s1), s2, took(entry("gold", 5, 1), s1)]
+    assert pending_days(log, "silver", "gold") == (date(2024, 3, 2),)
+    with pytest.raises(GateNotPassed):
+        require_gate(log, "silver", "silver")
+    require_gate([*log, took(gate(6, "silver"), s2)], "silver", "silver")

@@ -1,15 +1,21 @@
-"""The ledger's pending work: what a step produced that the next one has not taken yet."""
+"""The ledger's pending work: what a step produced that the next one has not taken yet.
+
+Rows built by ``entry`` carry no ``consumed`` ids, as rows written before ids did
+(they consumed what came before them in time); rows built by ``run`` name what they
+consumed, as every step writes them now.
+"""
 
 from __future__ import annotations
 
 import doctest
 import random
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
 
 import batch_layer.ledger
-from batch_layer.ledger import Entry, Ledger, pending_days
+from batch_layer.ledger import Entry, Ledger, pending, pending_days
 from batch_layer.pipelines import WEB_EVENTS
 from core.settings import Settings
 
@@ -113,3 +119,39 @@ def test_an_unknown_step_is_refused_before_anything_is_written(lake_settings: Se
 def test_docstring_examples():
     failed, attempted = doctest.testmod(batch_layer.ledger)
     assert attempted > 0 and failed == 0
+
+
+def run(step: str, minute: int, *days_: int, took: tuple[Entry, ...] = (), **detail) -> Entry:
+    """A ledger row written by today's steps: it names the entries it consumed."""
+    row = entry(step, minute, *days_, **detail)
+    return replace(row, consumed=tuple(e.entry_id for e in took))
+
+
+def test_a_silver_run_recorded_while_gold_ran_stays_pending():
+    # Gold read the ledger at minute 3 (silver day 1 pending), silver wrote day 2 at
+    # minute 4, gold finished at minute 5: gold consumed day 1 only.
+    s1 = run("silver", 1, 1)
+    gate = run("gate", 2, 1, took=(s1,), stage="silver")
+    s2 = run("silver", 4, 2)
+    gold = run("gold", 5, 1, took=(s1,))
+    log = [s1, gate, s2, gold]
+    assert pending_days(log, "silver", "gold") == days(2)
+    assert pending(log, "silver", "gold") == [s2]
+    assert pending_days([*log, run("gold", 6, 2, took=(s2,))], "silver", "gold") == ()
+
+
+def test_a_rerun_of_a_consumed_day_is_new_work():
+    s1 = run("silver", 1, 1)
+    log = [s1, run("gold", 2, 1, took=(s1,)), run("silver", 3, 1)]
+    assert pending_days(log, "silver", "gold") == days(1)
+
+
+def test_rows_written_before_ids_consumed_what_came_before_them():
+    legacy = [entry("silver", 1, 1), entry("gold", 2, 1)]
+    s3 = run("silver", 3, 2)
+    assert pending_days([*legacy, s3], "silver", "gold") == days(2)
+    assert pending_days([*legacy, s3, run("gold", 4, 2, took=(s3,))], "silver", "gold") == ()
+
+
+def test_entry_ids_are_unique():
+    assert entry("silver", 1, 1).entry_id != entry("silver", 1, 1).entry_id
