@@ -77,11 +77,16 @@ def covers(later: Entry, earlier: Entry) -> bool:
 def pending(entries: list[Entry], upstream: str, downstream: str) -> list[Entry]:
     """The passed ``upstream`` entries no ``downstream`` entry consumed, oldest first."""
     takers = [e for e in entries if e.step == downstream]
+    taken = {i for t in takers if t.consumed is not None for i in t.consumed}
+    legacy = max((t.recorded_at for t in takers if t.consumed is None), default=None)
     return sorted(
         (
             e
             for e in entries
-            if e.step == upstream and e.passed and not any(covers(t, e) for t in takers)
+            if e.step == upstream
+            and e.passed
+            and e.entry_id not in taken
+            and (legacy is None or e.recorded_at >= legacy)
         ),
         key=lambda e: e.recorded_at,
     )
