@@ -357,6 +357,11 @@ class ServingSettings(_Section):
     """How long a worker reuses the boundary, day versions and speed progress it read."""
     batch_cache_entries: int = Field(default=4096, ge=0)
     """Published batch partition reads kept per worker (immutable per version); 0 disables."""
+    max_boundary_age_s: float = Field(default=24 * 3600, gt=0)
+    """A batch boundary older than this makes ``/health`` answer ``degraded`` (status 200).
+    Keep it well below ``speed.ttl_s`` (3 days): once a boundary is older than the TTL,
+    windows after it lose their speed rows and are answered as unavailable. With
+    ``batch.period = day`` the boundary is normally up to two days old: raise it to match."""
 
 
 class LakeSettings(_Section):

@@ -266,7 +266,7 @@ def serving_healthy(settings: Settings) -> tuple[bool, str]:
     body = answer.json()
     if answer.status_code != 200:
         return False, str(body.get("message"))
-    parts = []
+    parts = [f"DEGRADED {body.get('message')}"] if body.get("status") == "degraded" else []
     for view, boundary in body.get("boundary", {}).items():
         lag = body.get("freshness", {}).get(view, {}).get("lag_s")
         parts.append(f"{view}: boundary {boundary or 'none'}, speed lag {lag}s")

@@ -1,4 +1,5 @@
-"""How far each view's answers can be trusted: the speed side's event time, said plainly.
+"""How far each view's answers can be trusted: the speed side's event time and the batch
+boundary's age, said plainly.
 
 Every answer carries, per view, what the speed layer last reported
 (``speed_progress``): the newest event time it reflected, its watermark,
@@ -9,6 +10,17 @@ poisoned (a client's clock in year 9999 before the bounds existed), so the
 view's freshness is an error naming the fix, ``lag_s`` is null (never a
 negative lag), and ``/health`` answers 503.
 
+Speed rows live for the speed TTL (``settings.speed.ttl_s``) from when they
+were written, never before their window, so a window younger than
+now - TTL still has its rows. When the batch layer stalls, its boundary
+grows old: windows at or after the boundary but older than now - TTL may
+have lost their speed rows and batch does not hold them yet. Those windows
+are *unavailable* (null, never zero), every answer says which ones, and
+``/health`` is ``degraded`` once a boundary is older than
+``settings.serving.max_boundary_age_s``, well before that happens. A view
+the batch layer never published is all speed: its windows older than
+now - TTL are unavailable too.
+
 >>> from serving.store import ViewPointers
 >>> rules = FreshnessRules(future_tolerance_ms=60_000)
 >>> speed_freshness(ViewPointers(None, newest_event=90_000), now=100_000, rules=rules)["lag_s"]
@@ -17,6 +29,8 @@ negative lag), and ``/health`` answers 503.
 >>> answer = speed_freshness(poisoned, now=100_000, rules=rules)
 >>> answer["status"], answer["lag_s"], answer["error"][:40]
 ('error', None, 'watermark 2001-09-09T01:46:40Z is ahead ')
+>>> unavailable_span(boundary=0, now=DAY_MS * 5, rules=FreshnessRules(speed_ttl_ms=DAY_MS * 3))
+(0, 172800000)
 """
 
 from __future__ import annotations
@@ -25,13 +39,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from serving.timerange import iso
+from serving.timerange import DAY_MS, EARLIEST_MS, iso
 
 if TYPE_CHECKING:
     from core.settings import Settings
     from serving.store import ViewPointers
 
-__all__ = ["FreshnessRules", "health_status", "speed_freshness"]
+__all__ = [
+    "FreshnessRules",
+    "boundary_age_s",
+    "health_status",
+    "speed_freshness",
+    "unavailable",
+    "unavailable_span",
+]
 
 
 @dataclass(frozen=True)
@@ -40,13 +61,21 @@ class FreshnessRules:
 
     future_tolerance_ms: int = 60_000
     """An event time or watermark further than this ahead of now is an error."""
+    speed_ttl_ms: int = 3 * DAY_MS
+    """Lifetime of speed rows: a window older than now minus this may have lost them."""
+    max_boundary_age_ms: int = DAY_MS
+    """A batch boundary older than this makes ``/health`` degraded."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FreshnessRules:
         from core.event_time import EventTimeBounds
 
         tolerance = EventTimeBounds.from_settings(settings).future_tolerance
-        return cls(future_tolerance_ms=int(tolerance.total_seconds() * 1000))
+        return cls(
+            future_tolerance_ms=int(tolerance.total_seconds() * 1000),
+            speed_ttl_ms=settings.speed.ttl_s * 1000,
+            max_boundary_age_ms=int(settings.serving.max_boundary_age_s * 1000),
+        )
 
 
 def _when(ms: int | None) -> str | None:
@@ -81,9 +110,65 @@ def speed_freshness(p: ViewPointers, now: int, rules: FreshnessRules) -> dict[st
     return out
 
 
-def health_status(freshness: Mapping[str, Mapping[str, Any]]) -> tuple[str, str | None]:
-    """``("ok", None)`` or ``("error", <which views are wrong and why>)``."""
+def boundary_age_s(boundary: int | None, now: int) -> float | None:
+    """Seconds since the batch boundary (None when the batch layer never published)."""
+    return None if boundary is None else round(max(0, now - boundary) / 1000, 1)
+
+
+def unavailable_span(
+    boundary: int | None, now: int, rules: FreshnessRules
+) -> tuple[int, int] | None:
+    """Window starts ``[lo, hi)`` whose speed rows may have expired and batch does not hold."""
+    lo = EARLIEST_MS if boundary is None else boundary
+    hi = now - rules.speed_ttl_ms
+    return (lo, hi) if hi > lo else None
+
+
+def unavailable(
+    boundary: int | None, now: int, rules: FreshnessRules, lo: int, hi: int
+) -> dict[str, Any] | None:
+    """What an answer over windows ``[lo, hi)`` says of its unavailable windows (None: none)."""
+    span = unavailable_span(boundary, now, rules)
+    if span is None or max(lo, span[0]) >= min(hi, span[1]):
+        return None
+    start, end = max(lo, span[0]), min(hi, span[1])
+    where = (
+        "the batch layer never published this view"
+        if boundary is None
+        else (f"the batch boundary is {iso(boundary)}, {boundary_age_s(boundary, now):.0f} s old")
+    )
+    return {
+        "start": iso(start),
+        "end": iso(end),
+        "message": (
+            f"Windows from {iso(start)} to {iso(end)} are unavailable, not zero: their speed "
+            f"rows are older than the speed TTL ({rules.speed_ttl_ms // 1000} s) and may have "
+            f"expired, and {where}. They come back once the batch layer publishes them."
+        ),
+    }
+
+
+def health_status(
+    freshness: Mapping[str, Mapping[str, Any]],
+    boundary_ages: Mapping[str, float | None],
+    rules: FreshnessRules,
+) -> tuple[str, str | None]:
+    """``("ok", None)``, or ``("error" | "degraded", <which views are wrong and why>)``.
+
+    ``error``: a view's event time is ahead of now. ``degraded``: a view's batch
+    boundary is older than ``rules.max_boundary_age_ms``.
+    """
     errors = [f"{view}: {f['error']}" for view, f in freshness.items() if f["status"] == "error"]
     if errors:
         return "error", "; ".join(errors)
+    limit_s = rules.max_boundary_age_ms / 1000
+    stale = [
+        f"{view}: the batch boundary is {age:.0f} s old (more than {limit_s:.0f} s); speed rows "
+        f"expire after {rules.speed_ttl_ms // 1000} s, then windows after the boundary are "
+        "unavailable until the batch layer publishes them"
+        for view, age in boundary_ages.items()
+        if age is not None and age > limit_s
+    ]
+    if stale:
+        return "degraded", "; ".join(stale)
     return "ok", None

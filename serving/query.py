@@ -19,11 +19,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.errors import QueryError
-from serving.freshness import FreshnessRules, health_status, speed_freshness
+from serving.freshness import (
+    FreshnessRules,
+    boundary_age_s,
+    health_status,
+    speed_freshness,
+    unavailable,
+    unavailable_span,
+)
 from serving.lru import Lru
 from serving.merge import (
     DEFAULT_QUANTILES,
     hll_estimate,
+    measure_names,
     rank_value,
     row_formatter,
     summarise,
@@ -179,10 +187,12 @@ class Queries:
 
     # -- what every answer carries ------------------------------------------------------
 
-    def _context(self, pointers: Pointers, views: Sequence[str]) -> dict[str, Any]:
-        now = self.now_ms()
+    def _context(self, pointers: Pointers, views: Sequence[str], now: int) -> dict[str, Any]:
         return {
             "boundary": {name: iso(pointers.views[name].boundary) for name in views},
+            "boundary_age_s": {
+                name: boundary_age_s(pointers.views[name].boundary, now) for name in views
+            },
             "freshness": {
                 name: speed_freshness(pointers.views[name], now, self.rules) for name in views
             },
@@ -247,38 +257,49 @@ class Queries:
                 "Use a coarser granularity (hour, day) or a shorter range.",
             )
         pointers = await self.store.pointers()
+        now = self.now_ms()
         boundary = pointers.views[view].boundary
         found = await asyncio.gather(*(self._key_rows(spec, k, rq, pointers, names) for k in keys))
-        sources = [
-            (iso(start), bucket_source(max(start, rq.lo), min(start + step, rq.hi), boundary))
-            for start in starts
-        ]
+        lost = unavailable_span(boundary, now, self.rules) or (0, 0)
+        sources = []
+        for start in starts:
+            a, b = max(start, rq.lo), min(start + step, rq.hi)
+            available = max(a, lost[0]) >= min(b, lost[1])  # no window of it may have expired
+            sources.append((iso(start), bucket_source(a, b, boundary), available))
+        nulls = dict.fromkeys(measure_names(chosen, quantiles))
         formatter = self._formatter(spec, chosen, quantiles) if step == MINUTE_MS else None
         series = []
         for key, rows in zip(keys, found, strict=True):
             buckets = []
-            if formatter is not None:  # one window per bucket: no merge needed
-                per_minute = {row[0]: row for row in rows}
-                for start, (text, source) in zip(starts, sources, strict=True):
-                    row = per_minute.get(start)
-                    bucket = {"start": text, "final": source == "batch", "source": source}
-                    bucket.update(formatter(None if row is None else row[1:]))
-                    buckets.append(bucket)
-            else:
+            if formatter is None:
                 per_bucket: dict[int, list] = defaultdict(list)
                 for row in rows:
                     per_bucket[row[0] - row[0] % step].append(row[1:])
-                for start, (text, source) in zip(starts, sources, strict=True):
-                    bucket = {"start": text, "final": source == "batch", "source": source}
+            else:  # one window per bucket: no merge needed
+                per_minute = {row[0]: row for row in rows}
+            for start, (text, source, available) in zip(starts, sources, strict=True):
+                bucket = {
+                    "start": text,
+                    "final": source == "batch",
+                    "source": source,
+                    "available": available,
+                }
+                if not available:
+                    bucket.update(nulls)
+                elif formatter is not None:
+                    row = per_minute.get(start)
+                    bucket.update(formatter(None if row is None else row[1:]))
+                else:
                     bucket.update(summarise(chosen, per_bucket.get(start, ()), quantiles))
-                    buckets.append(bucket)
+                buckets.append(bucket)
             series.append({"key": _key_dict(spec, key), "buckets": buckets})
         return {
             "view": view,
             "granularity": granularity,
             "start": iso(rq.lo),
             "end": iso(rq.hi),
-            **self._context(pointers, [view]),
+            **self._context(pointers, [view], now),
+            "unavailable": unavailable(boundary, now, self.rules, rq.lo, rq.hi),
             "series": series,
         }
 
@@ -316,8 +337,15 @@ class Queries:
                 f"{self.limits.max_top_minutes}. Ask for a shorter range, or use SQL over gold.",
             )
         pointers = await self.store.pointers()
+        now = self.now_ms()
         p = pointers.views[view]
         reads = minute_reads(rq.lo, rq.hi, p.boundary, p.versions)
+        provisional = any(r.layer == "speed" for r in reads) or (
+            p.boundary is None and rq.hi > rq.lo
+        )
+        lost = unavailable_span(p.boundary, now, self.rules)
+        if lost is not None:  # rank on what is still there; the answer says what is not
+            reads = [r for r in reads if r.layer == "batch" or not lost[0] <= r.minute < lost[1]]
         store = self.store
         parts = await self._gather(
             [
@@ -344,9 +372,6 @@ class Queries:
             elif chosen.kind in ("count", "hll"):
                 item["value"] = round(value)
             items.append(item)
-        provisional = any(r.layer == "speed" for r in reads) or (
-            p.boundary is None and rq.hi > rq.lo
-        )
         return {
             "view": view,
             "measure": measure,
@@ -355,7 +380,8 @@ class Queries:
             "end": iso(rq.hi),
             "n": n,
             "final": not provisional,
-            **self._context(pointers, [view]),
+            **self._context(pointers, [view], now),
+            "unavailable": unavailable(p.boundary, now, self.rules, rq.lo, rq.hi),
             "items": items,
         }
 
@@ -370,37 +396,48 @@ class Queries:
         check_keys(spec, [key], self.limits)
         rq = RangeQuery.checked(lo, hi, self.limits)
         pointers = await self.store.pointers()
+        now = self.now_ms()
         measure = spec.measures[hll[0]]
-        rows = await self._key_rows(spec, key, rq, pointers, (measure.name,))
-        estimate = hll_estimate(row[1] for row in rows)
         boundary = pointers.views[view].boundary
         source = bucket_source(rq.lo, rq.hi, boundary) if rq.hi > rq.lo else "batch"
-        return {
+        lost = unavailable(boundary, now, self.rules, rq.lo, rq.hi)
+        answer = {
             "view": view,
             "key": _key_dict(spec, key),
             "measure": measure.name,
             "start": iso(rq.lo),
             "end": iso(rq.hi),
-            "visitors": round(estimate.estimate),
-            "lower_bound": round(estimate.lower),
-            "upper_bound": round(estimate.upper),
+            "visitors": None,
+            "lower_bound": None,
+            "upper_bound": None,
+            "available": lost is None,
             "final": source == "batch",
             "source": source,
-            **self._context(pointers, [view]),
+            **self._context(pointers, [view], now),
+            "unavailable": lost,
         }
+        if lost is None:  # a union missing some windows would be a silent undercount
+            rows = await self._key_rows(spec, key, rq, pointers, (measure.name,))
+            estimate = hll_estimate(row[1] for row in rows)
+            answer["visitors"] = round(estimate.estimate)
+            answer["lower_bound"] = round(estimate.lower)
+            answer["upper_bound"] = round(estimate.upper)
+        return answer
 
     async def health(self) -> dict[str, Any]:
         """Boundary and speed freshness of every view (re-reads the pointers if stale).
 
-        ``status`` is ``error`` when a view's event time is ahead of now (``message``
-        names the views and the fix), else ``ok``.
+        ``status`` is ``error`` when a view's event time is ahead of now, ``degraded``
+        when a view's batch boundary is older than the rules allow (``message`` names
+        the views and why), else ``ok``.
         """
         pointers = await self.store.pointers()
-        context = self._context(pointers, list(self.store.views))
-        status, message = health_status(context["freshness"])
+        context = self._context(pointers, list(self.store.views), self.now_ms())
+        status, message = health_status(context["freshness"], context["boundary_age_s"], self.rules)
         answer: dict[str, Any] = {"status": status, "cassandra": "reachable"}
         if message is not None:
-            answer |= {"error": "speed_event_time", "message": message}
+            code = "speed_event_time" if status == "error" else "batch_boundary_old"
+            answer |= {"error": code, "message": message}
         return answer | context
 
 

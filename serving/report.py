@@ -108,6 +108,9 @@ async def _answers(queries, start, end, minutes: int, n: int) -> str:
         f"unique visitors (site, whole range): {reach['visitors']} "
         f"[{reach['lower_bound']}, {reach['upper_bound']}] ({reach['source']})"
     )
+    lost = next((a["unavailable"] for a in (site, reach) if a["unavailable"]), None)
+    if lost is not None:
+        lines.append(f"unavailable: {lost['message']}")
     for title, answer, fmt in (
         ("top pages (views)", pages, "{:.0f}"),
         ("slowest pages (p95 load, ms)", slowest, "{:.0f}"),

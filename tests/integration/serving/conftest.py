@@ -33,16 +33,22 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
-    """Settings of this module: its own keyspace with every speed and batch table."""
+    """Settings of this module: its own keyspace with every speed and batch table.
+
+    A module whose known rows lie further back than the speed TTL sets ``SPEED_TTL_S``:
+    its speed tables keep rows that long and serving is told so.
+    """
     from batch_layer.schema import create_statements as batch_statements
     from core.cassandra import connect, ensure_keyspace
     from speed_layer.schema import create_statements as speed_statements
 
     module = request.module.__name__.rsplit(".", 1)[-1].replace("test_", "")[:20]
     keyspace = f"t_srv_{module}_{uuid.uuid4().hex[:6]}"
+    ttl_s = getattr(request.module, "SPEED_TTL_S", local_platform.speed.ttl_s)
     settings = local_platform.model_copy(
         update={
             "cassandra": local_platform.cassandra.model_copy(update={"keyspace": keyspace}),
+            "speed": local_platform.speed.model_copy(update={"ttl_s": ttl_s}),
             "serving": ServingSettings(
                 **local_platform.serving.model_dump()
                 | {
