@@ -3,8 +3,10 @@
 :class:`Queries` plans which partitions answer a range (:mod:`serving.plan`),
 reads them concurrently (:mod:`serving.store`), merges the rows by each
 measure's kind (:mod:`serving.merge`) and says, in every answer, which
-boundary it used per view, how fresh the speed side is, and which buckets
-are final (all from batch) or provisional (some from speed).
+boundary it used per view and how old it is, how fresh the speed side is
+(:mod:`serving.freshness`), which buckets are final (all from batch) or
+provisional (some from speed), and which windows are unavailable (after the
+boundary and older than the speed TTL: null, never zero).
 
 Answers are plain dicts ready for JSON; times in them are ISO 8601 UTC.
 """
