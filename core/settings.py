@@ -201,6 +201,11 @@ class CollectorSettings(_Section):
     """Producer queue bound; when full the collector answers 503 instead of buffering more."""
     retry_after_s: int = Field(default=5, ge=1)
     """``Retry-After`` sent with 503 answers."""
+    keep_alive_s: float = Field(default=75.0, gt=0)
+    """How long an idle client connection stays open. Keep it above the idle timeout of the
+    clients and load balancers in front (HTTP libraries: about 5 s; AWS ALB: 60 s), so the
+    collector never closes a connection just as a client reuses it (the client would get a
+    reset, not an answer)."""
     allowed_origins: dict[str, tuple[str, ...]] = {}
     """Source id -> the origins (``https://shop.example``) whose pages may send that source's
     events from a browser (CORS); ``*`` is any origin. A source without an entry takes no
