@@ -78,7 +78,10 @@ _BATCH_BODY = {
 
 
 def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    return JSONResponse({"success": False, "error": code, "message": message}, status, headers)
+    # ``code`` as well as ``error``: Segment's and RudderStack's server libraries read
+    # ``payload["code"]`` and ``payload["message"]`` to raise their APIError.
+    body = {"success": False, "error": code, "code": code, "message": message}
+    return JSONResponse(body, status, headers)
 
 
 class _Refused(Exception):
