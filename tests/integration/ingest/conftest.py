@@ -61,11 +61,7 @@ def consume_all(settings: Settings, topic: str, expected: int, timeout_s: float 
 
 @pytest.fixture
 def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCollector]:
-    from confluent_kafka.admin import AdminClient
-
     from core.settings import KafkaSettings
-    from ingest.app import create_app
-    from ingest.topics import ensure_topics, platform_topics
 
     topic = unique_name.replace("_", "-")
     kafka = KafkaSettings(
@@ -74,33 +70,19 @@ def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCol
             | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
         )
     )
-    port = _free_port()
     settings = local_platform.model_copy(
         update={
             "kafka": kafka,
             "collector": CollectorSettings(
-                port=port,
+                port=_free_port(),
                 write_keys={"test-site": "test-write-key"},
                 delivery_timeout_s=5,
                 retry_after_s=2,
             ),
         }
     )
-    admin = AdminClient(kafka.client_config())
-    ensure_topics(admin, platform_topics(kafka))
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "collector did not start"
-    yield RunningCollector(f"http://127.0.0.1:{port}", settings)
-    server.should_exit = True
-    thread.join(timeout=40)
-    admin.delete_topics([kafka.events_topic, kafka.dlq_topic])
+    with serve_collector(settings, "test-write-key") as running:
+        yield running
 
 
 @pytest.fixture
