@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +12,7 @@ import pytest
 import uvicorn
 
 from core.settings import CollectorSettings, Settings
+from tests.integration.asgi import serving
 
 
 @dataclass(frozen=True)
@@ -101,21 +101,13 @@ def serve_collector(settings: Settings, write_key: str) -> Iterator[RunningColle
 
     admin = AdminClient(settings.kafka.client_config())
     ensure_topics(admin, platform_topics(settings.kafka))
-    port = settings.collector.port
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=settings.collector.port, log_level="warning"
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "collector did not start"
     try:
-        yield RunningCollector(f"http://127.0.0.1:{port}", settings, write_key)
+        with serving(config) as url:
+            yield RunningCollector(url, settings, write_key)
     finally:
-        server.should_exit = True
-        thread.join(timeout=40)
         admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
 
 

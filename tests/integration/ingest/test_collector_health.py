@@ -15,6 +15,7 @@ import uvicorn
 
 from core.settings import KafkaSettings, Settings
 from ingest.app import create_app
+from tests.integration.asgi import serving
 from tests.integration.ingest.conftest import _free_port, collector_settings
 
 pytestmark = pytest.mark.integration
@@ -65,21 +66,11 @@ def _with_bootstrap(settings: Settings, bootstrap: str) -> Settings:
 @contextmanager
 def _serve(settings: Settings) -> Iterator[str]:
     """The collector app on its port (no topics needed: only /health and /metrics are asked)."""
-    port = settings.collector.port
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=settings.collector.port, log_level="warning"
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "collector did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=40)
+    with serving(config) as url:
+        yield url
 
 
 def test_health_probes_off_the_event_loop(local_platform, unique_name):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import http.client
-import threading
 import time
 
 import pytest
-import uvicorn
 
 from ingest.__main__ import server_config
+from tests.integration.asgi import serving
 from tests.integration.ingest.conftest import collector_settings
 
 pytestmark = pytest.mark.integration
@@ -19,14 +18,7 @@ def test_an_idle_connection_is_still_served_after_a_client_pause(local_platform,
     # HTTP libraries drop idle connections after about 5 s (httpx, Node); a server that
     # closes at the same moment resets requests sent on them, which clients see unanswered.
     settings = collector_settings(local_platform, unique_name, write_keys={"s": "k"})
-    server = uvicorn.Server(server_config(settings))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "collector did not start"
-    try:
+    with serving(server_config(settings)):
         connection = http.client.HTTPConnection("127.0.0.1", settings.collector.port, timeout=10)
         statuses = []
         for pause_s in (0, 6):
@@ -37,6 +29,3 @@ def test_an_idle_connection_is_still_served_after_a_client_pause(local_platform,
             statuses.append(answer.status)
         assert statuses == [401, 401]
         connection.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=40)

@@ -7,7 +7,6 @@ speed_layer`` in a subprocess) and Cassandra.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from core.event_time import CLAMPED_FUTURE, EventTimeBounds
 from core.settings import CollectorSettings, EventTimeSettings, Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate, send
 from ingest.simulator.direct import produce_direct
+from tests.integration.asgi import serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -40,20 +40,9 @@ def _collector(settings: Settings) -> Iterator[str]:
     settings = settings.model_copy(
         update={"collector": CollectorSettings(port=port, write_keys={"site": KEY})}
     )
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "collector did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=40)
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    with serving(config) as url:
+        yield url
 
 
 def _records(settings: Settings, topic: str, timeout_s: float = 30) -> list:
