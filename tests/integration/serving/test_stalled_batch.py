@@ -49,6 +49,12 @@ def _iso(moment: datetime) -> str:
 
 @pytest.fixture(scope="module", autouse=True)
 def rows(publish, write_speed, serving_settings) -> None:
+    # The clock is read when the rows are written, not when the module was collected:
+    # in a whole-suite run that can be half an hour earlier than these tests run.
+    global NOW, BOUNDARY, RECENT
+    NOW = datetime.now(UTC).replace(second=0, microsecond=0)
+    BOUNDARY = NOW.replace(minute=0) - timedelta(days=4)
+    RECENT = [NOW - timedelta(minutes=i) for i in range(1, 31)]
     assert serving_settings.speed.ttl_s == 3 * 24 * 3600
     before = [BOUNDARY - timedelta(minutes=i) for i in range(1, 61)]
     publish("page_activity", [_page(m, 1) for m in before], BOUNDARY)
