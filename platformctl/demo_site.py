@@ -27,6 +27,7 @@ from typing import Any, Literal
 __all__ = [
     "CHROMEDRIVER",
     "CHROMIUM",
+    "CHROMIUM_FLAGS",
     "ShopVisit",
     "Site",
     "browse_shop",
@@ -37,7 +38,7 @@ __all__ = [
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 _PAGE = Path(__file__).with_name("static") / "shop.html"
-_FLAGS = (
+CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -123,7 +124,7 @@ def headless_chromium(profile_dir: Path) -> Iterator[Any]:
         )
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in (*_FLAGS, "--window-size=1200,900", f"--user-data-dir={profile_dir}"):
+    for flag in (*CHROMIUM_FLAGS, "--window-size=1200,900", f"--user-data-dir={profile_dir}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from core.settings import KafkaSettings, LakeSettings, Settings, SpeedSettings
+from platformctl.demo_site import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
 @pytest.fixture(scope="module")
@@ -95,14 +93,7 @@ def browser(tmp_path):
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
+        *CHROMIUM_FLAGS,
         "--window-size=1400,1100",
         f"--user-data-dir={tmp_path / 'chromium'}",
     ):
