@@ -4,7 +4,7 @@ Two checks, each a step of the pipeline DAG:
 
 - :func:`check_silver` runs the contract's Great Expectations suite
   (:func:`data_contracts.derive.expectation_suite`: not-null keys, accepted
-  values, ranges, patterns, unique ``event_id``) on the silver days gold is
+  values, ranges, patterns, unique ``(source_id, event_id)``) on the silver days gold is
   about to read, and reconciles row counts: every bronze record is a parsed
   event or a reject; the events whose first copy in the log falls on those
   days are exactly the silver rows of those days (a later copy counts where
@@ -225,7 +225,7 @@ def check_silver(
         )
         # Silver keeps each event's first copy, on the first copy's day: a duplicate
         # whose corrected time fell on a pending day belongs to another day's row.
-        firsts = number_copies(events).where(
+        firsts = number_copies(events, contract.key).where(
             (F.col("copy") == 1) & F.col("event_date").isin(list(days))
         )
         report.reconciliations.append(

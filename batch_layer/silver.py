@@ -2,8 +2,9 @@
 
 Every bronze record ends in exactly one place:
 
-- ``silver/<topic>``: one row per ``event_id`` (the first record of it in the
-  log, by partition and offset), the contract's columns plus ``event_time``
+- ``silver/<topic>``: one row per event, identified by the contract's key
+  ``(source_id, event_id)`` (the first record of it in the log, by partition
+  and offset), the contract's columns plus ``event_time``
   (the skew-corrected timestamp) and ``event_date``, partitioned by
   ``event_date``; late events land in their true day.
 - ``silver/<topic>_rejects``: records that do not parse as the contract's
@@ -18,6 +19,7 @@ the same rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -29,6 +31,7 @@ from batch_layer.tables import ensure_table_properties
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
+from data_contracts import load_contract
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -91,7 +94,6 @@ def parse_bronze(
     """
     from pyspark.sql import functions as F
 
-    from data_contracts import load_contract
     from data_contracts.derive import to_spark_schema
 
     schema = to_spark_schema(load_contract(spec.contract, spec.contract_major))
@@ -120,18 +122,20 @@ def parse_bronze(
     return events, rejects
 
 
-def number_copies(events: DataFrame) -> DataFrame:
-    """``events`` with ``copy``: 1 for each ``event_id``'s first record in the log, 2, 3...
+def number_copies(events: DataFrame, key: Sequence[str]) -> DataFrame:
+    """``events`` with ``copy``: 1 for each event's first record in the log, 2, 3...
 
-    The first by (partition, offset) over *all* of bronze: a resent event whose
-    corrected time moved across midnight still has exactly one silver row, the
-    first copy, on the first copy's day. Silver and its gate both count copies
-    this way.
+    An event is identified by the contract's ``key`` (``(source_id,
+    event_id)``: two sources may send the same message id). The first by
+    (partition, offset) over *all* of bronze: a resent event whose corrected
+    time moved across midnight still has exactly one silver row, the first
+    copy, on the first copy's day. Silver and its gate both count copies this
+    way.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    first = Window.partitionBy("event_id").orderBy("partition", "offset")
+    first = Window.partitionBy(*key).orderBy("partition", "offset")
     return events.withColumn("copy", F.row_number().over(first))
 
 
@@ -176,7 +180,8 @@ def build_silver(
     fresh_days = [r.event_date for r in fresh.select("event_date").distinct().collect()]
     wanted = tuple(sorted(set(fresh_days) | set(dates or ())))
     # Dedupe over all of bronze, then keep the wanted days.
-    ranked = number_copies(events).where(F.col("event_date").isin(list(wanted))).cache()
+    key = load_contract(spec.contract, spec.contract_major).key
+    ranked = number_copies(events, key).where(F.col("event_date").isin(list(wanted))).cache()
     try:
         chosen = ranked.where(F.col("copy") == 1).drop("copy", "partition", "offset")
         if wanted:

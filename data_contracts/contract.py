@@ -68,6 +68,20 @@ class Contract:
         return list(self.schema.properties or [])
 
     @property
+    def key(self) -> tuple[str, ...]:
+        """The primary key's fields in key order: what identifies one event.
+
+        Consumers deduplicate on it; for web events it is ``(source_id,
+        event_id)``, since a client's message id is unique only within its source.
+        """
+        primary = sorted(
+            (p for p in self.properties if p.primaryKey), key=lambda p: p.primaryKeyPosition or 0
+        )
+        if not primary:
+            raise ContractError(f"{self.ref}: no primaryKey field.")
+        return tuple(str(p.name) for p in primary)
+
+    @property
     def topic(self) -> str:
         return str(self.custom_property("kafka.topic"))
 

@@ -7,7 +7,8 @@ Three named steps, as in the rest of the platform:
    ``timestamp``; records whose event time lies in the future beyond the
    tolerance are dropped (and counted) before the watermark sees them
    (:func:`bound_event_time`), so only real time moves it; a watermark bounds
-   lateness and ``event_id`` duplicates within it are dropped (RocksDB state).
+   lateness and duplicates of an event (the contract's key, ``(source_id,
+   event_id)``) within it are dropped (RocksDB state).
 2. the view functions of :mod:`views`, unchanged;
 3. :func:`start_queries` - one update-mode query per view whose
    ``foreachBatch`` upserts absolute values (:mod:`speed_layer.sink`).
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from data_contracts import load_contract
 from speed_layer.schema import PROGRESS_TABLE, SpeedTables, create_statements, missing_columns
 from speed_layer.sink import CassandraViewSink
 from speed_layer.start import StartPosition
@@ -49,6 +51,9 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
+
+EVENTS_CONTRACT = load_contract("web_events", 1)
+"""The contract of the events the speed layer reads: their schema and their key."""
 
 EDGE_METRICS = "speed_edge"
 """Name of the observed metrics of :func:`bound_event_time` in each query's progress."""
@@ -93,10 +98,9 @@ def parse_events(raw: DataFrame) -> DataFrame:
     """Kafka records -> contract-typed events with ``event_time`` (batch or stream)."""
     from pyspark.sql import functions as F
 
-    from data_contracts import load_contract
     from data_contracts.derive import to_spark_schema
 
-    schema = to_spark_schema(load_contract("web_events", 1))
+    schema = to_spark_schema(EVENTS_CONTRACT)
     return (
         raw.select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
         .select("e.*")
@@ -147,7 +151,7 @@ def read_events(
     return (
         bound_event_time(parse_events(raw), settings.event_time.future_tolerance_s, start.floor)
         .withWatermark("event_time", settings.speed.watermark)
-        .dropDuplicatesWithinWatermark(["event_id"])
+        .dropDuplicatesWithinWatermark(list(EVENTS_CONTRACT.key))
     )
 
 

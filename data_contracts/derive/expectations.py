@@ -115,10 +115,8 @@ def _schema_rules(contract: Contract) -> tuple[list[Expectation], list[str]]:
 
     ref = contract.ref
     keys: dict[tuple[str, ...], dict[str, str]] = {}
-    primary = [p for p in contract.properties if p.primaryKey]
-    if primary:
-        primary.sort(key=lambda p: p.primaryKeyPosition or 0)
-        columns = tuple(str(p.name) for p in primary)
+    if any(p.primaryKey for p in contract.properties):
+        columns = contract.key
         keys[columns] = {"contract": ref, "field": ", ".join(columns), "rule": "primaryKey"}
     cross: list[Expectation] = []
     not_checked: list[str] = []

@@ -47,3 +47,23 @@ def test_silver_holds_each_valid_event_once_in_its_true_day(spark, lake_settings
     assert silver.where(silver.event_date != day).count() == others_before
     history = spark.sql(f"DESCRIBE HISTORY delta.`{run.path}`").collect()
     assert f"DATE'{day.isoformat()}'" in str(history[0].operationParameters)
+
+
+def test_equal_ids_from_two_sources_are_two_events(spark, lake_settings):
+    """A messageId is unique within its source: another site's equal id is another event."""
+    from batch_layer.quality import check_silver
+
+    events = generate(SimulatorConfig(seed=18, events=300, duplicate_rate=0.1))
+    truth = build_truth(events)
+    produce_direct(events, lake_settings, source_id="site-a")
+    produce_direct(events, lake_settings, source_id="site-b")
+    ingest_bronze(spark, lake_settings)
+
+    run = build_silver(spark, lake_settings)
+    silver = spark.read.format("delta").load(run.path)
+    per_source = {r.source_id: r["count"] for r in silver.groupBy("source_id").count().collect()}
+    assert per_source == {"site-a": truth.valid_events, "site-b": truth.valid_events}
+    assert run.duplicates == 2 * sum(1 for e in events if e.duplicate and not e.defect)
+    report = check_silver(spark, lake_settings, run_id="two-sources")
+    assert report.passed, report
+

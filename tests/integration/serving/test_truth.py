@@ -79,7 +79,7 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
         .option("startingOffsets", "earliest")
         .load()
     )
-    parsed = parse_events(raw).dropDuplicates(["event_id"]).cache()
+    parsed = parse_events(raw).dropDuplicates(["source_id", "event_id"]).cache()
     batch_rows = {}
     for spec in VIEWS:
         rows = spec.build(parsed)

@@ -50,3 +50,13 @@ def test_a_replayed_run_rewrites_the_same_values(spark, speed_settings, read_vie
     again = {k: r.page_views for k, r in read_view(speed_settings, "page_activity").items()}
     assert again == first  # absolute upserts: no double counting
     assert sum(first.values()) == sum(build_truth(events).page_views_per_minute.values())
+
+
+def test_equal_ids_from_two_sources_count_as_two_events(spark, speed_settings, read_view):
+    """Dedupe is per source: another site's equal messageId is another event, counted."""
+    events = generate(SimulatorConfig(seed=19, events=400, duplicate_rate=0.1))
+    produce_direct(events, speed_settings, source_id="site-a")
+    produce_direct(events, speed_settings, source_id="site-b")
+    _drain(spark, speed_settings)
+    views = {k: r.page_views for k, r in read_view(speed_settings, "page_activity").items()}
+    assert sum(views.values()) == 2 * sum(build_truth(events).page_views_per_minute.values())

@@ -47,6 +47,11 @@ def test_contract_is_odcs_and_describes_the_kafka_record(contract):
     assert contract.document.team is not None
 
 
+def test_an_event_is_identified_by_its_source_and_id(contract):
+    # A client's messageId is unique only within its source: two sites may send the same.
+    assert contract.key == ("source_id", "event_id")
+
+
 def test_valid_event_passes(validate):
     validate(copy.deepcopy(VALID))
 

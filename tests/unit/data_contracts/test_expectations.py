@@ -102,7 +102,10 @@ def test_nested_fields_are_checked_by_dotted_path(suite):
     assert by_key["context.campaign.source", "maxLength"].max_value == 500
     columns = by_key["*", "schema"].column_set
     assert {"traits", "context", "context.page", "context.page.url"} <= set(columns)
-    assert by_key["event_id", "primaryKey"].meta["quality"] == "unique_event_id"
+    key = by_key["source_id, event_id", "primaryKey"]
+    assert key.expectation_type == "expect_compound_columns_to_be_unique"
+    assert key.column_list == ["source_id", "event_id"]
+    assert key.meta["quality"] == "unique_event_id"
     assert by_key["event", "track_has_event_name"].row_condition == (Column("type") == "track")
     assert by_key["userId", "identity"].row_condition == Column("anonymousId").is_null()
     assert by_key["event_id", "required"].row_condition is None
@@ -155,6 +158,7 @@ def test_each_broken_rule_is_reported_with_its_field_and_rule(spark, contract, s
         _event("slow", properties={"load_time_ms": -5.0}),
         _event("dup"),
         _event("dup"),
+        _event("dup", source_id="site-2"),  # another source's id: another event
         _event("bad-version", contract_version="v1"),
         _event("nameless-track", type="track"),
         _event("nobody", anonymousId=None),
@@ -168,7 +172,7 @@ def test_each_broken_rule_is_reported_with_its_field_and_rule(spark, contract, s
         ("event_id", "required"),
         ("type", "enum"),
         ("properties.load_time_ms", "minimum"),
-        ("event_id", "primaryKey"),
+        ("source_id, event_id", "primaryKey"),
         ("contract_version", "pattern"),
         ("event", "track_has_event_name"),
         ("userId", "identity"),
@@ -179,7 +183,8 @@ def test_each_broken_rule_is_reported_with_its_field_and_rule(spark, contract, s
     minimum = found["properties.load_time_ms", "minimum"]
     assert (minimum.column, minimum.observed["unexpected_count"]) == ("properties.load_time_ms", 1)
     assert minimum.observed["examples"] == [-5.0]
-    assert found["event_id", "primaryKey"].observed["examples"] == ["dup", "dup"]
+    duplicates = found["source_id, event_id", "primaryKey"].observed
+    assert duplicates["unexpected_count"] == 2, "the two copies of site-1's dup"
     assert found["contract_version", "pattern"].observed["examples"] == ["v1"]
     assert "properties.load_time_ms: minimum" in str(summary)
     schema = found["*", "schema"]
