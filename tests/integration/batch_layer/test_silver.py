@@ -66,4 +66,3 @@ def test_equal_ids_from_two_sources_are_two_events(spark, lake_settings):
     assert run.duplicates == 2 * sum(1 for e in events if e.duplicate and not e.defect)
     report = check_silver(spark, lake_settings, run_id="two-sources")
     assert report.passed, report
-
