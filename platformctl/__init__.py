@@ -3,4 +3,14 @@
 ``python -m platformctl up|status|logs|down|install|demo`` (or ``make up`` ...).
 """
 
-__all__ = ["airflow", "cli", "install", "platform", "process"]
+__all__ = [
+    "airflow_rest",
+    "airflow_venv",
+    "cli",
+    "demo",
+    "demo_site",
+    "install",
+    "platform",
+    "process",
+    "services",
+]

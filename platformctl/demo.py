@@ -63,7 +63,7 @@ def demo_settings(settings: Settings) -> Settings:
 def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     """Run the story above; return the merged events per minute after the batch run."""
     from ingest.simulator import SimulatorConfig, build_truth, generate, send
-    from platformctl.airflow import (
+    from platformctl.airflow_rest import (
         trigger,
         unpause,
         wait_for_dags,

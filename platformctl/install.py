@@ -20,7 +20,7 @@ from pathlib import Path
 
 from core.log import get_logger, log_event
 from core.settings import PROJECT_ROOT, Settings
-from platformctl.airflow_env import ensure_airflow_venv
+from platformctl.airflow_venv import ensure_airflow_venv
 
 __all__ = [
     "CHROMIUM",

@@ -294,7 +294,7 @@ def airflow_process(settings: Settings, component: str) -> ManagedProcess:
 
 def airflow_healthy(settings: Settings, component: str) -> tuple[bool, str]:
     """Probe: the api-server's health answer says this component is healthy."""
-    from platformctl import airflow
+    from platformctl import airflow_rest as airflow
 
     try:
         answer = airflow.health(settings)
@@ -457,7 +457,7 @@ def _provision(settings: Settings, services: tuple[str, ...]) -> None:
         log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
     if "airflow-api-server" in services:
         from batch_layer.pipelines import PIPELINES
-        from platformctl.airflow import ensure_pool
+        from platformctl.airflow_rest import ensure_pool
 
         changed = [
             spec.pool

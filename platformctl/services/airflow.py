@@ -6,7 +6,7 @@ of them share. Nothing is started here.
 
 Every component runs from Airflow's own venv with ``os.environ`` + the
 ``WAP_*`` settings (the DAGs' spark-submit tasks read them) +
-:func:`platformctl.airflow_env.airflow_env`, plus what makes it a local
+:func:`platformctl.airflow_venv.airflow_env`, plus what makes it a local
 service:
 
 * the api-server listens on 127.0.0.1 only, on ``settings.airflow.api_port``,
@@ -33,7 +33,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.settings import AirflowSettings, Settings, settings_env
-from platformctl.airflow_env import airflow_env
+from platformctl.airflow_venv import airflow_env
 
 __all__ = [
     "COMPONENTS",

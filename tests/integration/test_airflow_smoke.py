@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import PROJECT_ROOT, Settings
-from platformctl.airflow_env import airflow_env, ensure_airflow_venv
+from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import AirflowSettings, LocalSettings, Settings
-from platformctl import airflow, platform
+from platformctl import airflow_rest, platform
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -107,16 +107,16 @@ def test_up_status_trigger_asset_run_down(isolated):
 
     lines: list[str] = []
     before = datetime.now(UTC)
-    state = airflow.trigger_and_wait(
+    state = airflow_rest.trigger_and_wait(
         isolated, "producer", {"rows": 3}, timeout_s=300, progress=lines.append
     )
     assert state == "success", lines
     assert lines[-1].startswith("producer manual__") and "produce success" in lines[-1], lines
     # The producer's asset update schedules the consumer (DAGs are active once parsed).
-    consumer = airflow.wait_for_next_run(isolated, "consumer", after=before, timeout_s=180)
+    consumer = airflow_rest.wait_for_next_run(isolated, "consumer", after=before, timeout_s=180)
     assert consumer == "success"
 
-    assert airflow.dag_summary(isolated) == (2, {})
+    assert airflow_rest.dag_summary(isolated) == (2, {})
     processor = {r.name: r for r in platform.status(isolated)}["airflow-dag-processor"]
     assert "2 DAGs, 0 import errors" in processor.detail
     print(f"\n[airflow] up in {up_seconds:.0f}s {timings}")

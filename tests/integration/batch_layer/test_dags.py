@@ -25,7 +25,7 @@ from batch_layer.publish import boundary_for, read_boundaries
 from core.settings import PROJECT_ROOT, Settings, settings_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
-from platformctl.airflow_env import airflow_env, ensure_airflow_venv
+from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 
 # Six spark-submits (each a JVM start) on two cores: minutes, not seconds.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.settings import Settings
-from platformctl.airflow import component_health, progress_line, wait_for_next_run
+from platformctl.airflow_rest import component_health, progress_line, wait_for_next_run
 
 
 def _health(scheduler: str | None, beat: datetime | None, database: str = "healthy") -> dict:

@@ -269,7 +269,7 @@ def wait_for_next_run(
         if _call(client, "GET", _dag(dag_id)).json()["is_paused"]:
             raise RuntimeError(
                 f"{dag_id} is paused, so the scheduler queues no run for it. Unpause it "
-                "(platformctl.airflow.unpause) before triggering the DAG upstream of it."
+                "(platformctl.airflow_rest.unpause) before triggering the DAG upstream of it."
             )
         params = {"run_after_gte": after.isoformat(), "order_by": "run_after", "limit": 1}
         while True:
