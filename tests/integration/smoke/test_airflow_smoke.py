@@ -19,7 +19,7 @@ from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-RUNNER = Path(__file__).with_name("airflow_runner.py")
+RUNNER = Path(__file__).parents[1] / "airflow_runner.py"
 
 
 @pytest.fixture(scope="module")
