@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending
-from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import number_copies, parse_bronze, rejects_path, silver_path
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
 from views import ViewSpec
+from views.kinds import kind
 
 if TYPE_CHECKING:
     import great_expectations as gx
@@ -192,7 +193,7 @@ def _conclude(
 def check_silver(
     spark: SparkSession,
     settings: Settings,
-    spec: PipelineSpec = WEB_EVENTS,
+    spec: PipelineSpec,
     run_id: str = "manual",
 ) -> GateReport:
     """Validate the silver days gold has not read yet; raise :class:`QualityGateFailed`."""
@@ -259,7 +260,7 @@ def view_suite(view: ViewSpec) -> gx.ExpectationSuite:
             E.ExpectColumnValuesToNotBeNull(column=column, meta=meta(column, "required"))
         )
     for measure in view.measures:
-        if measure.kind in ("count", "sum", "max"):
+        if kind(measure.kind).non_negative:
             expectations.append(
                 E.ExpectColumnValuesToBeBetween(
                     column=measure.name, min_value=0, meta=meta(measure.name, "not negative")
@@ -271,7 +272,7 @@ def view_suite(view: ViewSpec) -> gx.ExpectationSuite:
 def check_gold(
     spark: SparkSession,
     settings: Settings,
-    spec: PipelineSpec = WEB_EVENTS,
+    spec: PipelineSpec,
     run_id: str = "manual",
 ) -> GateReport:
     """Validate the gold days publish has not loaded yet; raise :class:`QualityGateFailed`."""
@@ -286,7 +287,7 @@ def check_gold(
     )
     if days:
         tables = {}
-        for view in spec.views:
+        for view in spec.view_specs:
             gold = spark.read.format("delta").load(gold_path(settings, view))
             tables[view.name] = gold.where(F.col("window_date").isin(list(days)))
             report.suites[f"gold/{view.name}"] = _suite_result(

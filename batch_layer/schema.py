@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from batch_layer.pipelines import PIPELINES, PipelineSpec
 from core.settings import Settings
 from views import ViewSpec
+from views.kinds import kind
 
 __all__ = [
     "BOUNDARY_TABLE",
@@ -43,7 +44,6 @@ __all__ = [
 BOUNDARY_TABLE = "batch_boundary"
 DAYS_TABLE = "batch_days"
 SUPERSEDED_TABLE = "batch_superseded"
-_CQL_TYPES = {"count": "bigint", "sum": "double", "max": "double", "hll": "blob", "kll": "blob"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class BatchTables:
         return f"{self.keyspace}.batch_{self.spec.name}_by_minute"
 
     def _measures(self) -> str:
-        return ", ".join(f"{m.name} {_CQL_TYPES[m.kind]}" for m in self.spec.measures)
+        return ", ".join(f"{m.name} {kind(m.kind).cql_type}" for m in self.spec.measures)
 
     def _names(self) -> list[str]:
         return [m.name for m in self.spec.measures]
@@ -98,7 +98,7 @@ def batch_tables(
     keyspace: str, pipelines: tuple[PipelineSpec, ...] = PIPELINES
 ) -> list[BatchTables]:
     """The batch tables of every view the pipelines publish."""
-    return [BatchTables(view, keyspace) for spec in pipelines for view in spec.views]
+    return [BatchTables(view, keyspace) for spec in pipelines for view in spec.view_specs]
 
 
 def create_statements(keyspace: str, pipelines: tuple[PipelineSpec, ...] = PIPELINES) -> list[str]:

@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 
 import datasketches as ds
 
-from views.common import HLL_LG_K
+from views.kinds import kind, quantile_name
+from views.sketches import hll_merged
 from views.spec import Measure
 
 __all__ = [
@@ -40,20 +41,9 @@ __all__ = [
 DEFAULT_QUANTILES: tuple[float, ...] = (0.5, 0.95)
 
 
-def quantile_name(name: str, q: float) -> str:
-    """``load_sketch``, 0.95 -> ``load_sketch_p95`` (as :func:`views.merge.estimates`)."""
-    return f"{name}_p{q * 100:g}".replace(".", "_")
-
-
 def measure_names(measures: Sequence[Measure], quantiles: Sequence[float]) -> list[str]:
     """The numbers an answer shows for ``measures``, in order."""
-    names: list[str] = []
-    for m in measures:
-        if m.kind == "kll":
-            names += [f"{m.name}_n", *(quantile_name(m.name, q) for q in quantiles)]
-        else:
-            names.append(m.name)
-    return names
+    return [n for m in measures for n in kind(m.kind).answer_names(m.name, quantiles)]
 
 
 class HllEstimate(NamedTuple):
@@ -66,49 +56,10 @@ class HllEstimate(NamedTuple):
 
 def hll_estimate(sketches: Iterable[bytes | None]) -> HllEstimate:
     """Union of HLL sketches: estimate and 2-sigma bounds (0 for no sketches)."""
-    present = [s for s in sketches if s is not None]
-    if not present:
+    sketch = hll_merged(sketches)
+    if sketch is None:
         return HllEstimate(0.0, 0.0, 0.0)
-    if len(present) == 1:
-        sketch = ds.hll_sketch.deserialize(present[0])
-    else:
-        sketch = ds.hll_union(HLL_LG_K)
-        for blob in present:
-            sketch.update(ds.hll_sketch.deserialize(blob))
     return HllEstimate(sketch.get_estimate(), sketch.get_lower_bound(2), sketch.get_upper_bound(2))
-
-
-def _kll(sketches: Iterable[bytes | None]):  # -> ds.kll_doubles_sketch | None
-    merged = None
-    for blob in sketches:
-        if blob is None:
-            continue
-        part = ds.kll_doubles_sketch.deserialize(blob)
-        if merged is None:
-            merged = part
-        else:
-            merged.merge(part)
-    return merged
-
-
-def _one(measure: Measure, values: list[Any], quantiles: Sequence[float], out: dict) -> None:
-    kind = measure.kind
-    if kind == "count":
-        out[measure.name] = sum(v for v in values if v is not None)
-    elif kind == "sum":
-        present = [v for v in values if v is not None]
-        out[measure.name] = float(sum(present)) if present else None
-    elif kind == "max":
-        present = [v for v in values if v is not None]
-        out[measure.name] = float(max(present)) if present else None
-    elif kind == "hll":
-        out[measure.name] = round(hll_estimate(values).estimate)
-    else:
-        merged = _kll(values)
-        n = 0 if merged is None else int(merged.n)
-        out[f"{measure.name}_n"] = n
-        for q in quantiles:
-            out[quantile_name(measure.name, q)] = float(merged.get_quantile(q, True)) if n else None
 
 
 def summarise(
@@ -122,7 +73,9 @@ def summarise(
     """
     out: dict[str, Any] = {}
     for i, measure in enumerate(measures):
-        _one(measure, [row[i] for row in rows], quantiles, out)
+        behaviour = kind(measure.kind)
+        merged = behaviour.merge([row[i] for row in rows])
+        out.update(behaviour.answers(measure.name, merged, quantiles))
     return out
 
 
@@ -133,8 +86,9 @@ def row_formatter(
 
     A minute bucket holds one window, so most answers need no merge at all.
     The function is generated for the measures (straight-line code, one dict
-    literal), as this runs once per bucket of every answer. Measure names are
-    identifiers (:class:`views.spec.Measure` checks), so the source is safe.
+    literal, each value the kind's ``answer_source``), as this runs once per
+    bucket of every answer. Measure names are identifiers
+    (:class:`views.spec.Measure` checks), so the source is safe.
 
     >>> from views import view
     >>> fmt = row_formatter(view("clicks").measures)
@@ -143,26 +97,30 @@ def row_formatter(
     """
     empty = summarise(measures, [], quantiles)
     body, fields = [], []
+    namespace: dict[str, Any] = {
+        "empty": empty,
+        "hll_read": ds.hll_sketch.deserialize,
+        "kll_read": ds.kll_doubles_sketch.deserialize,
+    }
     for i, m in enumerate(measures):
         if not m.name.isidentifier():  # pragma: no cover - Measure guarantees it
             raise ValueError(f"Measure name {m.name!r} is not an identifier.")
+        behaviour = kind(m.kind)
         v = f"v{i}"
         body.append(f"    {v} = row[{i}]")
-        if m.kind == "count":
-            fields.append(f"{m.name!r}: {v} or 0")
-        elif m.kind in ("sum", "max"):
-            fields.append(f"{m.name!r}: None if {v} is None else float({v})")
-        elif m.kind == "hll":
-            fields.append(f"{m.name!r}: 0 if {v} is None else round(hll_read({v}).get_estimate())")
-        else:
-            body += [
-                f"    s{i} = None if {v} is None else kll_read({v})",
-                f"    n{i} = 0 if s{i} is None else s{i}.n",
-            ]
-            fields.append(f"{m.name + '_n'!r}: n{i}")
-            for q in quantiles:
-                name = quantile_name(m.name, q)
-                fields.append(f"{name!r}: s{i}.get_quantile({float(q)!r}, True) if n{i} else None")
+        if not behaviour.quantiles:
+            fields.append(f"{m.name!r}: {behaviour.answer_source.format(v=v)}")
+            continue
+        namespace[f"merge{i}"] = behaviour.merge
+        namespace[f"size{i}"], namespace[f"quantile{i}"] = behaviour.answer, behaviour.quantile
+        body += [
+            f"    s{i} = None if {v} is None else merge{i}(({v},))",
+            f"    n{i} = size{i}(s{i})",
+        ]
+        fields.append(f"{m.name + '_n'!r}: n{i}")
+        for q in quantiles:
+            name = quantile_name(m.name, q)
+            fields.append(f"{name!r}: quantile{i}(s{i}, {float(q)!r}) if n{i} else None")
     source = "\n".join(
         [
             "def format_row(row):",
@@ -172,11 +130,6 @@ def row_formatter(
             "    return {" + ", ".join(fields) + "}",
         ]
     )
-    namespace: dict[str, Any] = {
-        "empty": empty,
-        "hll_read": ds.hll_sketch.deserialize,
-        "kll_read": ds.kll_doubles_sketch.deserialize,
-    }
     exec(compile(source, f"<row_formatter {len(measures)} measures>", "exec"), namespace)
     return namespace["format_row"]
 
@@ -185,14 +138,12 @@ def rank_value(measure: Measure, values: list[Any], quantile: float) -> tuple[fl
     """The merged value top-N ranks ``measure`` by, and how many samples it rests on.
 
     count/sum: the total; max: the largest; hll: the distinct-count estimate;
-    kll: the ``quantile`` of the merged sketch (the samples are its ``n``).
+    a sketch of values (kll): the ``quantile`` of the merged sketch (the samples are its ``n``).
     """
-    if measure.kind == "kll":
-        merged = _kll(values)
-        if merged is None or merged.is_empty():
-            return None, 0
-        return float(merged.get_quantile(quantile, True)), int(merged.n)
-    out: dict[str, Any] = {}
-    _one(measure, values, (), out)
-    value = out[measure.name]
+    behaviour = kind(measure.kind)
+    merged = behaviour.merge(values)
+    if behaviour.quantiles:
+        assert behaviour.quantile is not None
+        return behaviour.quantile(merged, quantile), behaviour.answer(merged)
+    value = behaviour.answer(merged)
     return (None if value is None else float(value)), len(values)

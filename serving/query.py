@@ -42,6 +42,7 @@ from serving.plan import bucket_source, key_reads, minute_reads
 from serving.store import Pointers, ServingStore
 from serving.timerange import MINUTE_MS, floor, iso, step_ms
 from views import ViewSpec
+from views.kinds import kind
 from views.spec import Measure
 
 __all__ = ["Limits", "Queries", "RangeQuery", "check_quantiles"]
@@ -326,6 +327,7 @@ class Queries:
             chosen = spec.measure(measure)
         except KeyError as error:
             raise QueryError("unknown_measure", str(error.args[0])) from None
+        ranking = kind(chosen.kind)
         if not 1 <= n <= self.limits.max_n:
             raise QueryError("invalid_n", f"n must lie in 1..{self.limits.max_n}; got {n}.")
         if not 0.0 <= quantile <= 1.0:
@@ -363,21 +365,21 @@ class Queries:
         ranked = []
         for key, vals in values.items():
             value, samples = rank_value(chosen, vals, quantile)
-            if value is not None and (chosen.kind != "kll" or samples >= min_samples):
+            if value is not None and (not ranking.quantiles or samples >= min_samples):
                 ranked.append((value, key, samples))
         ranked.sort(key=lambda item: (-item[0], item[1]))
         items = []
         for value, key, samples in ranked[:n]:
             item = {"key": _key_dict(spec, key), "value": value}
-            if chosen.kind == "kll":
+            if ranking.quantiles:
                 item["samples"] = samples
-            elif chosen.kind in ("count", "hll"):
+            elif ranking.integral:
                 item["value"] = round(value)
             items.append(item)
         return {
             "view": view,
             "measure": measure,
-            "rank": _rank_label(chosen.kind, quantile),
+            "rank": ranking.rank_label.format(q=f"{quantile * 100:g}"),
             "start": iso(rq.lo),
             "end": iso(rq.hi),
             "n": n,
@@ -441,9 +443,3 @@ class Queries:
             code = "speed_event_time" if status == "error" else "batch_boundary_old"
             answer |= {"error": code, "message": message}
         return answer | context
-
-
-def _rank_label(kind: str, quantile: float) -> str:
-    if kind == "kll":
-        return f"p{quantile * 100:g}"
-    return {"count": "sum", "sum": "sum", "max": "max", "hll": "distinct"}[kind]

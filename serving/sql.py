@@ -38,14 +38,13 @@ from core.settings import Settings
 from serving.timerange import MINUTE_MS, from_ms, to_ms
 from speed_layer.schema import SpeedTables
 from views import VIEWS, ViewSpec
+from views.kinds import kind
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 __all__ = ["gold_frame", "read_boundaries", "register_views", "speed_frame", "view_schema"]
-
-_SPARK_TYPES = {"count": "long", "sum": "double", "max": "double", "hll": "binary", "kll": "binary"}
 
 
 def view_schema(spec: ViewSpec) -> StructType:
@@ -56,7 +55,7 @@ def view_schema(spec: ViewSpec) -> StructType:
     for key in spec.keys:
         schema = schema.add(key, "string")
     for m in spec.measures:
-        schema = schema.add(m.name, _SPARK_TYPES[m.kind])
+        schema = schema.add(m.name, kind(m.kind).spark_type)
     return schema
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from views import VIEWS, ViewSpec
+from views.kinds import kind
 
 __all__ = [
     "PROGRESS_TABLE",
@@ -30,7 +31,6 @@ __all__ = [
 ]
 
 PROGRESS_TABLE = "speed_progress"
-_CQL_TYPES = {"count": "bigint", "sum": "double", "max": "double", "hll": "blob", "kll": "blob"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class SpeedTables:
         return f"{self.keyspace}.speed_{self.spec.name}_by_minute"
 
     def _measures(self) -> str:
-        return ", ".join(f"{m.name} {_CQL_TYPES[m.kind]}" for m in self.spec.measures)
+        return ", ".join(f"{m.name} {kind(m.kind).cql_type}" for m in self.spec.measures)
 
     def create(self, ttl_s: int) -> list[str]:
         keys = ", ".join(f"{k} text" for k in self.spec.keys)

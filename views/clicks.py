@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
 from views.common import minute_window, window_start
 from views.spec import Measure, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = ["CLICKED", "SPEC", "build_clicks"]
 
@@ -22,6 +24,8 @@ def build_clicks(events: DataFrame) -> DataFrame:
 
     Pure: works unchanged on a batch and on a (watermarked) streaming DataFrame.
     """
+    from pyspark.sql import functions as F
+
     target = F.col("properties.target")
     return (
         events.where((F.col("type") == "track") & (F.col("event") == CLICKED))

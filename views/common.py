@@ -7,8 +7,10 @@ are plain Spark expressions: they work on batch and streaming DataFrames alike.
 
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 __all__ = [
     "EVENT_TIME",
@@ -37,17 +39,23 @@ _WHITESPACE = r"(?U)[\s\x1c-\x1f]+"
 
 def identity() -> Column:
     """The visitor: ``userId`` when present and non-empty, else ``anonymousId``."""
+    from pyspark.sql import functions as F
+
     user = F.col("userId")
     return F.when(F.length(user) > 0, user).otherwise(F.col("anonymousId"))
 
 
 def normalise_query(query: Column) -> Column:
     """Lower-case, trim, collapse inner whitespace: ``"  Kafka   API "`` -> ``"kafka api"``."""
+    from pyspark.sql import functions as F
+
     return F.lower(F.trim(F.regexp_replace(query, _WHITESPACE, " ")))
 
 
 def url_host(url: Column) -> Column:
     """Lower-cased host of a URL; null for an empty, relative or unparsable one."""
+    from pyspark.sql import functions as F
+
     return F.lower(F.try_parse_url(url, F.lit("HOST")))
 
 
@@ -57,14 +65,20 @@ def minute_window() -> Column:
     Grouping by the window struct itself (not by its start) keeps the
     watermark attached, so the streaming state of closed windows is dropped.
     """
+    from pyspark.sql import functions as F
+
     return F.window(EVENT_TIME, WINDOW).alias("window")
 
 
 def window_start() -> Column:
     """The output column ``window_start`` taken from the grouped ``window``."""
+    from pyspark.sql import functions as F
+
     return F.col("window.start").alias("window_start")
 
 
 def visitors_sketch() -> Column:
     """HLL sketch (Apache DataSketches bytes) of the distinct identities."""
+    from pyspark.sql import functions as F
+
     return F.hll_sketch_agg(identity(), HLL_LG_K)

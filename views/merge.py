@@ -11,11 +11,13 @@ Batch DataFrames only (serving and the batch layer use them).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-
+from views.kinds import kind
 from views.spec import Measure, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["PERIODS", "estimates", "merge_partials"]
 
@@ -24,17 +26,9 @@ PERIODS = ("minute", "hour", "day", "week", "month", "year")
 
 
 def _merged(measure: Measure) -> Column:
-    column = F.col(measure.name)
-    if measure.kind in ("count", "sum"):
-        merged = F.sum(column)
-    elif measure.kind == "max":
-        merged = F.max(column)
-    elif measure.kind == "hll":
-        # Sketches built with another lgConfigK (a past setting) union at the smaller one.
-        merged = F.hll_union_agg(column, True)
-    else:
-        merged = F.kll_merge_agg_double(column)
-    return merged.alias(measure.name)
+    from pyspark.sql import functions as F
+
+    return kind(measure.kind).spark_merge(F.col(measure.name)).alias(measure.name)
 
 
 def merge_partials(
@@ -68,14 +62,12 @@ def merge_partials(
             f"keys must be a sequence of keys of view {spec.name!r} {list(spec.keys)}; "
             f"got {keys!r}."
         )
+    from pyspark.sql import functions as F
+
     groups = [F.col(k) for k in kept]
     if period is not None:
         groups.insert(0, F.date_trunc(period, "window_start").alias("window_start"))
     return rows.groupBy(*groups).agg(*(_merged(m) for m in spec.measures))
-
-
-def _quantile_name(name: str, q: float) -> str:
-    return f"{name}_p{q * 100:g}".replace(".", "_")
 
 
 def estimates(
@@ -88,22 +80,17 @@ def estimates(
     column per quantile, ``m_p50``, ``m_p95`` ... (null when the sketch is
     null or empty). Other columns pass through.
     """
+    from pyspark.sql import functions as F
+
     bad = [q for q in quantiles if not 0.0 <= q <= 1.0]
     if bad:
         raise ValueError(f"quantiles must lie in [0, 1]; got {bad}.")
-    sketches = {m.name: m for m in spec.measures if m.is_sketch}
+    measures = {m.name: m for m in spec.measures}
     columns: list[Column] = []
     for name in rows.columns:
-        measure = sketches.get(name)
-        sketch = F.col(name)
+        measure = measures.get(name)
         if measure is None:
-            columns.append(sketch)
-        elif measure.kind == "hll":
-            columns.append(F.hll_sketch_estimate(sketch).alias(name))
+            columns.append(F.col(name))
         else:
-            n = F.kll_sketch_get_n_double(sketch)
-            columns.append(F.coalesce(n, F.lit(0)).alias(f"{name}_n"))
-            for q in quantiles:
-                value = F.when(n > 0, F.kll_sketch_get_quantile_double(sketch, F.lit(q)))
-                columns.append(value.alias(_quantile_name(name, q)))
+            columns += kind(measure.kind).spark_answer(name, quantiles)
     return rows.select(*columns)

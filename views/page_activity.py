@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
 from views.common import minute_window, visitors_sketch, window_start
 from views.spec import Measure, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = ["SPEC", "build_page_activity"]
 
@@ -22,6 +24,8 @@ def build_page_activity(events: DataFrame) -> DataFrame:
 
     Pure: works unchanged on a batch and on a (watermarked) streaming DataFrame.
     """
+    from pyspark.sql import functions as F
+
     path = F.coalesce(F.col("properties.path"), F.col("context.page.path"))
     load = F.col("properties.load_time_ms")
     pages = events.where(F.col("type") == "page").withColumn("_path", path)

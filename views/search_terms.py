@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
 from views.common import minute_window, normalise_query, window_start
 from views.spec import Measure, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = ["SEARCHED", "SPEC", "build_search_terms"]
 
@@ -24,6 +26,8 @@ def build_search_terms(events: DataFrame) -> DataFrame:
 
     Pure: works unchanged on a batch and on a (watermarked) streaming DataFrame.
     """
+    from pyspark.sql import functions as F
+
     query = normalise_query(F.col("properties.query"))
     return (
         events.where((F.col("type") == "track") & (F.col("event") == SEARCHED))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
 from views.common import minute_window, url_host, visitors_sketch, window_start
 from views.spec import Measure, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["SITE", "SPEC", "build_site_activity", "session_start"]
 
@@ -29,6 +31,8 @@ def session_start() -> Column:
     its external referrer and counts again. Hosts compare exactly, so another
     subdomain of the same site counts as outside.
     """
+    from pyspark.sql import functions as F
+
     url = F.coalesce(F.col("properties.url"), F.col("context.page.url"))
     referrer = F.coalesce(F.col("properties.referrer"), F.col("context.page.referrer"))
     referrer_host = url_host(referrer)
@@ -48,6 +52,8 @@ def build_site_activity(events: DataFrame) -> DataFrame:
 
     Pure: works unchanged on a batch and on a (watermarked) streaming DataFrame.
     """
+    from pyspark.sql import functions as F
+
     return (
         events.groupBy(minute_window())
         .agg(

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from views.common import HLL_LG_K
 
-__all__ = ["hll_union", "kll_n", "kll_quantile"]
+__all__ = ["hll_merged", "hll_union", "kll_merged", "kll_n", "kll_quantile"]
 
 
 def _datasketches() -> ModuleType:
@@ -29,22 +29,33 @@ def _datasketches() -> ModuleType:
     return datasketches
 
 
-def hll_union(sketches: Iterable[bytes | bytearray | None], lg_max_k: int = HLL_LG_K) -> float:
-    """Distinct-count estimate of the union of HLL sketches (None entries are skipped).
+def hll_merged(sketches: Iterable[bytes | bytearray | None], lg_max_k: int = HLL_LG_K):
+    """The union of HLL sketches (None entries are skipped), or None when there are none.
 
-    ``lg_max_k`` caps the union's precision; sketches built with a larger
-    lgConfigK are downsampled to it, as Spark's ``hll_union_agg`` does.
-    No sketches give 0.0.
+    One sketch is returned as it is; more are unioned with ``lg_max_k`` as the
+    union's precision cap: sketches built with a larger lgConfigK are
+    downsampled to it, as Spark's ``hll_union_agg`` does.
     """
     ds = _datasketches()
+    present = [bytes(s) for s in sketches if s is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return ds.hll_sketch.deserialize(present[0])
     union = ds.hll_union(lg_max_k)
-    for sketch in sketches:
-        if sketch is not None:
-            union.update(ds.hll_sketch.deserialize(bytes(sketch)))
-    return float(union.get_estimate())
+    for sketch in present:
+        union.update(ds.hll_sketch.deserialize(sketch))
+    return union
 
 
-def _kll_merge(sketches: Iterable[bytes | bytearray | None]):  # -> datasketches.kll_doubles_sketch
+def hll_union(sketches: Iterable[bytes | bytearray | None], lg_max_k: int = HLL_LG_K) -> float:
+    """Distinct-count estimate of the union of HLL sketches; no sketches give 0.0."""
+    merged = hll_merged(sketches, lg_max_k)
+    return 0.0 if merged is None else float(merged.get_estimate())
+
+
+def kll_merged(sketches: Iterable[bytes | bytearray | None]):
+    """The merge of KLL doubles sketches (None entries are skipped), or None when there are none."""
     ds = _datasketches()
     merged = None
     for sketch in sketches:
@@ -60,7 +71,7 @@ def _kll_merge(sketches: Iterable[bytes | bytearray | None]):  # -> datasketches
 
 def kll_n(sketches: Iterable[bytes | bytearray | None]) -> int:
     """How many values the KLL doubles sketches hold together."""
-    merged = _kll_merge(sketches)
+    merged = kll_merged(sketches)
     return 0 if merged is None else int(merged.n)
 
 
@@ -73,7 +84,7 @@ def kll_quantile(sketches: Iterable[bytes | bytearray | None], q: float) -> floa
     """
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"q must lie in [0, 1]; got {q!r}.")
-    merged = _kll_merge(sketches)
+    merged = kll_merged(sketches)
     if merged is None or merged.is_empty():
         return None
     return float(merged.get_quantile(q, True))

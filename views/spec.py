@@ -3,7 +3,7 @@
 A :class:`ViewSpec` pairs a view's build function with the shape of its output,
 so the speed layer, the batch layer and serving can handle every view the same
 way: write rows keyed by ``(window_start, *keys)``, and merge any range of them
-by each measure's :data:`MeasureKind`.
+by each measure's kind (:mod:`views.kinds`).
 
 >>> spec = ViewSpec(
 ...     name="clicks",
@@ -24,25 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
 
 from views.common import WINDOW
+from views.kinds import KINDS, MeasureKind
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = ["MEASURE_KINDS", "Measure", "MeasureKind", "ViewSpec"]
 
-MeasureKind = Literal["count", "sum", "max", "hll", "kll"]
-"""How two partial values of a measure merge.
-
-- ``count`` / ``sum``: add (a count is a long, a sum a double);
-- ``max``: take the larger;
-- ``hll``: union the HyperLogLog sketches (distinct counts);
-- ``kll``: merge the KLL doubles sketches (quantiles).
-"""
-
-MEASURE_KINDS: tuple[str, ...] = get_args(MeasureKind)
+MEASURE_KINDS: tuple[str, ...] = tuple(KINDS)
+"""How partial values of a measure can merge: the kinds of :mod:`views.kinds`."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +58,7 @@ class Measure:
     @property
     def is_sketch(self) -> bool:
         """True for sketch measures (binary DataSketches bytes)."""
-        return self.kind in ("hll", "kll")
+        return KINDS[self.kind].sketch
 
 
 @dataclass(frozen=True)
