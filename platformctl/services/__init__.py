@@ -1,3 +1,31 @@
-"""How to configure and launch each local service (pure argv/config/env builders)."""
+"""The local services, one module each, and :data:`REGISTRY`: their records in start order.
 
-__all__ = ["airflow", "cassandra", "kafka"]
+Each module holds how to configure and launch its service (argv, config and
+environment builders) and exports its :class:`~platformctl.services.base.Service`
+record(s); :mod:`platformctl.platform` starts, probes and stops them in this order.
+"""
+
+from platformctl.services import airflow, cassandra, collector, kafka, serving, speed
+from platformctl.services.base import Service
+
+__all__ = [
+    "REGISTRY",
+    "Service",
+    "airflow",
+    "base",
+    "cassandra",
+    "collector",
+    "kafka",
+    "serving",
+    "speed",
+]
+
+REGISTRY: tuple[Service, ...] = (
+    kafka.SERVICE,
+    cassandra.SERVICE,
+    collector.SERVICE,
+    speed.SERVICE,
+    serving.SERVICE,
+    *airflow.SERVICES,
+)
+"""Every local service, each after the services it requires; ``down`` stops in reverse."""

@@ -2,7 +2,10 @@
 
 Pure builders, like the Kafka and Cassandra modules next to this one: the
 argv of each component and of ``airflow db migrate``, and the environment all
-of them share. Nothing is started here.
+of them share. :data:`SERVICES` puts them to work for ``platformctl``: one
+record per component, each migrating the metadata DB before its first start
+and probed through the api-server's health answer; the api-server's record
+creates the DAGs' pools once it is healthy.
 
 Every component runs from Airflow's own venv with ``os.environ`` + the
 ``WAP_*`` settings (the DAGs' spark-submit tasks read them) +
@@ -30,20 +33,35 @@ into :func:`passwords_file`.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sqlite3
+import subprocess
+import time
+from contextlib import closing
+from functools import partial
 from pathlib import Path
 
-from core.settings import AirflowSettings, Settings, settings_env
+from core.log import get_logger, log_event
+from core.settings import PROJECT_ROOT, AirflowSettings, Settings, settings_env
 from platformctl.airflow_venv import airflow_env
+from platformctl.install import install_airflow
+from platformctl.process import ManagedProcess, ServiceStartError
+from platformctl.services.base import Service, logs_dir, run_dir
 
 __all__ = [
     "COMPONENTS",
     "HOST",
+    "NAMES",
+    "SERVICES",
     "airflow_cli",
     "all_admins",
     "api_url",
+    "healthy",
     "login_hint",
     "migrate_command",
     "passwords_file",
+    "process",
     "process_title",
     "server_command",
     "service_env",
@@ -53,6 +71,9 @@ COMPONENTS = ("api-server", "dag-processor", "scheduler")
 """The ``airflow`` subcommands of the service, in start order (the probes ask the api-server)."""
 HOST = "127.0.0.1"
 """The only interface the api-server listens on."""
+NAMES = tuple(f"airflow-{component}" for component in COMPONENTS)
+"""The services' names: ``up airflow`` stands for all three."""
+_log = get_logger(__name__)
 
 
 def airflow_cli(venv: Path) -> Path:
@@ -123,3 +144,101 @@ def service_env(settings: Settings) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(all_admins(settings)),
     }
+
+
+def process(settings: Settings, component: str) -> ManagedProcess:
+    """One Airflow component, run from Airflow's venv."""
+    pid_file = run_dir(settings) / f"airflow-{component}.pid"
+    api_server = component == "api-server"
+    return ManagedProcess(
+        name=f"airflow-{component}",
+        argv=server_command(
+            settings.airflow.venv, component, pid_file, port=settings.airflow.api_port
+        ),
+        pid_file=pid_file,
+        log_file=logs_dir(settings) / f"airflow-{component}.log",
+        marker=str(pid_file),
+        title=process_title(settings.airflow.api_port) if api_server else None,
+        ports=(settings.airflow.api_port,) if api_server else (),
+        env=service_env(settings),
+        cwd=PROJECT_ROOT,
+    )
+
+
+def healthy(settings: Settings, component: str) -> tuple[bool, str]:
+    """Probe: the api-server's health answer says this component is healthy."""
+    from platformctl import airflow_rest  # here: airflow_rest imports this module
+
+    try:
+        answer = airflow_rest.health(settings)
+    except Exception as exc:  # not listening yet, or an error while the DB is migrated
+        return False, f"health check failed: {exc}"
+    started_at = process(settings, component).started_at()
+    ok, detail = airflow_rest.component_health(answer, component, started_at)
+    if not ok:
+        return False, detail
+    if component == "api-server":
+        return True, f"UI {api_url(settings.airflow)} ({login_hint(settings)}); {detail}"
+    if component == "scheduler":
+        return True, f"{detail}; LocalExecutor, parallelism {settings.airflow.parallelism}"
+    try:
+        dags, errors = airflow_rest.dag_summary(settings)
+    except Exception as exc:  # the count is a detail: the heartbeat decides health
+        return True, f"{detail}; DAGs unknown ({exc})"
+    broken = f": {errors}" if errors else ""
+    return True, f"{detail}; {dags} DAGs, {len(errors)} import errors{broken}"
+
+
+def _migrate_once(settings: Settings) -> None:
+    """``airflow db migrate`` unless done with this Airflow lock; SQLite in WAL mode."""
+    lock = hashlib.sha256((PROJECT_ROOT / "requirements" / "airflow.lock").read_bytes())
+    database, stamp = settings.airflow.home / "airflow.db", settings.airflow.home / ".migrated"
+    if database.exists() and stamp.exists() and stamp.read_text() == lock.hexdigest():
+        return
+    settings.airflow.home.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    result = subprocess.run(
+        migrate_command(settings.airflow.venv),
+        env={**os.environ, **service_env(settings)},
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise ServiceStartError(
+            f"`airflow db migrate` failed (exit {result.returncode}):\n"
+            + "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        )
+    # Readers no longer block the one writer: three processes share this file.
+    with closing(sqlite3.connect(database)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+    stamp.write_text(lock.hexdigest())
+    log_event(_log, "airflow.migrated", seconds=round(time.monotonic() - started, 1))
+
+
+def _provision_pools(settings: Settings) -> None:
+    """Every pool the DAGs name (tasks of a missing pool are never scheduled)."""
+    from batch_layer.pipelines import PIPELINES
+    from platformctl.airflow_rest import ensure_pool  # here: airflow_rest imports this module
+
+    changed = [
+        spec.pool
+        for spec in PIPELINES
+        if ensure_pool(settings, spec.pool, 1, f"{spec.name}: one batch step at a time")
+    ]
+    log_event(_log, "airflow.pools_provisioned", changed=changed)
+
+
+SERVICES = tuple(
+    Service(
+        name=name,
+        process=partial(process, component=component),
+        probe=partial(healthy, component=component),
+        # The dag-processor and the scheduler report their health through the api-server.
+        requires=() if component == "api-server" else ("airflow-api-server",),
+        install=install_airflow,
+        prepare=_migrate_once,
+        provision=_provision_pools if component == "api-server" else None,
+    )
+    for name, component in zip(NAMES, COMPONENTS, strict=True)
+)
+"""One record per component, in start order (``down`` stops the scheduler first)."""

@@ -14,8 +14,10 @@ parts of that script that matter here:
   ``conf/jvm17-server.options``.
 
 Both are plain functions: no environment variables are read and no process
-is started.  Starting, waiting for the CQL port and stopping (SIGTERM, which
-runs Cassandra's own drain-on-shutdown hook) belong to the caller.
+is started.  :data:`SERVICE` puts them to work for ``platformctl``: the node's
+process under the state directory, a CQL probe, and the platform's keyspace
+and tables once it is healthy.  SIGTERM runs Cassandra's own drain-on-shutdown
+hook.
 
 Memory: Cassandra calls ``mlockall(MCL_CURRENT)`` at start-up.  As root (or
 with a large ``RLIMIT_MEMLOCK``) that succeeds and faults in the whole
@@ -26,13 +28,23 @@ use.
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 from string import Template
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from platformctl.install import install_jars, jars_dir
+from platformctl.process import ManagedProcess, port_open
+from platformctl.services.base import Service, jvm_process, logs_dir
 
 __all__ = [
     "DEFAULT_HEAP_MB",
     "MAIN_CLASS",
+    "SERVICE",
     "TEMPLATE_DIR",
+    "healthy",
+    "process",
     "server_command",
     "write_config",
 ]
@@ -42,6 +54,7 @@ MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
 # Cassandra's own formula would give 6 GiB on 24 GiB; 1 GiB is plenty for a
 # dev node and leaves room for Kafka, Spark and Airflow on 2 cores / 24 GiB.
 DEFAULT_HEAP_MB = 1024
+_log = get_logger(__name__)
 
 # conf/jvm-server.options (cassandra-5.0), minus -XX:+AlwaysPreTouch and
 # -XX:+UseNUMA (slow start-up / pointless on a one-socket laptop).
@@ -214,3 +227,69 @@ def server_command(
         MAIN_CLASS,
     ]
     return argv
+
+
+def process(settings: Settings) -> ManagedProcess:
+    """The local Cassandra node, with its config rendered under the state directory."""
+    home = settings.local.state_dir / "cassandra"
+    cassandra_yaml = write_config(
+        home / "conf",
+        data_dir=home / "data",
+        native_port=settings.cassandra.port,
+        storage_port=settings.local.cassandra_storage_port,
+    )
+    argv = server_command(
+        settings.local.java,
+        jars_dir(settings, "cassandra"),
+        cassandra_yaml,
+        logs_dir(settings),
+        home / "data",
+        settings.local.cassandra_heap_mb,
+    )
+    ports = (settings.cassandra.port, settings.local.cassandra_storage_port)
+    return jvm_process(
+        settings, "cassandra", argv, cassandra_yaml, ports, env={"MALLOC_ARENA_MAX": "4"}
+    )
+
+
+def healthy(settings: Settings) -> tuple[bool, str]:
+    """Probe: the node answers a CQL query."""
+    host = settings.cassandra.contact_points[0]
+    if not port_open(settings.cassandra.port, host):
+        return False, f"nothing listening on {host}:{settings.cassandra.port}"
+    from core.cassandra import connect
+
+    try:
+        cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    except Exception as exc:  # NoHostAvailable while the node boots
+        return False, f"CQL connect failed: {exc}"
+    try:
+        row = session.execute("SELECT release_version FROM system.local").one()
+        return True, f"Cassandra {row.release_version}"
+    finally:
+        cluster.shutdown()
+
+
+def _provision(settings: Settings) -> None:
+    """The platform's keyspace and the speed and batch tables, before any job writes."""
+    from batch_layer.schema import create_tables as create_batch_tables
+    from core.cassandra import connect, ensure_keyspace
+    from speed_layer.job import create_tables
+
+    cluster, session = connect(settings.cassandra)
+    try:
+        ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
+    finally:
+        cluster.shutdown()
+    create_tables(settings)
+    create_batch_tables(settings)
+    log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
+
+
+SERVICE = Service(
+    name="cassandra",
+    process=process,
+    probe=healthy,
+    install=partial(install_jars, component="cassandra"),
+    provision=_provision,
+)

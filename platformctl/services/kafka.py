@@ -15,27 +15,40 @@ replaces the parts of ``kafka-storage.sh``, ``kafka-server-start.sh`` and
 * :func:`server_command` builds the argv that runs ``kafka.Kafka`` in the
   foreground with the JVM flags of ``kafka-run-class.sh``.
 
-All are plain functions: no environment variables are read and no process is
-started.  Starting, waiting for the port and stopping belong to the caller.
-On SIGTERM the broker shuts down cleanly (writes ``.kafka_cleanshutdown`` in
-the data dir) and the JVM exits with status 143, which is the normal outcome.
+These are plain functions: no environment variables are read and no process
+is started.  :data:`SERVICE` puts them to work for ``platformctl``: the
+broker's process under the state directory, the format before its first
+start, a metadata probe, and the platform's topics once it is healthy.  On
+SIGTERM the broker shuts down cleanly (writes ``.kafka_cleanshutdown`` in the
+data dir) and the JVM exits with status 143, which is the normal outcome.
 """
 
 from __future__ import annotations
 
 import base64
 import shutil
+import subprocess
 import uuid
+from functools import partial
 from pathlib import Path
 from string import Template
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from platformctl.install import install_jars, jars_dir
+from platformctl.process import ManagedProcess, port_open
+from platformctl.services.base import Service, jvm_process, logs_dir
 
 __all__ = [
     "DEFAULT_HEAP_MB",
     "MAIN_CLASS",
+    "SERVICE",
     "STORAGE_TOOL_CLASS",
     "TEMPLATE_DIR",
     "format_command",
+    "healthy",
     "is_formatted",
+    "process",
     "random_cluster_id",
     "server_command",
     "write_config",
@@ -46,6 +59,7 @@ MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
 # kafka-server-start.sh uses 1 GiB; 512 MiB is ample for a dev broker.
 DEFAULT_HEAP_MB = 512
+_log = get_logger(__name__)
 
 # KAFKA_JVM_PERFORMANCE_OPTS and KAFKA_JMX_OPTS (no port: local attach only)
 # from kafka-run-class.sh, flag for flag.
@@ -160,3 +174,87 @@ def server_command(
         *_log_and_classpath(jars_dir, server_properties.parent, log_dir),
         MAIN_CLASS, str(server_properties),
     ]  # fmt: skip
+
+
+def _host_port(settings: Settings) -> tuple[str, int]:
+    host, _, port = settings.kafka.bootstrap_servers.split(",")[0].rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def _config(settings: Settings) -> Path:
+    """``server.properties`` of the local broker, rendered under the state directory."""
+    home = settings.local.state_dir / "kafka"
+    return write_config(
+        home / "conf",
+        data_dir=home / "data",
+        log_dir=logs_dir(settings),
+        port=_host_port(settings)[1],
+        controller_port=settings.local.kafka_controller_port,
+    )
+
+
+def process(settings: Settings) -> ManagedProcess:
+    """The local broker, with its config rendered under the state directory."""
+    server_properties = _config(settings)
+    argv = server_command(
+        settings.local.java,
+        jars_dir(settings, "kafka"),
+        server_properties,
+        logs_dir(settings),
+        settings.local.kafka_heap_mb,
+    )
+    ports = (_host_port(settings)[1], settings.local.kafka_controller_port)
+    return jvm_process(settings, "kafka", argv, server_properties, ports)
+
+
+def _format_once(settings: Settings) -> None:
+    """Format the storage of a broker that never ran (KRaft needs it before the first start)."""
+    if is_formatted(settings.local.state_dir / "kafka" / "data"):
+        return
+    argv = format_command(
+        settings.local.java,
+        jars_dir(settings, "kafka"),
+        _config(settings),
+        random_cluster_id(),
+        logs_dir(settings),
+    )
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"Formatting Kafka storage failed:\n{result.stdout}{result.stderr}")
+
+
+def healthy(settings: Settings, timeout_s: float = 3.0) -> tuple[bool, str]:
+    """Probe: the broker answers a metadata request."""
+    host, port = _host_port(settings)
+    if not port_open(port, host):
+        return False, f"nothing listening on {host}:{port}"
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(settings.kafka.client_config() | {"log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except Exception as exc:  # KafkaException: the broker is not ready yet
+        return False, f"metadata request failed: {exc}"
+    return True, f"{len(metadata.brokers)} broker(s), {len(metadata.topics)} topic(s)"
+
+
+def _provision(settings: Settings) -> None:
+    """The platform's topics, before the collector produces to them."""
+    from confluent_kafka.admin import AdminClient
+
+    from ingest.topics import ensure_topics, platform_topics
+
+    created = ensure_topics(
+        AdminClient(settings.kafka.client_config()), platform_topics(settings.kafka)
+    )
+    log_event(_log, "kafka.provisioned", topics_created=created)
+
+
+SERVICE = Service(
+    name="kafka",
+    process=process,
+    probe=healthy,
+    install=partial(install_jars, component="kafka"),
+    prepare=_format_once,
+    provision=_provision,
+)

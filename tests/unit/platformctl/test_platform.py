@@ -1,9 +1,16 @@
-"""The platform's process table: what ``up`` starts and ``down`` stops (nothing started)."""
+"""The platform's process table and its loop over the service records (``sleep`` children only)."""
 
 from __future__ import annotations
 
+import sys
+from functools import partial
+
+import pytest
+
 from core.settings import AirflowSettings, LocalSettings, Settings
 from platformctl import platform
+from platformctl.process import ManagedProcess
+from platformctl.services import Service
 
 
 def test_airflow_is_three_processes_from_its_venv_stopped_scheduler_first(tmp_path):
@@ -35,29 +42,75 @@ def test_airflow_is_three_processes_from_its_venv_stopped_scheduler_first(tmp_pa
     assert managed["airflow-scheduler"].ports == () and managed["airflow-scheduler"].title is None
 
 
-def test_speed_view_health_reports_a_watermark_ahead_of_now_as_an_error():
-    from datetime import UTC, datetime, timedelta
+def _sleeper(settings: Settings, name: str) -> ManagedProcess:
+    """A Python child whose command line carries its pid file, as a service's carries its config."""
+    pid_file = settings.local.state_dir / "run" / f"{name}.pid"
+    return ManagedProcess(
+        name=name,
+        argv=[sys.executable, "-c", "import time; time.sleep(60)", str(pid_file)],
+        pid_file=pid_file,
+        log_file=settings.local.state_dir / "logs" / f"{name}.log",
+        marker=str(pid_file),
+    )
 
-    from platformctl.platform import view_progress_health
 
-    now = datetime(2026, 11, 23, 12, tzinfo=UTC)
-    minute = timedelta(minutes=1)
-    base = {"heartbeat_at": (now - timedelta(seconds=5)).replace(tzinfo=None), "kafka_lag": 0}
-    poisoned = base | {
-        "watermark": datetime(9999, 12, 31, 23, 49, 59),
-        "max_event_time": datetime(9999, 12, 31, 23, 59, 59),
-    }
-    ok, text = view_progress_health("page_activity", poisoned, now, minute)
-    assert not ok and "ERROR watermark 9999-12-31T23:49:59+00:00 is ahead of now" in text
+def test_up_runs_each_records_steps_and_down_stops_in_reverse(tmp_path, monkeypatch):
+    settings = Settings(local=LocalSettings(state_dir=tmp_path / "state", start_timeout_s=10))
+    steps: list[str] = []
 
-    at_tolerance = base | {"watermark": (now + minute).replace(tzinfo=None)}
-    assert view_progress_health("v", at_tolerance, now, minute)[0]
+    def install(settings: Settings) -> None:
+        steps.append("install venv")
 
-    healthy = base | {
-        "watermark": (now - 10 * minute).replace(tzinfo=None),
-        "max_event_time": (now - timedelta(seconds=3)).replace(tzinfo=None),
-        "future_rows_dropped": 2,
-    }
-    ok, text = view_progress_health("v", healthy, now, minute)
-    assert ok and "fresh 3s" in text and "future dropped 2" in text
-    assert view_progress_health("v", None, now, minute) == (False, "v: no recent progress")
+    def record(name: str, *, shared_install: bool = False) -> Service:
+        return Service(
+            name=name,
+            process=partial(_sleeper, name=name),
+            probe=lambda s: (_sleeper(s, name).pid() is not None, f"{name} probed"),
+            install=install if shared_install else lambda s: steps.append(f"jars {name}"),
+            prepare=lambda s: steps.append(f"prepare {name}"),
+            provision=lambda s: steps.append(f"provision {name}"),
+        )
+
+    registry = (
+        record("store"),
+        record("web", shared_install=True),
+        record("worker", shared_install=True),
+    )
+    monkeypatch.setattr(platform, "REGISTRY", registry)
+    names = ("store", "web", "worker")
+    try:
+        timings = platform.up(settings, names)
+        assert list(timings) == list(names)
+        assert steps == [
+            "jars store",
+            "install venv",  # one install shared by two services runs once
+            "prepare store",
+            "provision store",
+            "prepare web",
+            "provision web",
+            "prepare worker",
+            "provision worker",
+        ]
+        rows = platform.status(settings)
+        assert [(r.name, r.running, r.healthy, r.detail) for r in rows] == [
+            (name, True, True, f"{name} probed") for name in names
+        ]
+
+        pids = [r.pid for r in rows]
+
+        # Up again: nothing is prepared or started, everything is provisioned again.
+        steps.clear()
+        assert platform.up(settings, names, install_missing=False) == dict.fromkeys(names, 0.0)
+        assert steps == [f"provision {name}" for name in names]
+        assert [r.pid for r in platform.status(settings)] == pids
+    finally:
+        stopped = platform.down(settings, names)
+    assert stopped == ["worker", "web", "store"]
+    assert [(r.running, r.detail) for r in platform.status(settings)] == [
+        (False, "not running")
+    ] * 3
+
+
+def test_up_names_the_unknown_service():
+    with pytest.raises(ValueError, match=r"Unknown service\(s\) \['kafak'\]"):
+        platform.up(Settings(), ("kafak",))

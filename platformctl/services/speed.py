@@ -1,0 +1,98 @@
+"""The streaming speed layer (``python -m speed_layer``) as a local service.
+
+Its probe reads the progress the job records in Cassandra after each
+micro-batch, one row per view: the job is healthy while every view's query
+reports recently and no watermark runs ahead of now.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from core.settings import Settings
+from platformctl.process import ManagedProcess, port_open
+from platformctl.services.base import Service, python_process
+
+__all__ = ["SERVICE", "healthy", "process", "progress", "view_progress_health"]
+
+
+def process(settings: Settings) -> ManagedProcess:
+    """The streaming speed layer (a Spark driver running one query per view)."""
+    return python_process(settings, "speed", ["speed_layer"])
+
+
+def progress(settings: Settings) -> dict[str, dict]:
+    """The speed layer's progress per view, as recorded after each micro-batch."""
+    from core.cassandra import connect
+    from speed_layer.schema import PROGRESS_TABLE
+
+    cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    try:
+        rows = session.execute(f"SELECT * FROM {settings.cassandra.keyspace}.{PROGRESS_TABLE}")
+        return {row.view_name: row._asdict() for row in rows}
+    except Exception:  # the table does not exist before the first start
+        return {}
+    finally:
+        cluster.shutdown()
+
+
+def healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool, str]:
+    """Probe: every view's query reported progress recently and its watermark is not ahead
+    of now; detail = freshness, lag, rates and the rows dropped (late, future)."""
+    from core.event_time import EventTimeBounds
+    from views import VIEWS
+
+    if not port_open(settings.cassandra.port, settings.cassandra.contact_points[0]):
+        return False, "Cassandra is down: progress unknown"
+    rows = progress(settings)
+    now = datetime.now(UTC)
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+    started = process(settings).started_at()
+    verdicts = [
+        view_progress_health(spec.name, rows.get(spec.name), now, tolerance, started, max_silence_s)
+        for spec in VIEWS
+    ]
+    return all(ok for ok, _ in verdicts), "; ".join(text for _, text in verdicts)
+
+
+def view_progress_health(
+    view: str,
+    row: dict | None,
+    now: datetime,
+    tolerance: timedelta,
+    started: datetime | None = None,
+    max_silence_s: float = 60.0,
+) -> tuple[bool, str]:
+    """(healthy, one line) for one view's :func:`progress` row (naive times are UTC)."""
+
+    def utc(moment: datetime | None) -> datetime | None:
+        return moment.replace(tzinfo=UTC) if moment is not None else None
+
+    row = row or {}
+    beat = utc(row.get("heartbeat_at"))
+    if (
+        beat is None
+        or (now - beat).total_seconds() > max_silence_s
+        or (started is not None and beat < started)
+    ):
+        return False, f"{view}: no recent progress"
+    watermark = utc(row.get("watermark"))
+    if watermark is not None and watermark - now > tolerance:
+        return False, (
+            f"{view}: ERROR watermark {watermark.isoformat()} is ahead of now; every new event "
+            "is dropped as late. Reset the speed layer (docs/operations.md)"
+        )
+    newest = utc(row.get("max_event_time"))
+    fresh = "unknown"
+    if newest is not None and newest - now <= tolerance:
+        fresh = f"{max(0.0, (now - newest).total_seconds()):.0f}s"
+    return True, (
+        f"{view}: fresh {fresh}, lag {row.get('kafka_lag')}, "
+        f"in {row.get('input_rows_per_s') or 0:.0f}/s, "
+        f"done {row.get('processed_rows_per_s') or 0:.0f}/s, "
+        f"batch {row.get('batch_duration_ms')}ms, late dropped {row.get('late_rows_dropped')}, "
+        f"future dropped {row.get('future_rows_dropped') or 0}"
+    )
+
+
+SERVICE = Service(name="speed", process=process, probe=healthy, requires=("kafka", "cassandra"))
