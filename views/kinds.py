@@ -15,7 +15,7 @@ and nothing else: adding a kind is one entry in :data:`KINDS` plus its tests.
 >>> kind("avg")
 Traceback (most recent call last):
 ...
-ValueError: Unknown measure kind 'avg'; the kinds are: count, sum, max, hll, kll.
+ValueError: Unknown measure kind 'avg'; the kinds are: count, sum, max, min, hll, kll.
 
 Spark and DataSketches are imported where they are used, so importing this
 module (the view specs, the Cassandra layout, serving) needs neither.
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "Kind", "MeasureKind", "kind", "quantile_name"]
 
-MeasureKind = Literal["count", "sum", "max", "hll", "kll"]
+MeasureKind = Literal["count", "sum", "max", "min", "hll", "kll"]
 """The names of :data:`KINDS` (for type checkers; :data:`KINDS` is the source)."""
 
 
@@ -116,6 +116,11 @@ def _largest(values: Sequence[Any]) -> Any:
     return max(present) if present else None
 
 
+def _smallest(values: Sequence[Any]) -> Any:
+    present = _present(values)
+    return min(present) if present else None
+
+
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -130,6 +135,12 @@ def _spark_max(column: Column) -> Column:
     from pyspark.sql import functions as F
 
     return F.max(column)
+
+
+def _spark_min(column: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.min(column)
 
 
 def _spark_hll_union(column: Column) -> Column:
@@ -228,6 +239,18 @@ KINDS: dict[str, Kind] = {
             answer_source="None if {v} is None else float({v})",
             rank_label="max",
             non_negative=True,
+        ),
+        Kind(
+            "min",
+            "The smallest value: partials take the smaller.",
+            cql_type="double",
+            spark_type="double",
+            spark_merge=_spark_min,
+            spark_answer=_spark_as_is,
+            merge=_smallest,
+            answer=_float,
+            answer_source="None if {v} is None else float({v})",
+            rank_label="min",
         ),
         Kind(
             "hll",

@@ -17,7 +17,7 @@ by each measure's kind (:mod:`views.kinds`).
 >>> Measure("p95", "avg")
 Traceback (most recent call last):
 ...
-ValueError: Measure 'p95': kind 'avg' is not one of count, sum, max, hll, kll.
+ValueError: Measure 'p95': kind 'avg' is not one of count, sum, max, min, hll, kll.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def test_every_view_is_declared_once_with_a_build_function_named_after_it():
 
 
 def test_measure_kinds():
-    assert MEASURE_KINDS == ("count", "sum", "max", "hll", "kll")
+    assert MEASURE_KINDS == ("count", "sum", "max", "min", "hll", "kll")
     kinds = {(spec.name, m.name): m.kind for spec in VIEWS for m in spec.measures}
     assert kinds[("page_activity", "visitors")] == "hll"
     assert kinds[("page_activity", "load_sketch")] == "kll"
