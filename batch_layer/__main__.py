@@ -72,11 +72,11 @@ def run_step(spark: Any, settings: Any, step: str, spec: Any, run_id: str, dates
     if step == "bronze":
         return ingest_bronze(spark, settings, spec)
     if step == "silver":
-        return silver.build_silver(spark, settings, dates, spec, run_id)
+        return silver.build_silver(spark, settings, dates, spec=spec, run_id=run_id)
     if step == "check_silver":
         return quality.check_silver(spark, settings, spec, run_id)
     if step == "gold":
-        return gold.build_gold(spark, settings, None, None, spec, run_id)
+        return gold.build_gold(spark, settings, spec=spec, run_id=run_id)
     if step == "check_gold":
         return quality.check_gold(spark, settings, spec, run_id)
     if step == "publish":
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.spark import build_spark_session
 
     settings = load_settings()
-    spec = pipeline(args.pipeline)
+    spec = pipeline(args.pipeline).validate()
     run_id = args.run_id or time.strftime("manual__%Y-%m-%dT%H:%M:%S")
     steps = PIPELINE_STEPS if args.step == "all" else (args.step,)
     spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.pipelines import PipelineSpec
 from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -76,7 +76,7 @@ class BronzeRun:
     """Per partition, the offsets [from, to) retention deleted before any run read them."""
 
 
-def bronze_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
+def bronze_path(settings: Settings, spec: PipelineSpec) -> str:
     return f"{settings.lake.root.rstrip('/')}/bronze/{spec.table_name(settings)}"
 
 
@@ -167,9 +167,7 @@ def resume_offsets(
     return start, gap
 
 
-def ingest_bronze(
-    spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVENTS
-) -> BronzeRun:
+def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> BronzeRun:
     """Append the next offset range of the pipeline's topic to bronze, exactly once.
 
     The run's ``as_of`` (when the stable end was fixed) is recorded with the

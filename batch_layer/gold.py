@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
 from batch_layer.ledger import Entry, Ledger, covers, pending
-from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import days_predicate, silver_path
 from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
@@ -78,7 +78,8 @@ def build_gold(
     settings: Settings,
     dates: list[date] | None = None,
     views: tuple[ViewSpec, ...] | None = None,
-    spec: PipelineSpec = WEB_EVENTS,
+    *,
+    spec: PipelineSpec,
     run_id: str = "manual",
 ) -> GoldRun:
     """Rewrite every view's gold partitions for ``dates`` (default: silver's pending days)."""
@@ -99,7 +100,7 @@ def build_gold(
         silver = spark.read.format("delta").load(silver_path(settings, spec))
         events = silver.where(F.col("event_date").isin(list(days)))
         predicate = days_predicate("window_date", days)
-        for view in views or spec.views:
+        for view in views or spec.view_specs:
             path = gold_path(settings, view)
             rows = view.build(events).withColumn("window_date", F.to_date("window_start"))
             (

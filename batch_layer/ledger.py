@@ -19,7 +19,7 @@ is not among what that gold run consumed, so the next gold run takes it.
 (Rows written before ``consumed`` was recorded have ``consumed`` None and
 consumed what was recorded before them, as the ledger used to decide.) A
 pipeline's steps also run one at a time (one Airflow pool slot per
-pipeline, :mod:`batch_layer.dag_factory`).
+pipeline, ``dags/pipeline_factory.py``).
 
 A step that fails before appending its row leaves its work pending, and
 every step rewrites whole days, so rerunning any step is safe. The ledger

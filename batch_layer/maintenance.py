@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
 from batch_layer.ledger import ledger_path
-from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.pipelines import PipelineSpec
 from batch_layer.schema import DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
 from batch_layer.silver import rejects_path, silver_path
 from core.log import get_logger, log_event
@@ -38,18 +38,18 @@ __all__ = ["drop_superseded", "lake_tables", "optimize", "vacuum"]
 _log = get_logger(__name__)
 
 
-def lake_tables(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> list[str]:
+def lake_tables(settings: Settings, spec: PipelineSpec) -> list[str]:
     """Paths of every Delta table of the pipeline, its ledger last."""
     return [
         bronze_path(settings, spec),
         silver_path(settings, spec),
         rejects_path(settings, spec),
-        *(gold_path(settings, view) for view in spec.views),
+        *(gold_path(settings, view) for view in spec.view_specs),
         ledger_path(settings, spec),
     ]
 
 
-def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> dict:
+def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> dict:
     """``OPTIMIZE`` every table; return files removed and added per table."""
     from delta.tables import DeltaTable
 
@@ -64,7 +64,7 @@ def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_E
     return out
 
 
-def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> list[str]:
+def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> list[str]:
     """``VACUUM`` every table with the configured retention; return the paths vacuumed."""
     from delta.tables import DeltaTable
 
@@ -84,7 +84,7 @@ def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec = WEB_EVE
     return done
 
 
-def drop_superseded(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> int:
+def drop_superseded(settings: Settings, spec: PipelineSpec) -> int:
     """Delete batch versions replaced longer ago than the grace period; return how many.
 
     A listed version that its day's pointer still names is kept (and logged as
@@ -110,7 +110,7 @@ def drop_superseded(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> int:
             f"DELETE FROM {keyspace}.{SUPERSEDED_TABLE} WHERE view_name = ? AND day = ? "
             "AND version = ?"
         )
-        for view in spec.views:
+        for view in spec.view_specs:
             tables = BatchTables(view, keyspace)
             keys = ", ".join(view.keys)
             minute_keys = session.prepare(

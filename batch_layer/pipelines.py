@@ -6,7 +6,12 @@ and ``dags/pipelines.py`` turns every spec in :data:`PIPELINES` into its
 Airflow DAGs (ingest, views, backfill, maintenance). Adding a pipeline is one
 entry here (see ``docs/adding-a-pipeline.md``).
 
->>> pipeline("web_events").views[0].name
+This module imports no Spark code: Airflow's venv imports it to parse the
+DAGs. A spec names its views; :attr:`PipelineSpec.view_specs` resolves them
+in :mod:`views.registry` (whose modules import pyspark) when a job needs them,
+and :meth:`PipelineSpec.validate` checks what needs the views' measures.
+
+>>> pipeline("web_events").views[0]
 'page_activity'
 >>> pipeline("nope")
 Traceback (most recent call last):
@@ -17,9 +22,12 @@ KeyError: "No pipeline 'nope'; the pipelines are: web_events."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.settings import Settings
-from views import VIEWS, ViewSpec
+
+if TYPE_CHECKING:
+    from views.spec import ViewSpec
 
 __all__ = ["PIPELINES", "WEB_EVENTS", "PipelineSpec", "Reconciliation", "pipeline"]
 
@@ -48,8 +56,9 @@ class PipelineSpec:
     """Contract id in ``data_contracts/`` (its schema parses the topic's records)."""
     contract_major: int
     """Major version of the contract; the topic carries one major version."""
-    views: tuple[ViewSpec, ...]
-    """Views computed over the pipeline's silver events, in both layers."""
+    views: tuple[str, ...]
+    """Names of the views computed over the pipeline's silver events, in both layers
+    (each resolved by :func:`views.registry.view`)."""
     topic: str | None = None
     """Kafka topic; None means the events topic from settings (``WAP_KAFKA__EVENTS_TOPIC``)."""
     schedule: str | None = None
@@ -64,22 +73,51 @@ class PipelineSpec:
             raise ValueError(f"Pipeline name {self.name!r} must be a plain identifier.")
         if not self.views:
             raise ValueError(f"Pipeline {self.name!r} needs at least one view.")
-        listed = [v.name for v in self.views]
-        twice = sorted({n for n in listed if listed.count(n) > 1})
+        if isinstance(self.views, str) or not all(isinstance(v, str) for v in self.views):
+            raise TypeError(
+                f"Pipeline {self.name!r} lists its views by name, e.g. "
+                f"views=('page_activity',); got {self.views!r:.80}."
+            )
+        twice = sorted({n for n in self.views if self.views.count(n) > 1})
         if twice:
             raise ValueError(f"Pipeline {self.name!r} lists views more than once: {twice}.")
-        names = {v.name: v for v in self.views}
         for rule in self.reconcile:
-            if rule.view not in names:
+            if rule.view not in self.views:
                 raise ValueError(
                     f"Pipeline {self.name!r}: reconciliation of unknown view {rule.view!r}."
                 )
-            measure = names[rule.view].measure(rule.measure)
+
+    @property
+    def view_specs(self) -> tuple[ViewSpec, ...]:
+        """The pipeline's views, resolved by name in :mod:`views.registry`.
+
+        Imported here, not with this module: the view modules import pyspark.
+
+        >>> [spec.keys for spec in WEB_EVENTS.view_specs][:2]
+        [('path',), ('site',)]
+        """
+        from views.registry import view
+
+        return tuple(view(name) for name in self.views)
+
+    def validate(self) -> PipelineSpec:
+        """``self``, once its views resolve and every reconciliation sums a count measure.
+
+        Needs the views' specs, so the jobs call it before they run; parsing
+        the DAGs does not.
+
+        >>> WEB_EVENTS.validate() is WEB_EVENTS
+        True
+        """
+        specs = dict(zip(self.views, self.view_specs, strict=True))
+        for rule in self.reconcile:
+            measure = specs[rule.view].measure(rule.measure)
             if measure.kind != "count":
                 raise ValueError(
                     f"Pipeline {self.name!r}: reconciliation of {rule.view}.{rule.measure}, "
                     f"a {measure.kind} measure; only a count can equal a number of silver rows."
                 )
+        return self
 
     @property
     def pool(self) -> str:
@@ -109,7 +147,7 @@ WEB_EVENTS = PipelineSpec(
     name="web_events",
     contract="web_events",
     contract_major=1,
-    views=VIEWS,
+    views=("page_activity", "site_activity", "search_terms", "clicks"),
     reconcile=(
         Reconciliation("site_activity", "events"),
         Reconciliation("site_activity", "page_views", "type = 'page'"),
@@ -137,7 +175,7 @@ def _check_pipelines(pipelines: tuple[PipelineSpec, ...]) -> tuple[PipelineSpec,
     declared: dict[str, list[str]] = {}
     for spec in pipelines:
         for view in spec.views:
-            declared.setdefault(view.name, []).append(spec.name)
+            declared.setdefault(view, []).append(spec.name)
     shared = [f"{v!r} (pipelines {', '.join(p)})" for v, p in declared.items() if len(p) > 1]
     if shared:
         raise ValueError(

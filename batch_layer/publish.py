@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer.gold import gold_path, require_gate
 from batch_layer.ledger import Entry, Ledger, pending
-from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.pipelines import PipelineSpec
 from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
 from core.cassandra import execute_all, process_session, view_row_values
 from core.log import get_logger, log_event
@@ -100,7 +100,7 @@ def _write_rows(
     execute_all(session, by_minute, minute_rows)
 
 
-def read_boundaries(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> dict[str, Any]:
+def read_boundaries(settings: Settings, spec: PipelineSpec) -> dict[str, Any]:
     """Per view of the pipeline, its ``batch_boundary`` row as a dict (None if never published)."""
     from core.cassandra import connect
 
@@ -110,9 +110,9 @@ def read_boundaries(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> dict
             f"SELECT * FROM {settings.cassandra.keyspace}.{BOUNDARY_TABLE} WHERE view_name = ?"
         )
         out = {}
-        for view in spec.views:
-            row = session.execute(select, (view.name,)).one()
-            out[view.name] = row._asdict() if row else None
+        for name in spec.views:
+            row = session.execute(select, (name,)).one()
+            out[name] = row._asdict() if row else None
         return out
     finally:
         cluster.shutdown()
@@ -121,7 +121,7 @@ def read_boundaries(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> dict
 def publish(
     spark: SparkSession,
     settings: Settings,
-    spec: PipelineSpec = WEB_EVENTS,
+    spec: PipelineSpec,
     run_id: str = "manual",
 ) -> PublishRun:
     """Load the gold days not yet published, switch them on, move the boundary."""
@@ -165,7 +165,7 @@ def publish(
             "(view_name, boundary, version, run_id, published_at) VALUES (?, ?, ?, ?, ?)"
         )
         boundaries: dict[str, datetime | None] = {}
-        for view in spec.views:
+        for view in spec.view_specs:
             tables = BatchTables(view, keyspace)
             if days:
                 gold = spark.read.format("delta").load(gold_path(settings, view))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from batch_layer.bronze import bronze_as_of, bronze_path, committed_range
 from batch_layer.ledger import Entry, Ledger
-from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
+from batch_layer.pipelines import PipelineSpec
 from batch_layer.tables import ensure_table_properties
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
@@ -61,11 +61,11 @@ class SilverRun:
     duplicates: int
 
 
-def silver_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
+def silver_path(settings: Settings, spec: PipelineSpec) -> str:
     return f"{settings.lake.root.rstrip('/')}/silver/{spec.table_name(settings)}"
 
 
-def rejects_path(settings: Settings, spec: PipelineSpec = WEB_EVENTS) -> str:
+def rejects_path(settings: Settings, spec: PipelineSpec) -> str:
     return silver_path(settings, spec) + "_rejects"
 
 
@@ -80,7 +80,7 @@ def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
 
 def parse_bronze(
     bronze: DataFrame,
-    spec: PipelineSpec = WEB_EVENTS,
+    spec: PipelineSpec,
     future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
 ) -> tuple[DataFrame, DataFrame]:
     """(parsed events with Kafka coordinates, rejects with a reason) from bronze rows.
@@ -155,7 +155,8 @@ def build_silver(
     spark: SparkSession,
     settings: Settings,
     dates: list[date] | None = None,
-    spec: PipelineSpec = WEB_EVENTS,
+    *,
+    spec: PipelineSpec,
     run_id: str = "manual",
 ) -> SilverRun:
     """Rebuild silver for the event days of bronze records not seen yet, and ``dates``.

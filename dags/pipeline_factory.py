@@ -1,5 +1,10 @@
 """The DAG factory: every batch pipeline spec becomes its Airflow DAGs.
 
+A helper of ``dags/pipelines.py``, not a DAG file (``.airflowignore`` keeps
+the DAG processor from parsing it on its own). It lives with the DAGs, in
+Airflow's venv, so that no Airflow import sits in the Spark packages; it
+imports nothing that imports Spark either.
+
 For a :class:`batch_layer.pipelines.PipelineSpec` named ``P``:
 
 - ``P_ingest`` (the pipeline's schedule, hourly by default): bronze -> silver

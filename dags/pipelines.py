@@ -4,11 +4,18 @@ Adding a pipeline needs no change here: declare its spec there and its
 ingest, views, backfill and maintenance DAGs appear (docs/adding-a-pipeline.md).
 Keep the words "Airflow" and "DAG" in this file: Airflow's DAG discovery
 (safe mode, on by default) skips files that do not mention both.
+
+The DAGs come from ``pipeline_factory.py`` beside this file, imported as a
+top-level module: Airflow puts the DAG folder (the bundle's path) on
+``sys.path`` when it parses DAG files and when it runs their tasks. Parsing
+imports no Spark code: the specs name their views, and the factory only
+builds ``spark-submit`` tasks (a test checks ``pyspark`` stays unimported).
 """
 
 from __future__ import annotations
 
-from batch_layer.dag_factory import pipeline_dags
+from pipeline_factory import pipeline_dags
+
 from batch_layer.pipelines import PIPELINES
 from core.settings import load_settings
 

@@ -12,8 +12,8 @@ Each subcommand migrates the SQLite metadata DB first if it is not at head, then
 prints exactly one JSON line on stdout (Airflow's own logs go to stderr) and
 exits 1 on failure:
 
-* ``load``: parse every DAG file in ``[core] dags_folder`` with ``DagBag`` and
-  serialize each DAG as the DAG processor would ->
+* ``load``: parse every DAG file in ``[core] dags_folder`` as the DAG processor
+  does (``BundleDagBag``: the folder on ``sys.path``) and serialize each DAG ->
   ``{"dags": [...], "import_errors": {...}, "warnings": {...}, ...}``.
 * ``test DAG_ID [--conf JSON]``: run ``dag.test(run_conf=...)`` (tasks run
   in-process, no scheduler or executor) ->
@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 __all__ = ["main"]
@@ -55,12 +56,13 @@ def _migrate_if_needed() -> dict[str, Any]:
     return {"migrated": True, "migrate_seconds": round(time.monotonic() - started, 2)}
 
 
-def _dagbag():  # -> airflow.dag_processing.dagbag.DagBag
+def _dagbag():  # -> airflow.dag_processing.dagbag.BundleDagBag
     from airflow.configuration import conf
-    from airflow.dag_processing.dagbag import DagBag  # Airflow >= 3.2 location
+    from airflow.dag_processing.dagbag import BundleDagBag  # Airflow >= 3.2 location
 
-    folder = conf.get("core", "dags_folder")
-    return DagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
+    # The DAG processor's own class: the DAG folder on sys.path, as DAG files expect.
+    folder = Path(conf.get("core", "dags_folder"))
+    return BundleDagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
 
 
 def cmd_load() -> int:

@@ -6,6 +6,7 @@ import pytest
 from confluent_kafka import Producer
 
 from batch_layer.bronze import bronze_as_of, committed_range, ingest_bronze
+from batch_layer.pipelines import WEB_EVENTS
 from core.settings import KafkaSettings, LakeSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,14 +37,15 @@ def _produce(settings, start: int, count: int) -> None:
 
 def test_reruns_append_each_offset_exactly_once(spark, bronze_settings):
     _produce(bronze_settings, 0, 30)
-    first = ingest_bronze(spark, bronze_settings)
+    first = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     assert (first.run, first.rows, first.skipped) == (1, 30, False)
 
-    again = ingest_bronze(spark, bronze_settings)  # nothing new: no rows, a newer as_of only
+    # Nothing new: no rows, a newer as_of only.
+    again = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     assert again.skipped and again.rows == 0
 
     _produce(bronze_settings, 30, 12)
-    second = ingest_bronze(spark, bronze_settings)
+    second = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     assert (second.run, second.rows) == (2, 12)
     assert second.start == first.end
 
@@ -62,11 +64,11 @@ def test_a_racing_duplicate_run_is_skipped_by_delta(spark, bronze_settings, monk
     import batch_layer.bronze as bronze
 
     _produce(bronze_settings, 0, 20)
-    stale = bronze.committed_range(spark, bronze.bronze_path(bronze_settings))
-    assert ingest_bronze(spark, bronze_settings).rows == 20
+    stale = bronze.committed_range(spark, bronze.bronze_path(bronze_settings, WEB_EVENTS))
+    assert ingest_bronze(spark, bronze_settings, WEB_EVENTS).rows == 20
     # The racing run still believes nothing was committed.
     monkeypatch.setattr(bronze, "committed_range", lambda *_: stale)
-    racer = ingest_bronze(spark, bronze_settings)
+    racer = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     assert racer.skipped and racer.rows == 0
     assert spark.read.format("delta").load(racer.path).count() == 20
 
@@ -79,7 +81,7 @@ def test_a_quiet_run_touching_after_a_racing_append_does_not_roll_the_run_back(
     import batch_layer.bronze as bronze
 
     _produce(bronze_settings, 0, 10)
-    first = ingest_bronze(spark, bronze_settings)
+    first = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     real_stable_end = bronze.stable_end
     raced: list = []
 
@@ -88,11 +90,11 @@ def test_a_quiet_run_touching_after_a_racing_append_does_not_roll_the_run_back(
         if not raced:  # the quiet run saw nothing new; now the racer commits run 2
             raced.append(None)
             _produce(bronze_settings, 10, 5)
-            raced.append(ingest_bronze(spark, bronze_settings))
+            raced.append(ingest_bronze(spark, bronze_settings, WEB_EVENTS))
         return end
 
     monkeypatch.setattr(bronze, "stable_end", stable_end_then_race)
-    quiet = ingest_bronze(spark, bronze_settings)
+    quiet = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     racer = raced[1]
     assert quiet.skipped and quiet.run == 1
     assert (racer.run, racer.rows) == (2, 5)
@@ -100,7 +102,7 @@ def test_a_quiet_run_touching_after_a_racing_append_does_not_roll_the_run_back(
     monkeypatch.setattr(bronze, "stable_end", real_stable_end)
 
     _produce(bronze_settings, 15, 7)
-    third = ingest_bronze(spark, bronze_settings)
+    third = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     assert (third.run, third.rows, third.skipped) == (3, 7, False)
     assert third.start == racer.end
     assert spark.read.format("delta").load(first.path).count() == 22
@@ -110,9 +112,9 @@ def test_a_quiet_run_records_a_newer_as_of(spark, bronze_settings):
     """Nothing new in Kafka: bronze still holds the whole log up to the quiet run's start,
     so the boundary may move while the site is quiet."""
     _produce(bronze_settings, 0, 5)
-    first = ingest_bronze(spark, bronze_settings)
+    first = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     after_first = bronze_as_of(spark, first.path)
-    quiet = ingest_bronze(spark, bronze_settings)
+    quiet = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
     assert quiet.skipped and quiet.run == 1
     assert bronze_as_of(spark, first.path) > after_first
     assert committed_range(spark, first.path) == (1, first.end)
@@ -137,7 +139,7 @@ def test_the_first_run_starts_after_records_retention_deleted_and_records_the_ga
         assert future.result().low_watermark == 6
 
     with caplog.at_level(logging.WARNING, logger="batch_layer.bronze"):
-        run = ingest_bronze(spark, bronze_settings)
+        run = ingest_bronze(spark, bronze_settings, WEB_EVENTS)
 
     assert (run.run, run.rows, run.skipped) == (1, 4, False)
     assert run.start == {0: 6, 1: 0, 2: 0} and run.gap == {0: (0, 6)}

@@ -88,8 +88,8 @@ def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag, gold_pa
 
     # Gold is the ground truth for every (closed) window, late events in their true minute.
     assert gold_page_views(settings) == truth.page_views
-    boundaries = read_boundaries(settings)
-    assert set(boundaries) == {spec.name for spec in WEB_EVENTS.views}
+    boundaries = read_boundaries(settings, WEB_EVENTS)
+    assert set(boundaries) == set(WEB_EVENTS.views)
     floor = boundary_for(started, settings.batch.lateness_s, settings.batch.period)
     assert all(b["boundary"].replace(tzinfo=UTC) >= floor for b in boundaries.values())
     bronze = spark.read.format("delta").load(bronze_path(settings, WEB_EVENTS))
@@ -97,34 +97,51 @@ def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag, gold_pa
     assert bronze_rows == bronze.select("partition", "offset").distinct().count() > 0
 
 
-_TASK_POOLS = """
-import json
+_PARSE_DAGS = """
+import json, sys
+from pathlib import Path
 from airflow.configuration import conf
-from airflow.dag_processing.dagbag import DagBag
+from airflow.dag_processing.dagbag import BundleDagBag
 
-folder = conf.get("core", "dags_folder")
-bag = DagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
+folder = Path(conf.get("core", "dags_folder"))
+bag = BundleDagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
 tasks = [(d.dag_id, t) for d in bag.dags.values() for t in d.tasks]
 pools = {f"{dag_id}.{t.task_id}": [t.pool, t.pool_slots] for dag_id, t in tasks}
-print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "pools": pools}))
+spark = sorted(m for m in sys.modules if m.split(".")[0] in {"pyspark", "py4j", "delta", "views"})
+errors = {k: str(v) for k, v in bag.import_errors.items()}
+print(json.dumps({"errors": errors, "pools": pools, "spark_modules": spark}))
 """
 
 
-def test_every_task_of_a_pipeline_runs_in_its_one_pool(settings: Settings, tmp_path):
-    """The ingest, views, backfill and maintenance DAGs of a pipeline share one pool, so
-    their steps (over one ledger and one set of tables) never run at the same time."""
+@pytest.fixture(scope="module")
+def parsed_dags(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The DAG folder parsed in Airflow's venv as the DAG processor parses it."""
     python = ensure_airflow_venv(
         settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
     )
-    env = {**os.environ, **airflow_env(tmp_path / "airflow", settings.airflow.dags_folder)}
+    home = tmp_path_factory.mktemp("airflow")
+    env = {**os.environ, **airflow_env(home, settings.airflow.dags_folder)}
     proc = subprocess.run(
-        [str(python), "-c", _TASK_POOLS], env=env, capture_output=True, text=True, timeout=600
+        [str(python), "-c", _PARSE_DAGS], env=env, capture_output=True, text=True, timeout=600
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, proc.stderr[-4000:]
     loaded = json.loads(lines[-1])
     assert loaded["errors"] == {}
+    return loaded
+
+
+def test_every_task_of_a_pipeline_runs_in_its_one_pool(parsed_dags: dict):
+    """The ingest, views, backfill and maintenance DAGs of a pipeline share one pool, so
+    their steps (over one ledger and one set of tables) never run at the same time."""
     for spec in PIPELINES:
-        tasks = {k: v for k, v in loaded["pools"].items() if k.startswith(f"{spec.name}_")}
+        tasks = {k: v for k, v in parsed_dags["pools"].items() if k.startswith(f"{spec.name}_")}
         assert len(tasks) == 3 + 3 + 6 + 3
         assert set(map(tuple, tasks.values())) == {(spec.pool, 1)}
+
+
+def test_parsing_the_dags_imports_no_spark_code(parsed_dags: dict):
+    """Airflow's venv holds pyspark-client, not the jobs' pyspark: the DAG files, the
+    factory and the pipeline specs must not import Spark, nor the views that do."""
+    assert parsed_dags["pools"], "no pipeline DAG was parsed"
+    assert parsed_dags["spark_modules"] == []

@@ -8,6 +8,7 @@ import pytest
 
 from batch_layer.bronze import ingest_bronze
 from batch_layer.gold import build_gold, gold_path
+from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import build_silver
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
@@ -30,10 +31,10 @@ def test_gold_views_are_exact_and_days_rewrite_alone(spark, lake_settings):
     )
     truth = build_truth(events)
     produce_direct(events, settings)
-    ingest_bronze(spark, settings)
-    silver = build_silver(spark, settings)
+    ingest_bronze(spark, settings, WEB_EVENTS)
+    silver = build_silver(spark, settings, spec=WEB_EVENTS)
 
-    written = build_gold(spark, settings, list(silver.dates))
+    written = build_gold(spark, settings, list(silver.dates), spec=WEB_EVENTS)
     assert set(written.rows) == {"page_activity", "site_activity", "search_terms", "clicks"}
 
     pages = spark.read.format("delta").load(gold_path(settings, view("page_activity")))
@@ -50,7 +51,7 @@ def test_gold_views_are_exact_and_days_rewrite_alone(spark, lake_settings):
 
     # A rerun of the same day rewrites it with identical rows.
     before = sorted(map(tuple, pages.select("window_start", "path", "page_views").collect()))
-    build_gold(spark, settings, list(silver.dates))
+    build_gold(spark, settings, list(silver.dates), spec=WEB_EVENTS)
     after = spark.read.format("delta").load(gold_path(settings, view("page_activity")))
     assert (
         sorted(map(tuple, after.select("window_start", "path", "page_views").collect())) == before

@@ -24,9 +24,9 @@ def _ingest_day(spark, settings, day: date, run_id: str, seed: int):
     """Events of ``day`` through bronze, silver and the silver gate."""
     start = datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
     produce_direct(generate(SimulatorConfig(seed=seed, events=30, rate=1, start=start)), settings)
-    ingest_bronze(spark, settings)
-    silver = build_silver(spark, settings, run_id=run_id)
-    check_silver(spark, settings, run_id=run_id)
+    ingest_bronze(spark, settings, WEB_EVENTS)
+    silver = build_silver(spark, settings, spec=WEB_EVENTS, run_id=run_id)
+    check_silver(spark, settings, WEB_EVENTS, run_id=run_id)
     return silver
 
 
@@ -47,12 +47,12 @@ def test_a_silver_run_recorded_while_gold_runs_is_the_next_gold_runs_work(
             during.append(_ingest_day(spark, lake_settings, day_two, "ingest-2", seed=2))
 
     monkeypatch.setattr(gold, "ensure_table_properties", ingest_meanwhile)
-    views_1 = gold.build_gold(spark, lake_settings, run_id="views-1")
+    views_1 = gold.build_gold(spark, lake_settings, spec=WEB_EVENTS, run_id="views-1")
     monkeypatch.setattr(gold, "ensure_table_properties", real_properties)
     assert views_1.dates == (day_one,)
     assert during[0].dates == (day_two,)
 
-    views_2 = gold.build_gold(spark, lake_settings, run_id="views-2")
+    views_2 = gold.build_gold(spark, lake_settings, spec=WEB_EVENTS, run_id="views-2")
 
     assert views_2.dates == (day_two,)
     pages = spark.read.format("delta").load(gold.gold_path(lake_settings, view("page_activity")))

@@ -41,11 +41,11 @@ def test_a_publish_that_died_between_its_two_writes_keeps_the_served_version(
         f"INSERT INTO {keyspace}.batch_superseded (view_name, day, version, superseded_at) "
         "VALUES (?, ?, ?, ?)"
     )
-    for view in WEB_EVENTS.views:
-        cassandra_session.execute(record, (view.name, day, served, long_ago))
-        cassandra_session.execute(record, (view.name, day, replaced, long_ago))
+    for name in WEB_EVENTS.views:
+        cassandra_session.execute(record, (name, day, served, long_ago))
+        cassandra_session.execute(record, (name, day, replaced, long_ago))
 
-    dropped = drop_superseded(settings)
+    dropped = drop_superseded(settings, WEB_EVENTS)
 
     assert dropped == len(WEB_EVENTS.views)  # the replaced versions only
     assert _rows_of(cassandra_session, keyspace, served) > 0

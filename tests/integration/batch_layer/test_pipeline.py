@@ -76,10 +76,10 @@ def test_pipeline_is_exact_idempotent_and_gated(
     # what publish loaded into Cassandra for serving.
     assert gold_page_views(settings) == truth.page_views
     assert _published_page_views(cassandra_session, keyspace) == truth.page_views
-    boundaries = read_boundaries(settings)
+    boundaries = read_boundaries(settings, WEB_EVENTS)
     expected = boundary_for(started, settings.batch.lateness_s, settings.batch.period)
-    for spec in WEB_EVENTS.views:
-        boundary = boundaries[spec.name]["boundary"].replace(tzinfo=UTC)
+    for name in WEB_EVENTS.views:
+        boundary = boundaries[name]["boundary"].replace(tzinfo=UTC)
         assert expected <= boundary <= boundary_for(datetime.now(UTC), 60, "hour")
 
     # The same run again: bronze reads nothing twice, nothing is pending, nothing changes.
@@ -110,11 +110,11 @@ def test_pipeline_is_exact_idempotent_and_gated(
     assert len(superseded) == len(versions_before)
 
     # A contract violation injected into silver: the gate fails and names it.
-    boundary_before = read_boundaries(settings)["page_activity"]
-    silver = spark.read.format("delta").load(silver_path(settings))
+    boundary_before = read_boundaries(settings, WEB_EVENTS)["page_activity"]
+    silver = spark.read.format("delta").load(silver_path(settings, WEB_EVENTS))
     day = first["silver"].dates[0]
     bad = silver.where(silver.event_date == day).limit(3).withColumn("type", F.lit("teleport"))
-    bad.write.format("delta").mode("append").save(silver_path(settings))
+    bad.write.format("delta").mode("append").save(silver_path(settings, WEB_EVENTS))
     ledger = Ledger(spark, settings, WEB_EVENTS)
     ledger.append(Entry("silver", "bad-1", datetime.now(UTC), (day,), datetime.now(UTC)))
     with pytest.raises(QualityGateFailed) as failed:
@@ -134,4 +134,5 @@ def test_pipeline_is_exact_idempotent_and_gated(
     with pytest.raises(GateNotPassed):
         build_gold(spark, settings, spec=WEB_EVENTS, run_id="bad-1")
     assert publish(spark, settings, WEB_EVENTS, "bad-1").days == ()
-    assert read_boundaries(settings)["page_activity"]["boundary"] == boundary_before["boundary"]
+    after = read_boundaries(settings, WEB_EVENTS)["page_activity"]
+    assert after["boundary"] == boundary_before["boundary"]

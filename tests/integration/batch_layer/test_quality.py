@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from batch_layer.bronze import ingest_bronze
 from batch_layer.gold import build_gold
+from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.quality import check_silver
 from batch_layer.silver import build_silver
 from ingest.simulator import SimulatorConfig, generate
@@ -29,17 +30,17 @@ def test_a_duplicate_across_midnight_passes_a_one_day_backfill(spark, lake_setti
         SimulatorConfig(seed=4, events=2, start=datetime(2024, 3, 2, 0, 5, tzinfo=UTC))
     )
     produce_direct([late_evening, retry, *morning], lake_settings)
-    ingest_bronze(spark, lake_settings)
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
     day_one, day_two = date(2024, 3, 1), date(2024, 3, 2)
 
-    first = build_silver(spark, lake_settings, run_id="hourly")
+    first = build_silver(spark, lake_settings, spec=WEB_EVENTS, run_id="hourly")
     assert (first.dates, first.events, first.duplicates) == ((day_one, day_two), 3, 1)
-    assert check_silver(spark, lake_settings, run_id="hourly").passed
-    build_gold(spark, lake_settings, run_id="hourly")
+    assert check_silver(spark, lake_settings, WEB_EVENTS, run_id="hourly").passed
+    build_gold(spark, lake_settings, spec=WEB_EVENTS, run_id="hourly")
 
-    backfill = build_silver(spark, lake_settings, [day_two], run_id="backfill")
+    backfill = build_silver(spark, lake_settings, [day_two], spec=WEB_EVENTS, run_id="backfill")
     assert backfill.dates == (day_two,)
-    report = check_silver(spark, lake_settings, run_id="backfill")
+    report = check_silver(spark, lake_settings, WEB_EVENTS, run_id="backfill")
     assert report.passed, report.failures()
     assert report.days == ["2024-03-02"]
     firsts = report.reconciliations[-1]

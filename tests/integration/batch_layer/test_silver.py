@@ -6,6 +6,7 @@ import pytest
 from confluent_kafka import Producer
 
 from batch_layer.bronze import ingest_bronze
+from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import build_silver
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
@@ -24,9 +25,9 @@ def test_silver_holds_each_valid_event_once_in_its_true_day(spark, lake_settings
     producer = Producer(lake_settings.kafka.client_config())
     producer.produce(lake_settings.kafka.events_topic, value=b"{not json")
     producer.flush(10)
-    ingest_bronze(spark, lake_settings)
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
 
-    run = build_silver(spark, lake_settings)
+    run = build_silver(spark, lake_settings, spec=WEB_EVENTS)
     assert len(run.dates) >= 2
     silver = spark.read.format("delta").load(run.path)
     assert silver.count() == truth.valid_events == run.events
@@ -40,7 +41,7 @@ def test_silver_holds_each_valid_event_once_in_its_true_day(spark, lake_settings
     # Reprocessing one day rewrites that day only, with the same rows.
     day = run.dates[0]
     others_before = silver.where(silver.event_date != day).count()
-    again = build_silver(spark, lake_settings, [day])
+    again = build_silver(spark, lake_settings, [day], spec=WEB_EVENTS)
     assert again.dates == (day,)
     silver = spark.read.format("delta").load(run.path)
     assert silver.count() == truth.valid_events
@@ -57,12 +58,12 @@ def test_equal_ids_from_two_sources_are_two_events(spark, lake_settings):
     truth = build_truth(events)
     produce_direct(events, lake_settings, source_id="site-a")
     produce_direct(events, lake_settings, source_id="site-b")
-    ingest_bronze(spark, lake_settings)
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
 
-    run = build_silver(spark, lake_settings)
+    run = build_silver(spark, lake_settings, spec=WEB_EVENTS)
     silver = spark.read.format("delta").load(run.path)
     per_source = {r.source_id: r["count"] for r in silver.groupBy("source_id").count().collect()}
     assert per_source == {"site-a": truth.valid_events, "site-b": truth.valid_events}
     assert run.duplicates == 2 * sum(1 for e in events if e.duplicate and not e.defect)
-    report = check_silver(spark, lake_settings, run_id="two-sources")
+    report = check_silver(spark, lake_settings, WEB_EVENTS, run_id="two-sources")
     assert report.passed, report

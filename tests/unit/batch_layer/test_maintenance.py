@@ -14,7 +14,7 @@ from views import VIEWS
 
 def test_every_delta_table_of_the_pipeline_and_nothing_else(lake_settings: Settings):
     root = "s3a://acme-lake/prod"
-    assert lake_tables(lake_settings) == [
+    assert lake_tables(lake_settings, WEB_EVENTS) == [
         f"{root}/bronze/web_events_v1",
         f"{root}/silver/web_events_v1",
         f"{root}/silver/web_events_v1_rejects",
@@ -34,8 +34,8 @@ def test_the_ledger_is_compacted_and_vacuumed_and_keeps_its_rows(spark, tmp_path
         ledger.append(Entry("silver", f"run-{n}", at, (date(2024, 3, n),), at))
     before = ledger.entries()
 
-    compacted = optimize(spark, settings)
-    vacuumed = vacuum(spark, settings)
+    compacted = optimize(spark, settings, WEB_EVENTS)
+    vacuumed = vacuum(spark, settings, WEB_EVENTS)
 
     assert compacted[ledger.path] == {"removed": 4, "added": 1}
     assert vacuumed == [ledger.path]  # the only table this pipeline has so far

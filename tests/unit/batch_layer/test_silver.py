@@ -25,9 +25,10 @@ def test_several_days_keep_their_order_and_column():
 
 
 def test_paths_per_topic(lake_settings: Settings):
-    assert bronze_path(lake_settings) == "s3a://acme-lake/prod/bronze/web_events_v1"
-    assert silver_path(lake_settings) == "s3a://acme-lake/prod/silver/web_events_v1"
-    assert rejects_path(lake_settings) == "s3a://acme-lake/prod/silver/web_events_v1_rejects"
+    assert bronze_path(lake_settings, WEB_EVENTS) == "s3a://acme-lake/prod/bronze/web_events_v1"
+    assert silver_path(lake_settings, WEB_EVENTS) == "s3a://acme-lake/prod/silver/web_events_v1"
+    rejects = rejects_path(lake_settings, WEB_EVENTS)
+    assert rejects == "s3a://acme-lake/prod/silver/web_events_v1_rejects"
     orders = PipelineSpec("orders", "orders", 2, WEB_EVENTS.views[:1], topic="shop-orders.v2")
     assert silver_path(lake_settings, orders) == "s3a://acme-lake/prod/silver/shop_orders_v2"
 
@@ -35,8 +36,8 @@ def test_paths_per_topic(lake_settings: Settings):
 def test_a_lake_root_with_bronze_in_its_path_keeps_silver_under_that_root():
     lake = LakeSettings(root="/mnt/bronze/lake")
     settings = Settings(lake=lake, kafka=KafkaSettings(events_topic="web.events.v1"))
-    assert bronze_path(settings) == "/mnt/bronze/lake/bronze/web_events_v1"
-    assert silver_path(settings) == "/mnt/bronze/lake/silver/web_events_v1"
+    assert bronze_path(settings, WEB_EVENTS) == "/mnt/bronze/lake/bronze/web_events_v1"
+    assert silver_path(settings, WEB_EVENTS) == "/mnt/bronze/lake/silver/web_events_v1"
 
 
 def test_docstring_examples():
@@ -68,7 +69,7 @@ def test_an_event_time_beyond_the_future_tolerance_is_rejected_not_partitioned(s
         _event("just-beyond", "2026-01-01T12:01:00.001Z"),
         _event("year-9999", "9999-12-31T23:59:59Z"),
     )
-    events, rejects = parse_bronze(bronze, future_tolerance=timedelta(seconds=60))
+    events, rejects = parse_bronze(bronze, WEB_EVENTS, future_tolerance=timedelta(seconds=60))
     kept = {r.event_id: r.event_date for r in events.select("event_id", "event_date").collect()}
     assert kept == {"on-time": date(2026, 1, 1), "at-tolerance": date(2026, 1, 1)}
     refused = {r.offset: r.reason for r in rejects.collect()}
@@ -78,7 +79,7 @@ def test_an_event_time_beyond_the_future_tolerance_is_rejected_not_partitioned(s
 
 def test_the_future_tolerance_is_a_parameter(spark):
     bronze = _bronze(spark, _event("ahead", "2026-01-01T12:05:00Z"))
-    events, _ = parse_bronze(bronze, future_tolerance=timedelta(minutes=5))
+    events, _ = parse_bronze(bronze, WEB_EVENTS, future_tolerance=timedelta(minutes=5))
     assert [r.event_id for r in events.collect()] == ["ahead"]
-    _, rejects = parse_bronze(bronze)  # the default settings' 60 s
+    _, rejects = parse_bronze(bronze, WEB_EVENTS)  # the default settings' 60 s
     assert [r.reason for r in rejects.collect()] == ["invalid:timestamp_future"]
