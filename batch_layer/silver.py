@@ -32,6 +32,7 @@ from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
 from data_contracts import load_contract
+from views.input import parse_records
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -85,41 +86,13 @@ def parse_bronze(
 ) -> tuple[DataFrame, DataFrame]:
     """(parsed events with Kafka coordinates, rejects with a reason) from bronze rows.
 
-    A record is rejected when it does not parse (``unparseable``), lacks its
-    ``event_id`` or ``timestamp`` (``missing:<field>``), or when its
-    ``timestamp`` lies more than ``future_tolerance`` after its ``receivedAt``
-    (``invalid:timestamp_future``): no client can create a partition in the
-    future. A time exactly at the tolerance is kept. Callers pass
-    ``EventTimeBounds.from_settings(settings).future_tolerance``.
+    The views' input rules of :mod:`views.input`, with the pipeline's
+    contract: the speed layer checks the live topic the same way. Callers
+    pass ``EventTimeBounds.from_settings(settings).future_tolerance``.
     """
-    from pyspark.sql import functions as F
-
-    from data_contracts.derive import to_spark_schema
-
-    schema = to_spark_schema(load_contract(spec.contract, spec.contract_major))
-    text = F.col("value").cast("string")
-    parsed = bronze.select(
-        "partition", "offset", text.alias("raw"), F.from_json(text, schema).alias("e")
+    return parse_records(
+        bronze, load_contract(spec.contract, spec.contract_major), future_tolerance
     )
-    ahead_us = F.unix_micros(F.col("e.timestamp")) - F.unix_micros(F.col("e.receivedAt"))
-    tolerance_us = F.lit(future_tolerance // timedelta(microseconds=1))
-    reason = (
-        F.when(F.col("e").isNull(), F.lit("unparseable"))
-        .when(F.col("e.event_id").isNull(), F.lit("missing:event_id"))
-        .when(F.col("e.timestamp").isNull(), F.lit("missing:timestamp"))
-        .when(ahead_us > tolerance_us, F.lit("invalid:timestamp_future"))
-    )
-    checked = parsed.withColumn("reason", reason)
-    events = (
-        checked.where(F.col("reason").isNull())
-        .select("partition", "offset", "e.*")
-        .withColumn("event_time", F.col("timestamp"))
-        .withColumn("event_date", F.to_date("event_time"))
-    )
-    rejects = checked.where(F.col("reason").isNotNull()).select(
-        "partition", "offset", "raw", "reason"
-    )
-    return events, rejects
 
 
 def number_copies(events: DataFrame, key: Sequence[str]) -> DataFrame:

@@ -2,8 +2,9 @@
 
 Three named steps, as in the rest of the platform:
 
-1. :func:`read_events` - the events topic as a stream, parsed with the
-   contract's schema; event time is the collector's skew-corrected
+1. :func:`read_events` - the events topic as a stream, parsed and checked
+   by :mod:`views.input` as silver does (rejects are counted by reason,
+   :func:`count_rejects`); event time is the collector's skew-corrected
    ``timestamp``; records whose event time lies in the future beyond the
    tolerance are dropped (and counted) before the watermark sees them
    (:func:`bound_event_time`), so only real time moves it; a watermark bounds
@@ -14,7 +15,7 @@ Three named steps, as in the rest of the platform:
    ``foreachBatch`` upserts absolute values (:mod:`speed_layer.sink`).
 
 :class:`ProgressRecorder` writes each query's progress (batch, newest event
-time, watermark, rates, Kafka lag, late rows dropped) to Cassandra, where
+time, watermark, rates, Kafka lag, rows dropped and rejected) to Cassandra, where
 ``status`` and the serving layer read freshness. A run starts where
 :mod:`speed_layer.start` says (``python -m speed_layer reset`` opens a new one).
 """
@@ -26,6 +27,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
 from data_contracts import load_contract
@@ -33,6 +35,7 @@ from speed_layer.schema import PROGRESS_TABLE, SpeedTables, create_statements, m
 from speed_layer.sink import CassandraViewSink
 from speed_layer.start import StartPosition
 from views import VIEWS, ViewSpec
+from views.input import REJECT_REASONS, check_records, valid_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,12 +43,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EDGE_METRICS",
+    "REJECT_METRICS",
     "ProgressRecorder",
+    "add_counts",
+    "batch_counts",
     "bound_event_time",
+    "count_rejects",
     "create_tables",
-    "parse_events",
     "query_name",
     "read_events",
+    "reject_metric",
     "speed_sql_conf",
     "start_queries",
 ]
@@ -57,6 +64,9 @@ EVENTS_CONTRACT = load_contract("web_events", 1)
 
 EDGE_METRICS = "speed_edge"
 """Name of the observed metrics of :func:`bound_event_time` in each query's progress."""
+
+REJECT_METRICS = "speed_rejects"
+"""Name of the observed metrics of :func:`count_rejects` in each query's progress."""
 
 
 def query_name(spec: ViewSpec) -> str:
@@ -94,19 +104,24 @@ def create_tables(settings: Settings) -> None:
         cluster.shutdown()
 
 
-def parse_events(raw: DataFrame) -> DataFrame:
-    """Kafka records -> contract-typed events with ``event_time`` (batch or stream)."""
+def count_rejects(checked: DataFrame) -> DataFrame:
+    """``checked`` (:func:`views.input.check_records`) observing its rejects per reason.
+
+    The counts are the query's observed metrics :data:`REJECT_METRICS`, one
+    per reason of :data:`views.input.REJECT_REASONS` (named by
+    :func:`reject_metric`); silver writes the same rejects to its table.
+    """
     from pyspark.sql import functions as F
 
-    from data_contracts.derive import to_spark_schema
-
-    schema = to_spark_schema(EVENTS_CONTRACT)
-    return (
-        raw.select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
-        .select("e.*")
-        .where(F.col("event_id").isNotNull() & F.col("timestamp").isNotNull())
-        .withColumn("event_time", F.col("timestamp"))
+    reason = F.col("reason")
+    return checked.observe(
+        REJECT_METRICS, *(F.count_if(reason == r).alias(reject_metric(r)) for r in REJECT_REASONS)
     )
+
+
+def reject_metric(reason: str) -> str:
+    """The observed metric of a reject reason: ``missing:event_id`` -> ``missing_event_id``."""
+    return reason.replace(":", "_")
 
 
 def bound_event_time(
@@ -148,8 +163,10 @@ def read_events(
         .option("failOnDataLoss", "false")
         .load()
     )
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+    events = valid_of(count_rejects(check_records(raw, EVENTS_CONTRACT, tolerance)))
     return (
-        bound_event_time(parse_events(raw), settings.event_time.future_tolerance_s, start.floor)
+        bound_event_time(events, settings.event_time.future_tolerance_s, start.floor)
         .withWatermark("event_time", settings.speed.watermark)
         .dropDuplicatesWithinWatermark(list(EVENTS_CONTRACT.key))
     )
@@ -192,13 +209,44 @@ def _ts(text: str | None) -> datetime | None:
 
 
 _COUNTERS = ("late_rows_dropped", "future_rows_dropped", "before_floor_rows")
+_REJECTED = "rejected_rows"
+
+
+def batch_counts(progress: Any) -> dict[str, Any]:
+    """The rows one micro-batch dropped (late, future, before the run's floor) and rejected.
+
+    Read from its progress: the state operators' rows dropped by the watermark
+    and the observed metrics :data:`EDGE_METRICS` and :data:`REJECT_METRICS`.
+    ``rejected_rows`` maps each reason with rejects to their number.
+    """
+    observed = progress.observedMetrics or {}
+    edge, rejects = observed.get(EDGE_METRICS), observed.get(REJECT_METRICS)
+    return {
+        "late_rows_dropped": sum(op.numRowsDroppedByWatermark for op in progress.stateOperators),
+        "future_rows_dropped": (edge["future_rows"] or 0) if edge is not None else 0,
+        "before_floor_rows": (edge["before_floor_rows"] or 0) if edge is not None else 0,
+        _REJECTED: {
+            reason: rejects[reject_metric(reason)]
+            for reason in REJECT_REASONS
+            if rejects is not None and rejects[reject_metric(reason)]
+        },
+    }
+
+
+def add_counts(total: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
+    """``total`` plus one batch's :func:`batch_counts` (counters and rejects per reason)."""
+    out = {name: (total.get(name) or 0) + batch[name] for name in _COUNTERS}
+    rejected = dict(total.get(_REJECTED) or {})
+    for reason, rows in batch[_REJECTED].items():
+        rejected[reason] = rejected.get(reason, 0) + rows
+    return out | {_REJECTED: rejected}
 
 
 class ProgressRecorder:
     """Record each micro-batch's progress in ``speed_progress`` (driver side).
 
-    The row counters (late, future, before the run's floor) are cumulative
-    across batches and restarts.
+    The row counters (late, future, before the run's floor, rejected per
+    reason) are cumulative across batches and restarts (:func:`add_counts`).
     """
 
     def __init__(self, settings: Settings, generation: int = 0) -> None:
@@ -212,13 +260,14 @@ class ProgressRecorder:
         self._batch = self._session.prepare(
             f"INSERT INTO {table} (view_name, batch_id, max_event_time, watermark, written_at, "
             "heartbeat_at, input_rows, input_rows_per_s, processed_rows_per_s, "
-            "late_rows_dropped, future_rows_dropped, before_floor_rows, kafka_lag, "
-            "batch_duration_ms, run_generation) VALUES (" + ", ".join("?" * 15) + ")"
+            "late_rows_dropped, future_rows_dropped, before_floor_rows, rejected_rows, kafka_lag, "
+            "batch_duration_ms, run_generation) VALUES (" + ", ".join("?" * 16) + ")"
         )
-        self._counts: dict[str, dict[str, int]] = {
+        self._counts: dict[str, dict[str, Any]] = {
             row.view_name: {name: getattr(row, name) or 0 for name in _COUNTERS}
+            | {_REJECTED: dict(row.rejected_rows or {})}
             for row in self._session.execute(
-                f"SELECT view_name, {', '.join(_COUNTERS)} FROM {table}"
+                f"SELECT view_name, {', '.join(_COUNTERS)}, {_REJECTED} FROM {table}"
             )
         }
         self._touch = self._session.prepare(
@@ -307,23 +356,26 @@ class ProgressRecorder:
                 "python -m speed_layer reset --from-offsets ... (docs/operations.md)",
             )
         if progress.numInputRows:
-            counts = self._counts.setdefault(view, dict.fromkeys(_COUNTERS, 0))
-            counts["late_rows_dropped"] += sum(
-                op.numRowsDroppedByWatermark for op in progress.stateOperators
-            )
-            edge = (progress.observedMetrics or {}).get(EDGE_METRICS)
-            if edge is not None:
-                counts["future_rows_dropped"] += edge["future_rows"] or 0
-                counts["before_floor_rows"] += edge["before_floor_rows"] or 0
-                if edge["future_rows"]:
-                    log_event(
-                        _log,
-                        "speed.future_rows_dropped",
-                        logging.WARNING,
-                        view=view,
-                        batch_id=progress.batchId,
-                        rows=edge["future_rows"],
-                    )
+            batch = batch_counts(progress)
+            counts = self._counts[view] = add_counts(self._counts.get(view, {}), batch)
+            if batch["future_rows_dropped"]:
+                log_event(
+                    _log,
+                    "speed.future_rows_dropped",
+                    logging.WARNING,
+                    view=view,
+                    batch_id=progress.batchId,
+                    rows=batch["future_rows_dropped"],
+                )
+            if batch[_REJECTED]:
+                log_event(
+                    _log,
+                    "speed.rows_rejected",
+                    logging.WARNING,
+                    view=view,
+                    batch_id=progress.batchId,
+                    reasons=batch[_REJECTED],
+                )
             self._session.execute(
                 self._batch,
                 (
@@ -339,6 +391,7 @@ class ProgressRecorder:
                     counts["late_rows_dropped"],
                     counts["future_rows_dropped"],
                     counts["before_floor_rows"],
+                    counts[_REJECTED],
                     lag,
                     int(progress.batchDuration),
                     self._generation,

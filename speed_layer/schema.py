@@ -104,12 +104,14 @@ _PROGRESS_COLUMNS = {
     "late_rows_dropped": "bigint",
     "future_rows_dropped": "bigint",
     "before_floor_rows": "bigint",
+    "rejected_rows": "map<text, bigint>",
     "kafka_lag": "bigint",
     "batch_duration_ms": "bigint",
     "run_generation": "int",
 }
 """``speed_progress``, per view: the last micro-batch, the newest event time and watermark,
-rates, cumulative rows dropped (late, future, before the run's floor), the run it belongs to."""
+rates, cumulative rows dropped (late, future, before the run's floor) and rejected (per reason
+of :data:`views.input.REJECT_REASONS`), the run it belongs to."""
 
 
 def create_statements(keyspace: str, ttl_s: int) -> list[str]:

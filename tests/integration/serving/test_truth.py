@@ -36,9 +36,12 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
     from pyspark.sql import functions as F
 
     from batch_layer.gold import gold_path
+    from core.event_time import EventTimeBounds
+    from data_contracts import load_contract
     from ingest.topics import ensure_topics, platform_topics
-    from speed_layer.job import parse_events, start_queries
+    from speed_layer.job import start_queries
     from views import VIEWS
+    from views.input import parse_records
 
     root = tmp_path_factory.mktemp("serving_truth")
     topic = serving_settings.cassandra.keyspace.replace("_", "-")
@@ -79,7 +82,9 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
         .option("startingOffsets", "earliest")
         .load()
     )
-    parsed = parse_events(raw).dropDuplicates(["source_id", "event_id"]).cache()
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+    parsed, _ = parse_records(raw, load_contract("web_events", 1), tolerance)
+    parsed = parsed.dropDuplicates(["source_id", "event_id"]).cache()
     batch_rows = {}
     for spec in VIEWS:
         rows = spec.build(parsed)

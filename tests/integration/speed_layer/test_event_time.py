@@ -227,7 +227,8 @@ def test_a_poisoned_checkpoint_is_reset_and_then_counts_exactly(
     now = datetime.now(UTC)
     for view, row in _progress(cassandra_session, speed_settings).items():
         assert row.watermark.replace(tzinfo=UTC) <= now + timedelta(seconds=60), view
-        assert row.future_rows_dropped >= 1, view  # the far-future record, filtered this time
+        # The far-future record, refused this time, as silver refuses it.
+        assert row.rejected_rows == {"invalid:timestamp_future": 1}, view
         assert row.run_generation == 1, view
 
 
@@ -251,3 +252,33 @@ def _produce_far_future(settings: Settings) -> None:
     producer = Producer(settings.kafka.client_config())
     producer.produce(settings.kafka.events_topic, record.value, record.key, headers=record.headers)
     assert producer.flush(30) == 0
+
+
+def test_rejects_are_counted_by_reason_as_silver_rejects_them(
+    speed_settings, speed_job, cassandra_session, views_match_truth
+):
+    """The speed layer checks records as silver does (views.input) and counts what it refuses."""
+    from confluent_kafka import Producer
+
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=20)
+    events = generate(SimulatorConfig(seed=11, events=300, rate=20, start=start))
+    produce_direct(events, speed_settings)
+    stamp = start.isoformat().replace("+00:00", "Z")
+    broken = [
+        b"{not json",
+        orjson.dumps({"type": "page", "anonymousId": "a", "timestamp": stamp}),
+        orjson.dumps({"event_id": "no-time", "type": "page", "anonymousId": "a"}),
+    ]
+    producer = Producer(speed_settings.kafka.client_config())
+    for value in broken:
+        producer.produce(speed_settings.kafka.events_topic, value)
+    assert producer.flush(30) == 0
+
+    speed_job.drain(speed_settings)
+    views_match_truth(build_truth(events), speed_settings)
+    for view, row in _progress(cassandra_session, speed_settings).items():
+        assert row.rejected_rows == {
+            "unparseable": 1,
+            "missing:event_id": 1,
+            "missing:timestamp": 1,
+        }, view

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +27,20 @@ import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import StructType
 
-from data_contracts import load_contract
-from data_contracts.derive import to_spark_schema
+from data_contracts import Contract, load_contract
 from ingest.enrich import RequestFacts, enrich
 from ingest.simulator import GroundTruth, SimEvent, SimulatorConfig, build_truth, generate
 from views import VIEWS, ViewSpec, estimates
+from views.input import parse_records
 
 Table = dict[tuple[Any, ...], dict[str, Any]]
 
 WATERMARK = "10 minutes"
 """The speed layer's watermark delay on ``event_time``."""
+
+FUTURE_TOLERANCE = timedelta(seconds=60)
+"""How far an event's time may lie after its ``receivedAt`` (the default settings')."""
 
 SIMULATION = SimulatorConfig(
     seed=20240301,
@@ -85,16 +88,18 @@ class Runner:
     """Runs views over event files in either mode; see the module docstring."""
 
     spark: SparkSession
-    schema: StructType
+    contract: Contract
     scratch: pytest.TempPathFactory
 
     def events(self, source: Path) -> DataFrame:
-        """The views' input, batch: parsed events plus ``event_time`` (= ``timestamp``)."""
-        return (
-            self.spark.read.schema(self.schema)
-            .json(str(source))
-            .withColumn("event_time", F.col("timestamp"))
-        )
+        """The views' input, batch: the event files checked by :mod:`views.input`."""
+        return self._parsed(self.spark.read.text(str(source)))
+
+    def _parsed(self, lines: DataFrame) -> DataFrame:
+        """Lines of JSON as Kafka records, parsed as both layers parse them (no coordinates)."""
+        records = lines.select("value", F.lit(0).alias("partition"), F.lit(0).alias("offset"))
+        events, _ = parse_records(records, self.contract, FUTURE_TOLERANCE)
+        return events
 
     def table(self, rows: DataFrame | Sequence[Row], spec: ViewSpec) -> Table:
         """``{(minute, *keys): {measure: value}}`` of view rows (a DataFrame or readable rows)."""
@@ -114,13 +119,8 @@ class Runner:
 
     def streams(self, specs: Sequence[ViewSpec], source: Path) -> dict[str, Streamed]:
         """Run views as the speed layer does, side by side (one query per view)."""
-        events = (
-            self.spark.readStream.schema(self.schema)
-            .option("maxFilesPerTrigger", 1)
-            .json(str(source))
-            .withColumn("event_time", F.col("timestamp"))
-            .withWatermark("event_time", WATERMARK)
-        )
+        lines = self.spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
+        events = self._parsed(lines).withWatermark("event_time", WATERMARK)
         running = [(spec, *self._start(spec, events)) for spec in specs]
         return {spec.name: self._finish(spec, *started) for spec, *started in running}
 
@@ -175,7 +175,7 @@ def runner(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "2")
     session.conf.set("spark.sql.session.timeZone", "UTC")
-    return Runner(session, to_spark_schema(load_contract()), tmp_path_factory)
+    return Runner(session, load_contract(), tmp_path_factory)
 
 
 @pytest.fixture(params=["batch", "stream"])

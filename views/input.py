@@ -1,0 +1,98 @@
+"""The views' input: Kafka records parsed with the contract, each a valid event or a reject.
+
+Both layers build their views from exactly this, so they cannot disagree on
+what a valid event is: the speed layer over the live topic (it counts the
+rejects by reason in ``speed_progress``), silver over bronze (it writes the
+rejects, with their records, to its rejects table). A record is rejected, in
+this order of reasons (:data:`REJECT_REASONS`), when:
+
+- it does not parse as the contract's event (``unparseable``);
+- it lacks its ``event_id`` or ``timestamp`` (``missing:<field>``);
+- its ``timestamp`` lies more than the tolerance after its ``receivedAt``
+  (``invalid:timestamp_future``): no client can move a watermark or create a
+  partition in the future. A time exactly at the tolerance is kept.
+
+A valid event is the contract's columns plus ``event_time`` (the
+skew-corrected ``timestamp``, the views' event time), ``event_date`` and its
+Kafka coordinates (``partition``, ``offset``). Works on batch and streaming
+DataFrames alike; callers pass ``EventTimeBounds.from_settings(settings).future_tolerance``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from views.common import EVENT_TIME
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from data_contracts import Contract
+
+__all__ = ["REJECT_REASONS", "check_records", "parse_records", "rejects_of", "valid_of"]
+
+REJECT_REASONS = (
+    "unparseable",
+    "missing:event_id",
+    "missing:timestamp",
+    "invalid:timestamp_future",
+)
+"""Why a record is not an event, in the order they are tested."""
+
+
+def check_records(records: DataFrame, contract: Contract, future_tolerance: timedelta) -> DataFrame:
+    """``partition``, ``offset``, ``raw`` (the value as text), ``e`` (the parsed event), ``reason``.
+
+    ``records`` has Kafka's ``value``, ``partition`` and ``offset`` columns
+    (a Kafka source or bronze). ``reason`` is null for a valid event.
+    """
+    from pyspark.sql import functions as F
+
+    from data_contracts.derive import to_spark_schema
+
+    text = F.col("value").cast("string")
+    parsed = records.select(
+        "partition",
+        "offset",
+        text.alias("raw"),
+        F.from_json(text, to_spark_schema(contract)).alias("e"),
+    )
+    ahead_us = F.unix_micros(F.col("e.timestamp")) - F.unix_micros(F.col("e.receivedAt"))
+    tolerance_us = F.lit(future_tolerance // timedelta(microseconds=1))
+    unparseable, no_id, no_time, future = REJECT_REASONS
+    reason = (
+        F.when(F.col("e").isNull(), F.lit(unparseable))
+        .when(F.col("e.event_id").isNull(), F.lit(no_id))
+        .when(F.col("e.timestamp").isNull(), F.lit(no_time))
+        .when(ahead_us > tolerance_us, F.lit(future))
+    )
+    return parsed.withColumn("reason", reason)
+
+
+def valid_of(checked: DataFrame) -> DataFrame:
+    """The valid events of :func:`check_records`' output."""
+    from pyspark.sql import functions as F
+
+    return (
+        checked.where(F.col("reason").isNull())
+        .select("partition", "offset", "e.*")
+        .withColumn(EVENT_TIME, F.col("timestamp"))
+        .withColumn("event_date", F.to_date(EVENT_TIME))
+    )
+
+
+def rejects_of(checked: DataFrame) -> DataFrame:
+    """The rejects of :func:`check_records`' output: ``partition``, ``offset``, ``raw``,
+    ``reason``."""
+    from pyspark.sql import functions as F
+
+    return checked.where(F.col("reason").isNotNull()).select("partition", "offset", "raw", "reason")
+
+
+def parse_records(
+    records: DataFrame, contract: Contract, future_tolerance: timedelta
+) -> tuple[DataFrame, DataFrame]:
+    """(valid events, rejects with a reason) of Kafka records (see the module's rules)."""
+    checked = check_records(records, contract, future_tolerance)
+    return valid_of(checked), rejects_of(checked)
