@@ -91,8 +91,17 @@ def view_progress_health(
         f"in {row.get('input_rows_per_s') or 0:.0f}/s, "
         f"done {row.get('processed_rows_per_s') or 0:.0f}/s, "
         f"batch {row.get('batch_duration_ms')}ms, late dropped {row.get('late_rows_dropped')}, "
-        f"future dropped {row.get('future_rows_dropped') or 0}"
+        f"future dropped {row.get('future_rows_dropped') or 0}, "
+        f"rejected {_rejects(row.get('rejected_rows'))}"
     )
+
+
+def _rejects(by_reason: dict[str, int] | None) -> str:
+    """``0``, or the total and each reason: ``3 (unparseable 2, missing:timestamp 1)``."""
+    if not by_reason:
+        return "0"
+    reasons = ", ".join(f"{reason} {rows}" for reason, rows in sorted(by_reason.items()))
+    return f"{sum(by_reason.values())} ({reasons})"
 
 
 SERVICE = Service(name="speed", process=process, probe=healthy, requires=("kafka", "cassandra"))

@@ -28,4 +28,8 @@ def test_speed_view_health_reports_a_watermark_ahead_of_now_as_an_error():
     }
     ok, text = view_progress_health("v", healthy, now, minute)
     assert ok and "fresh 3s" in text and "future dropped 2" in text
+    assert text.endswith("rejected 0")
+    rejecting = healthy | {"rejected_rows": {"unparseable": 2, "missing:timestamp": 1}}
+    text = view_progress_health("v", rejecting, now, minute)[1]
+    assert text.endswith("rejected 3 (missing:timestamp 1, unparseable 2)")
     assert view_progress_health("v", None, now, minute) == (False, "v: no recent progress")
