@@ -326,7 +326,7 @@ class BatchSettings(_Section):
     """How long after a period ends its events may still arrive; later ones wait for the
     next run (which rewrites the day)."""
     reports_dir: Path = PROJECT_ROOT / ".platform" / "quality"
-    """Where quality-gate reports are written (JSON and HTML per run)."""
+    """Where quality-gate reports are written (JSON and Markdown per run)."""
     log_retention: str = "interval 30 days"
     """``delta.logRetentionDuration`` of every lake table (time travel window)."""
     deleted_file_retention: str = "interval 7 days"
