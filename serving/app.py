@@ -14,6 +14,7 @@ versions and speed progress are cached per worker for
 
 import hmac
 from contextlib import asynccontextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,7 +33,6 @@ from serving.query import Limits, Queries
 from serving.store import ServingStore
 from serving.timerange import parse_instant
 from views import VIEWS
-from views.site_activity import SITE
 
 __all__ = ["create_app"]
 
@@ -42,6 +42,14 @@ _bearer = HTTPBearer(
     auto_error=False,
     description="A read-only analyst token from settings.serving.api_tokens.",
 )
+
+
+ReachView = StrEnum(  # type: ignore[misc]
+    "ReachView", [(s.name, s.name) for s in VIEWS if any(m.kind == "hll" for m in s.measures)]
+)
+"""The views /v1/reach can answer: those with a distinct-count (hll) measure."""
+_WHOLE_SITE = next(ReachView(s.name) for s in VIEWS if s.name in set(ReachView) and s.constant_key)
+"""What /v1/reach answers when no view is named: the view keyed by a constant (the site)."""
 
 
 class _Json(Response):
@@ -64,8 +72,8 @@ def _keys(view: str, raw: list[str]) -> list[tuple[str, ...]]:
     spec = next((s for s in VIEWS if s.name == view), None)
     if spec is None:
         return [(k,) for k in raw]  # the query core names the unknown view
-    if not raw and spec.keys == ("site",):
-        return [(SITE,)]
+    if not raw and spec.constant_key is not None:
+        return [spec.constant_key]
     if len(spec.keys) == 1:
         return [(k,) for k in raw]
     keys = []
@@ -228,18 +236,18 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     async def reach(
         _: Analyst,
         view: Annotated[
-            Literal["page_activity", "site_activity"], Query(description="page or site")
-        ] = "site_activity",
+            ReachView, Query(description="A view with a distinct-count measure")
+        ] = _WHOLE_SITE,
         key: Annotated[str | None, Query(description="The page path (site: 'all')")] = None,
         start: Start = "now-1h",
         end: End = "now",
     ) -> Response:
         q: Queries = state["queries"]
         lo, hi = _range(start, end, q)
-        keys = _keys(view, [] if key is None else [key])
+        keys = _keys(view.value, [] if key is None else [key])
         if not keys:
             raise QueryError("missing_key", "Name the page: key=<path>.")
-        return _Json(await q.reach(view, keys[0], lo, hi))
+        return _Json(await q.reach(view.value, keys[0], lo, hi))
 
     @app.get(
         "/health",

@@ -77,4 +77,5 @@ SPEC = ViewSpec(
     ),
     build=build_site_activity,
     description="The whole site per minute: events, page views, sessions, unique visitors.",
+    constant_key=(SITE,),
 )

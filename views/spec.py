@@ -76,6 +76,9 @@ class ViewSpec:
     build: Callable[[DataFrame], DataFrame]
     description: str
     window: str = WINDOW
+    constant_key: tuple[str, ...] | None = None
+    """The one key of a view keyed by a constant (the whole site: ``("all",)``); a
+    question that names no key of such a view asks about it."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -88,6 +91,8 @@ class ViewSpec:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"View {self.name!r}: column names used twice: {duplicates}.")
+        if self.constant_key is not None and len(self.constant_key) != len(self.keys):
+            raise ValueError(f"View {self.name!r}: constant_key must give every key a value.")
 
     @property
     def columns(self) -> tuple[str, ...]:
