@@ -7,14 +7,12 @@ consumed, as every step writes them now.
 
 from __future__ import annotations
 
-import doctest
 import random
 from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
 
-import batch_layer.ledger
 from batch_layer.ledger import Entry, Ledger, pending, pending_days
 from batch_layer.pipelines import WEB_EVENTS
 from core.settings import Settings
@@ -114,11 +112,6 @@ def test_an_unknown_step_is_refused_before_anything_is_written(lake_settings: Se
     ledger = Ledger(None, lake_settings, WEB_EVENTS)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"Unknown step 'bronze'; steps are \('silver', 'gold'"):
         ledger.append(entry("bronze", 1, 1))
-
-
-def test_docstring_examples():
-    failed, attempted = doctest.testmod(batch_layer.ledger)
-    assert attempted > 0 and failed == 0
 
 
 def run(step: str, minute: int, *days_: int, took: tuple[Entry, ...] = (), **detail) -> Entry:

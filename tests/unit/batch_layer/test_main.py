@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 from datetime import date
 
 import pytest
@@ -93,8 +92,3 @@ def test_usage_errors_exit_2_before_any_spark_and_say_what_was_wrong(argv, messa
 def test_run_step_refuses_an_unknown_step():
     with pytest.raises(ValueError, match="Unknown step 'nope'"):
         run_step(None, None, "nope", None, "run", None)
-
-
-def test_docstring_examples():
-    failed, attempted = doctest.testmod(cli)
-    assert attempted > 0 and failed == 0

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
 import subprocess
 import sys
 
 import pytest
 
-import batch_layer.pipelines
 from batch_layer.pipelines import (
     PIPELINES,
     WEB_EVENTS,
@@ -159,8 +157,3 @@ def test_declaring_the_pipelines_imports_no_spark():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT
     )
     assert out.stdout.strip() == "[]"
-
-
-def test_docstring_examples():
-    failed, attempted = doctest.testmod(batch_layer.pipelines)
-    assert attempted > 0 and failed == 0

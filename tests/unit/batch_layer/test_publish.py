@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
 from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
 
-import batch_layer.publish
 from batch_layer.publish import boundary_for
 
 
@@ -91,8 +89,3 @@ def test_a_naive_as_of_is_refused():
 def test_an_unknown_period_says_which_exist():
     with pytest.raises(ValueError, match="Unknown period 'week': minute, hour or day"):
         boundary_for(AS_OF, 0, "week")
-
-
-def test_docstring_examples():
-    failed, attempted = doctest.testmod(batch_layer.publish)
-    assert attempted > 0 and failed == 0

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 from datetime import date, timedelta
 
-import batch_layer.silver
 from batch_layer.bronze import bronze_path
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.silver import days_predicate, parse_bronze, rejects_path, silver_path
@@ -38,11 +36,6 @@ def test_a_lake_root_with_bronze_in_its_path_keeps_silver_under_that_root():
     settings = Settings(lake=lake, kafka=KafkaSettings(events_topic="web.events.v1"))
     assert bronze_path(settings, WEB_EVENTS) == "/mnt/bronze/lake/bronze/web_events_v1"
     assert silver_path(settings, WEB_EVENTS) == "/mnt/bronze/lake/silver/web_events_v1"
-
-
-def test_docstring_examples():
-    failed, attempted = doctest.testmod(batch_layer.silver)
-    assert attempted > 0 and failed == 0
 
 
 def _bronze(spark, *events: dict):

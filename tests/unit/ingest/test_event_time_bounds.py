@@ -176,11 +176,3 @@ def test_no_client_time_leaves_the_bounds_or_raises_anything_but_a_reason(
     moment = parse_ts(out["timestamp"], "timestamp")
     oldest = RECEIVED - BOUNDS.max_age(historical)
     assert oldest <= moment <= RECEIVED + BOUNDS.future_tolerance
-
-
-def test_doctests():
-    import doctest
-
-    import core.event_time
-
-    assert doctest.testmod(core.event_time).failed == 0

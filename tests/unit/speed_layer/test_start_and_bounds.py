@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import doctest
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import speed_layer.start
 from core.settings import LakeSettings, Settings, SpeedSettings
 from speed_layer.__main__ import supervise
 from speed_layer.start import StartPosition, floor_of, parse_from, spark_offsets, window_seconds
-
-
-def test_doctests():
-    assert doctest.testmod(speed_layer.start).failed == 0
 
 
 def test_parse_from_accepts_the_three_forms_and_explains_the_rest():

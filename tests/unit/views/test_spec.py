@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
 import views
@@ -62,9 +60,3 @@ def test_view_spec_wants_tuples_and_identifiers():
         ViewSpec("my view", ("k",), (Measure("n", "count"),), lambda e: e, "test")
     with pytest.raises(ValueError, match="plain identifier"):
         Measure("p-95", "max")
-
-
-@pytest.mark.parametrize("module", [views.spec, views.registry])
-def test_docstring_examples(module):
-    failed, attempted = doctest.testmod(module)
-    assert attempted > 0 and failed == 0
