@@ -25,10 +25,10 @@ from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
 from batch_layer.ledger import ledger_path
 from batch_layer.pipelines import PipelineSpec
-from batch_layer.schema import DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
 from batch_layer.silver import rejects_path, silver_path
 from core.log import get_logger, log_event
 from core.settings import Settings
+from layout import PointerTables, ViewTables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -99,30 +99,15 @@ def drop_superseded(settings: Settings, spec: PipelineSpec) -> int:
     cluster, session = connect(settings.cassandra)
     dropped = 0
     try:
-        listed = session.prepare(
-            f"SELECT day, version, superseded_at FROM {keyspace}.{SUPERSEDED_TABLE} "
-            "WHERE view_name = ?"
-        )
-        pointer = session.prepare(
-            f"SELECT version FROM {keyspace}.{DAYS_TABLE} WHERE view_name = ? AND day = ?"
-        )
-        forget = session.prepare(
-            f"DELETE FROM {keyspace}.{SUPERSEDED_TABLE} WHERE view_name = ? AND day = ? "
-            "AND version = ?"
-        )
+        pointers = PointerTables(keyspace)
+        listed = session.prepare(pointers.select_superseded)
+        pointer = session.prepare(pointers.select_day)
+        forget = session.prepare(pointers.delete_superseded)
         for view in spec.view_specs:
-            tables = BatchTables(view, keyspace)
-            keys = ", ".join(view.keys)
-            minute_keys = session.prepare(
-                f"SELECT {keys} FROM {tables.by_minute} WHERE window_start = ? AND version = ?"
-            )
-            drop_minute = session.prepare(
-                f"DELETE FROM {tables.by_minute} WHERE window_start = ? AND version = ?"
-            )
-            where = " AND ".join(f"{k} = ?" for k in view.keys)
-            drop_key = session.prepare(
-                f"DELETE FROM {tables.by_key} WHERE {where} AND day = ? AND version = ?"
-            )
+            tables = ViewTables(view, keyspace, "batch")
+            minute_keys = session.prepare(tables.select_minute(()))
+            drop_minute = session.prepare(tables.delete_minute())
+            drop_key = session.prepare(tables.delete_day())
             for row in session.execute(listed, (view.name,)):
                 if row.superseded_at.replace(tzinfo=UTC) > cutoff:
                     continue

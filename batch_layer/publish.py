@@ -4,7 +4,7 @@ Why Cassandra and not Delta for serving: a dashboard's question ("this page,
 the last hour, per minute") must answer in milliseconds at high request
 rates; a Delta read costs a Spark job or a log replay per query. So, as the
 classic Lambda loads batch views into its serving store, publish copies each
-validated gold day into the batch tables of :mod:`batch_layer.schema`, next
+validated gold day into the batch tables of :mod:`layout.views`, next
 to the speed tables, with the same partition design. Analysts keep Delta
 (gold) for SQL; serving reads Cassandra only.
 
@@ -28,20 +28,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from batch_layer.gold import gold_path, require_gate
 from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.pipelines import PipelineSpec
-from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, SUPERSEDED_TABLE, BatchTables
 from core.cassandra import execute_all, process_session, view_row_values
 from core.log import get_logger, log_event
 from core.settings import CassandraSettings, Settings
+from layout import PointerTables, ViewTables, read_boundaries
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
 
-__all__ = ["PublishRun", "boundary_for", "publish", "read_boundaries"]
+__all__ = ["PublishRun", "boundary_for", "publish"]
 
 _log = get_logger(__name__)
 
@@ -84,7 +84,7 @@ def boundary_for(as_of: datetime, lateness_s: int, period: str) -> datetime:
 
 
 def _write_rows(
-    rows: Iterable[Row], tables: BatchTables, cassandra: CassandraSettings, version: int
+    rows: Iterable[Row], tables: ViewTables, cassandra: CassandraSettings, version: int
 ) -> None:
     """Write gold rows under ``version`` into both batch tables (on an executor)."""
     session = process_session(cassandra)
@@ -94,28 +94,11 @@ def _write_rows(
     key_rows, minute_rows = [], []
     for row in rows:
         start, key_values, values = view_row_values(row, tables.spec.keys, measures)
-        key_rows.append((*key_values, start.date(), version, start, *values))
-        minute_rows.append((start, version, *key_values, *values))
+        by_key_row, by_minute_row = tables.bind(start, key_values, values, version=version)
+        key_rows.append(by_key_row)
+        minute_rows.append(by_minute_row)
     execute_all(session, by_key, key_rows)
     execute_all(session, by_minute, minute_rows)
-
-
-def read_boundaries(settings: Settings, spec: PipelineSpec) -> dict[str, Any]:
-    """Per view of the pipeline, its ``batch_boundary`` row as a dict (None if never published)."""
-    from core.cassandra import connect
-
-    cluster, session = connect(settings.cassandra)
-    try:
-        select = session.prepare(
-            f"SELECT * FROM {settings.cassandra.keyspace}.{BOUNDARY_TABLE} WHERE view_name = ?"
-        )
-        out = {}
-        for name in spec.views:
-            row = session.execute(select, (name,)).one()
-            out[name] = row._asdict() if row else None
-        return out
-    finally:
-        cluster.shutdown()
 
 
 def publish(
@@ -146,32 +129,20 @@ def publish(
     rows: dict[str, int] = {}
     cluster, session = connect(cassandra)
     try:
-        current_day = session.prepare(
-            f"SELECT day, version FROM {keyspace}.{DAYS_TABLE} WHERE view_name = ?"
-        )
-        set_day = session.prepare(
-            f"INSERT INTO {keyspace}.{DAYS_TABLE} (view_name, day, version, rows, published_at) "
-            "VALUES (?, ?, ?, ?, ?)"
-        )
-        supersede = session.prepare(
-            f"INSERT INTO {keyspace}.{SUPERSEDED_TABLE} (view_name, day, version, superseded_at) "
-            "VALUES (?, ?, ?, ?)"
-        )
-        get_boundary = session.prepare(
-            f"SELECT boundary FROM {keyspace}.{BOUNDARY_TABLE} WHERE view_name = ?"
-        )
-        set_boundary = session.prepare(
-            f"INSERT INTO {keyspace}.{BOUNDARY_TABLE} "
-            "(view_name, boundary, version, run_id, published_at) VALUES (?, ?, ?, ?, ?)"
-        )
+        pointers = PointerTables(keyspace)
+        current_day = session.prepare(pointers.select_days)
+        set_day = session.prepare(pointers.insert_day)
+        supersede = session.prepare(pointers.insert_superseded)
+        set_boundary = session.prepare(pointers.insert_boundary)
+        published = read_boundaries(cassandra, spec.views, session=session)
         boundaries: dict[str, datetime | None] = {}
         for view in spec.view_specs:
-            tables = BatchTables(view, keyspace)
+            tables = ViewTables(view, keyspace, "batch")
             if days:
                 gold = spark.read.format("delta").load(gold_path(settings, view))
                 chosen = gold.where(F.col("window_date").isin(list(days)))
 
-                def write(part: Iterable[Row], tables: BatchTables = tables) -> None:
+                def write(part: Iterable[Row], tables: ViewTables = tables) -> None:
                     _write_rows(part, tables, cassandra, version)
 
                 chosen.foreachPartition(write)
@@ -183,8 +154,7 @@ def publish(
                         session.execute(supersede, (view.name, day, old[day], now))
                     session.execute(set_day, (view.name, day, version, per_day.get(day, 0), now))
                 rows[view.name] = sum(per_day.values())
-            previous = session.execute(get_boundary, (view.name,)).one()
-            previous = previous.boundary.replace(tzinfo=UTC) if previous else None
+            previous = published[view.name] and published[view.name].at
             boundary = previous
             if as_of is not None:
                 candidate = boundary_for(as_of, settings.batch.lateness_s, settings.batch.period)

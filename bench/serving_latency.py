@@ -88,11 +88,8 @@ def load_data(settings: Settings) -> None:
     """Create the bench keyspace and write speed and batch rows (idempotent)."""
     from cassandra.concurrent import execute_concurrent_with_args
 
-    from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, BatchTables
-    from batch_layer.schema import create_statements as batch_statements
     from core.cassandra import connect, ensure_keyspace
-    from speed_layer.schema import SpeedTables
-    from speed_layer.schema import create_statements as speed_statements
+    from layout import PointerTables, ViewTables, create_statements
     from speed_layer.sink import write_rows
     from views import view
 
@@ -100,45 +97,33 @@ def load_data(settings: Settings) -> None:
     cluster, session = connect(settings.cassandra)
     try:
         ensure_keyspace(session, keyspace, settings.cassandra.replication)
-        for statement in speed_statements(keyspace, settings.speed.ttl_s) + batch_statements(
-            keyspace
-        ):
+        for statement in create_statements(keyspace, settings.speed.ttl_s):
             session.execute(statement)
         spec = view("page_activity")
         rows = _page_rows(120, seed=1)
-        write_rows(rows, SpeedTables(spec, keyspace), settings.cassandra, batch_id=1)
-        tables, version = BatchTables(spec, keyspace), 1
+        write_rows(rows, ViewTables(spec, keyspace, "speed"), settings.cassandra, batch_id=1)
+        tables, version = ViewTables(spec, keyspace, "batch"), 1
         batch = [r for r in rows if r["window_start"] < BOUNDARY + timedelta(minutes=5)]
         measures = [m.name for m in spec.measures]
-        by_key = [
-            (
-                r["path"],
-                r["window_start"].date(),
-                version,
-                r["window_start"],
-                *(r[m] for m in measures),
-            )
+        bound = [
+            tables.bind(r["window_start"], [r["path"]], [r[m] for m in measures], version=version)
             for r in batch
         ]
-        by_minute = [
-            (r["window_start"], version, r["path"], *(r[m] for m in measures)) for r in batch
-        ]
         for text, args in (
-            (tables.insert_by_key(), by_key),
-            (tables.insert_by_minute(), by_minute),
+            (tables.insert_by_key(), [by_key for by_key, _ in bound]),
+            (tables.insert_by_minute(), [by_minute for _, by_minute in bound]),
         ):
             for ok, result in execute_concurrent_with_args(session, session.prepare(text), args):
                 if not ok:
                     raise result
         now = datetime.now(UTC)
+        pointers = PointerTables(keyspace)
         session.execute(
-            f"INSERT INTO {keyspace}.{DAYS_TABLE} (view_name, day, version, rows, published_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
+            session.prepare(pointers.insert_day),
             ("page_activity", T0.date(), version, len(batch), now),
         )
         session.execute(
-            f"INSERT INTO {keyspace}.{BOUNDARY_TABLE} (view_name, boundary, version, run_id, "
-            "published_at) VALUES (%s, %s, %s, %s, %s)",
+            session.prepare(pointers.insert_boundary),
             ("page_activity", BOUNDARY, version, "bench", now),
         )
     finally:
@@ -254,49 +239,37 @@ def _raw_run(args: tuple) -> dict:
 
     from core.cassandra import connect
     from core.settings import Settings
+    from layout import ViewTables
     from serving.store import _await
+    from views import view
 
     settings = Settings.model_validate_json(settings_json)
     cluster, session = connect(settings.cassandra)
     profile = session.execution_profile_clone_update(
         EXEC_PROFILE_DEFAULT, row_factory=tuple_factory
     )
-    ks = settings.cassandra.keyspace
-    every = "page_views, visitors, load_count, load_sum, load_max, load_sketch"
-    measures = "page_views, visitors" if kind.endswith("views+visitors") else every
+    spec = view("page_activity")
+    speed_tables = ViewTables(spec, settings.cassandra.keyspace, "speed")
+    batch_tables = ViewTables(spec, settings.cassandra.keyspace, "batch")
+    every = [m.name for m in spec.measures]
+    measures = ["page_views", "visitors"] if kind.endswith("views+visitors") else every
     calls_per_page = []
     for page in range(PAGES):
         path = f"/p/{page}"
         if kind.startswith("ts-speed"):
             lo, hi = BOUNDARY, BOUNDARY + timedelta(hours=1)
-            speed = session.prepare(
-                f"SELECT toUnixTimestamp(window_start), {measures} FROM {ks}.speed_page_activity "
-                "WHERE path = ? AND day = ? AND window_start >= ? AND window_start < ?"
-            )
+            speed = session.prepare(speed_tables.select_range(measures))
             calls = [(speed, (path, lo.date(), lo, hi))]
         elif kind.startswith("ts-straddle"):
             lo, mid, hi = (BOUNDARY + timedelta(minutes=m) for m in (-30, 0, 30))
-            batch = session.prepare(
-                f"SELECT toUnixTimestamp(window_start), {measures} FROM {ks}.batch_page_activity "
-                "WHERE path = ? AND day = ? AND version = ? AND window_start >= ? "
-                "AND window_start < ?"
-            )
-            speed = session.prepare(
-                f"SELECT toUnixTimestamp(window_start), {measures} FROM {ks}.speed_page_activity "
-                "WHERE path = ? AND day = ? AND window_start >= ? AND window_start < ?"
-            )
+            batch = session.prepare(batch_tables.select_range(measures))
+            speed = session.prepare(speed_tables.select_range(measures))
             calls = [(batch, (path, lo.date(), 1, lo, mid)), (speed, (path, mid.date(), mid, hi))]
         elif kind == "slowest":
-            minute = session.prepare(
-                f"SELECT path, load_sketch FROM {ks}.speed_page_activity_by_minute "
-                "WHERE window_start = ?"
-            )
+            minute = session.prepare(speed_tables.select_minute(["load_sketch"]))
             calls = [(minute, (T0 + timedelta(minutes=119),))]
         else:
-            minute = session.prepare(
-                f"SELECT path, page_views FROM {ks}.speed_page_activity_by_minute "
-                "WHERE window_start = ?"
-            )
+            minute = session.prepare(speed_tables.select_minute(["page_views"]))
             calls = [(minute, (T0 + timedelta(minutes=105 + i),)) for i in range(15)]
         calls_per_page.append(calls)
         if kind in ("slowest", "top"):

@@ -51,6 +51,7 @@ from core.settings import (
     load_settings,
     settings_env,
 )
+from layout import PointerTables
 from platformctl import platform
 
 ARTIFACT = PROJECT_ROOT / ".platform" / "artifacts" / "bench_speed.json"
@@ -250,7 +251,7 @@ def _group_cpu_seconds(pgid: int) -> float:
 
 def _batch_durations(session, keyspace: str, seen: dict[str, int], into: list[int]) -> None:
     for row in session.execute(
-        f"SELECT view_name, batch_id, batch_duration_ms FROM {keyspace}.speed_progress"
+        PointerTables(keyspace).select_progress(("batch_id", "batch_duration_ms"))
     ):
         if row.batch_id is not None and seen.get(row.view_name) != row.batch_id:
             seen[row.view_name] = row.batch_id
@@ -346,7 +347,7 @@ def _wait_for_queries(session, keyspace: str, job: subprocess.Popen, log: Path) 
         if job.poll() is not None:
             raise RuntimeError(f"the speed job exited:\n{log.read_text()[-3000:]}")
         try:
-            rows = list(session.execute(f"SELECT view_name FROM {keyspace}.speed_progress"))
+            rows = list(session.execute(PointerTables(keyspace).select_progress(())))
         except Exception:  # the table appears when the job starts
             rows = []
         if len(rows) >= len(_MEASURES):

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from batch_layer.schema import BOUNDARY_TABLE
 from core.settings import Settings
+from layout import ViewTables, read_boundaries
 from serving.timerange import MINUTE_MS, from_ms, to_ms
-from speed_layer.schema import SpeedTables
 from views import VIEWS, ViewSpec
 from views.kinds import kind
 
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["gold_frame", "read_boundaries", "register_views", "speed_frame", "view_schema"]
+__all__ = ["gold_frame", "register_views", "speed_frame", "view_schema"]
 
 
 def view_schema(spec: ViewSpec) -> StructType:
@@ -57,25 +56,6 @@ def view_schema(spec: ViewSpec) -> StructType:
     for m in spec.measures:
         schema = schema.add(m.name, kind(m.kind).spark_type)
     return schema
-
-
-def read_boundaries(settings: Settings, views: Sequence[ViewSpec] = VIEWS) -> dict[str, int | None]:
-    """Per view, the published batch boundary (epoch ms) or None."""
-    from core.cassandra import connect
-
-    cluster, session = connect(settings.cassandra)
-    try:
-        select = session.prepare(
-            f"SELECT boundary FROM {settings.cassandra.keyspace}.{BOUNDARY_TABLE} "
-            "WHERE view_name = ?"
-        )
-        out: dict[str, int | None] = {}
-        for spec in views:
-            row = session.execute(select, (spec.name,)).one()
-            out[spec.name] = to_ms(row.boundary) if row and row.boundary else None
-        return out
-    finally:
-        cluster.shutdown()
 
 
 def gold_frame(spark: SparkSession, settings: Settings, spec: ViewSpec) -> DataFrame:
@@ -99,25 +79,21 @@ def speed_frame(
 
     from core.cassandra import connect
 
-    columns = [*spec.keys, *(m.name for m in spec.measures)]
     first = -(-lo // MINUTE_MS) * MINUTE_MS
     minutes = [(m,) for m in range(first, hi, MINUTE_MS)]
     rows: list[tuple[Any, ...]] = []
     cluster, session = connect(settings.cassandra)
     try:
-        select = session.prepare(
-            f"SELECT window_start, {', '.join(columns)} "
-            f"FROM {SpeedTables(spec, settings.cassandra.keyspace).by_minute} "
-            "WHERE window_start = ?"
-        )
+        tables = ViewTables(spec, settings.cassandra.keyspace, "speed")
+        select = session.prepare(tables.select_minute([m.name for m in spec.measures]))
         results = execute_concurrent_with_args(
             session, select, minutes, concurrency=128, raise_on_first_error=True
         )
-        for ok, result in results:
+        for (minute,), (ok, result) in zip(minutes, results, strict=True):
             if not ok:
                 raise result
-            # The driver returns naive UTC datetimes; Spark reads naive ones as local time.
-            rows += [(row[0].replace(tzinfo=UTC), *row[1:]) for row in result]
+            start = from_ms(minute)  # aware: Spark reads naive datetimes as local time
+            rows += [(start, *row) for row in result]
     finally:
         cluster.shutdown()
     return spark.createDataFrame(rows, view_schema(spec))
@@ -140,7 +116,8 @@ def register_views(
     """
     from pyspark.sql import functions as F
 
-    boundaries = read_boundaries(settings, views)
+    published = read_boundaries(settings.cassandra, [spec.name for spec in views])
+    boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
     now = int(time.time() * 1000)
     for spec in views:
         boundary = boundaries[spec.name]

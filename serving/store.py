@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, BatchTables
+from layout import PointerTables, ViewTables
 from serving.lru import Lru
-from speed_layer.schema import PROGRESS_TABLE, SpeedTables
 from views import VIEWS, ViewSpec
 
 __all__ = ["Pointers", "ServingStore", "ViewPointers"]
@@ -127,18 +126,10 @@ class ServingStore:
         self._by_minute: dict[tuple[str, str, str], Any] = {}
         for spec in views:
             self._prepare_view(spec)
-        ks = keyspace
-        self._boundary = self._prepare(
-            f"SELECT toUnixTimestamp(boundary) FROM {ks}.{BOUNDARY_TABLE} WHERE view_name = ?"
-        )
-        self._days = self._prepare(
-            f"SELECT day, version FROM {ks}.{DAYS_TABLE} WHERE view_name = ?"
-        )
-        self._progress = self._prepare(
-            "SELECT toUnixTimestamp(max_event_time), toUnixTimestamp(watermark), "
-            f"toUnixTimestamp(heartbeat_at), kafka_lag FROM {ks}.{PROGRESS_TABLE} "
-            "WHERE view_name = ?"
-        )
+        pointers = PointerTables(keyspace)
+        self._boundary = self._prepare(pointers.select_boundary_ms)
+        self._days = self._prepare(pointers.select_days)
+        self._progress = self._prepare(pointers.select_freshness_ms)
 
     def _prepare(self, cql: str) -> Any:
         statement = self.session.prepare(cql)
@@ -149,36 +140,20 @@ class ServingStore:
         every = tuple(m.name for m in spec.measures)
         for layer in ("speed", "batch"):
             self._key_statement(spec.name, layer, every)
-        speed, batch = SpeedTables(spec, self.keyspace), BatchTables(spec, self.keyspace)
-        key_list = ", ".join(spec.keys)
-        for m in spec.measures:
-            self._by_minute[(spec.name, "speed", m.name)] = self._prepare(
-                f"SELECT {key_list}, {m.name} FROM {speed.by_minute} WHERE window_start = ?"
-            )
-            self._by_minute[(spec.name, "batch", m.name)] = self._prepare(
-                f"SELECT {key_list}, {m.name} FROM {batch.by_minute} "
-                "WHERE window_start = ? AND version = ?"
-            )
+            tables = ViewTables(spec, self.keyspace, layer)
+            for m in spec.measures:
+                statement = self._prepare(tables.select_minute([m.name]))
+                self._by_minute[(spec.name, layer, m.name)] = statement
 
     def _key_statement(self, view: str, layer: str, measures: tuple[str, ...]) -> Any:
         """The by-key range read of ``measures`` (prepared once per worker and measure set)."""
         found = self._by_key.get((view, layer, measures))
         if found is not None:
             return found
-        spec = self.views[view]
-        known = {m.name for m in spec.measures}
-        if not measures or not set(measures) <= known:  # names are checked by the query core
-            raise ValueError(f"Unknown measures {measures!r} of view {view!r}.")
-        keys = " AND ".join(f"{k} = ?" for k in spec.keys)
-        window = "window_start >= ? AND window_start < ?"
-        if layer == "speed":
-            table, where = SpeedTables(spec, self.keyspace).by_key, f"{keys} AND day = ?"
-        else:
-            table = BatchTables(spec, self.keyspace).by_key
-            where = f"{keys} AND day = ? AND version = ?"
+        # Names are checked by the query core; select_range refuses unknown ones.
+        tables = ViewTables(self.views[view], self.keyspace, layer)
         statement = self._by_key[(view, layer, measures)] = self._prepare(
-            f"SELECT toUnixTimestamp(window_start), {', '.join(measures)} FROM {table} "
-            f"WHERE {where} AND {window}"
+            tables.select_range(measures)
         )
         return statement
 

@@ -41,7 +41,8 @@ def supervise(queries: Sequence[_Query], stopping: threading.Event, poll_s: floa
 def run(drain: bool) -> int:
     from core.cassandra import connect
     from core.spark import build_spark_session
-    from speed_layer.job import ProgressRecorder, create_tables, speed_sql_conf, start_queries
+    from layout import create_tables
+    from speed_layer.job import ProgressRecorder, speed_sql_conf, start_queries
     from speed_layer.start import current_start
     from views import VIEWS
 

@@ -31,7 +31,7 @@ from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
 from data_contracts import load_contract
-from speed_layer.schema import PROGRESS_TABLE, SpeedTables, create_statements, missing_columns
+from layout import PointerTables, ViewTables
 from speed_layer.sink import CassandraViewSink
 from speed_layer.start import StartPosition
 from views import VIEWS, ViewSpec
@@ -49,7 +49,6 @@ __all__ = [
     "batch_counts",
     "bound_event_time",
     "count_rejects",
-    "create_tables",
     "query_name",
     "read_events",
     "reject_metric",
@@ -87,21 +86,6 @@ def speed_sql_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(settings.speed.state_partitions),
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     }
-
-
-def create_tables(settings: Settings) -> None:
-    """Create the speed tables (idempotent); part of ``platformctl up``."""
-    from core.cassandra import connect
-
-    cluster, session = connect(settings.cassandra)
-    try:
-        keyspace = settings.cassandra.keyspace
-        for statement in create_statements(keyspace, settings.speed.ttl_s):
-            session.execute(statement)
-        for statement in missing_columns(session, keyspace):  # tables of older versions
-            session.execute(statement)
-    finally:
-        cluster.shutdown()
 
 
 def count_rejects(checked: DataFrame) -> DataFrame:
@@ -186,7 +170,7 @@ def start_queries(
     root = start.checkpoint_dir(settings)
     queries = []
     for spec in views:
-        tables = SpeedTables(spec, settings.cassandra.keyspace)
+        tables = ViewTables(spec, settings.cassandra.keyspace, "speed")
         writer = (
             spec.build(events)
             .writeStream.queryName(query_name(spec))
@@ -210,6 +194,22 @@ def _ts(text: str | None) -> datetime | None:
 
 _COUNTERS = ("late_rows_dropped", "future_rows_dropped", "before_floor_rows")
 _REJECTED = "rejected_rows"
+_WRITTEN = (
+    "batch_id",
+    "max_event_time",
+    "watermark",
+    "written_at",
+    "heartbeat_at",
+    "input_rows",
+    "input_rows_per_s",
+    "processed_rows_per_s",
+    *_COUNTERS,
+    _REJECTED,
+    "kafka_lag",
+    "batch_duration_ms",
+    "run_generation",
+)
+"""The progress columns a micro-batch with rows writes, in the order they are bound."""
 
 
 def batch_counts(progress: Any) -> dict[str, Any]:
@@ -256,30 +256,16 @@ class ProgressRecorder:
         self._generation = generation
         self._tolerance = timedelta(seconds=settings.event_time.future_tolerance_s)
         self._warned: set[str] = set()
-        table = f"{settings.cassandra.keyspace}.{PROGRESS_TABLE}"
-        self._batch = self._session.prepare(
-            f"INSERT INTO {table} (view_name, batch_id, max_event_time, watermark, written_at, "
-            "heartbeat_at, input_rows, input_rows_per_s, processed_rows_per_s, "
-            "late_rows_dropped, future_rows_dropped, before_floor_rows, rejected_rows, kafka_lag, "
-            "batch_duration_ms, run_generation) VALUES (" + ", ".join("?" * 16) + ")"
-        )
+        pointers = PointerTables(settings.cassandra.keyspace)
+        self._batch = self._session.prepare(pointers.insert_progress(_WRITTEN))
         self._counts: dict[str, dict[str, Any]] = {
             row.view_name: {name: getattr(row, name) or 0 for name in _COUNTERS}
             | {_REJECTED: dict(row.rejected_rows or {})}
-            for row in self._session.execute(
-                f"SELECT view_name, {', '.join(_COUNTERS)}, {_REJECTED} FROM {table}"
-            )
+            for row in self._session.execute(pointers.select_progress((*_COUNTERS, _REJECTED)))
         }
-        self._touch = self._session.prepare(
-            f"UPDATE {table} SET heartbeat_at = ? WHERE view_name = ?"
-        )
-        self._heartbeat = self._session.prepare(
-            f"UPDATE {table} SET heartbeat_at = ?, kafka_lag = ?, watermark = ?, "
-            "run_generation = ? WHERE view_name = ?"
-        )
-        self._stopped = self._session.prepare(
-            f"UPDATE {table} SET stopped_at = ? WHERE view_name = ?"
-        )
+        self._touch = self._session.prepare(pointers.update_heartbeat)
+        self._heartbeat = self._session.prepare(pointers.update_empty_batch)
+        self._stopped = self._session.prepare(pointers.update_stopped)
         self._recorded: dict[str, int] = {}
         """Per query name, the last batch whose progress was written."""
         self._progress_seen = threading.Condition()

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
-from speed_layer.schema import PROGRESS_TABLE
+from layout import PointerTables, create_tables
 from speed_layer.start import (
     StartPosition,
     current_start,
@@ -41,7 +41,6 @@ class ResetRefused(RuntimeError):
 def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> StartPosition:
     """Record a new run starting at ``from_offsets``; the job picks it up at its next start."""
     from core.cassandra import connect
-    from speed_layer.job import create_tables
 
     request = parse_from(from_offsets)
     create_tables(settings)
@@ -79,8 +78,7 @@ def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> Star
 
 def _refuse_if_alive(session, settings: Settings, now: datetime) -> None:
     rows = session.execute(
-        f"SELECT view_name, heartbeat_at, stopped_at FROM "
-        f"{settings.cassandra.keyspace}.{PROGRESS_TABLE}"
+        PointerTables(settings.cassandra.keyspace).select_progress(("heartbeat_at", "stopped_at"))
     )
     for row in rows:
         beat = row.heartbeat_at.replace(tzinfo=UTC) if row.heartbeat_at else None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from core.cassandra import execute_all, process_session, view_row_values
 from core.settings import CassandraSettings
-from speed_layer.schema import SpeedTables
+from layout import ViewTables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
@@ -30,7 +30,7 @@ __all__ = ["CassandraViewSink", "write_rows"]
 
 def write_rows(
     rows: Iterable[Row],
-    tables: SpeedTables,
+    tables: ViewTables,
     cassandra: CassandraSettings,
     batch_id: int,
     concurrency: int = 64,
@@ -44,8 +44,11 @@ def write_rows(
     key_rows, minute_rows = [], []
     for row in rows:
         start, key_values, values = view_row_values(row, tables.spec.keys, measures)
-        key_rows.append((*key_values, start.date(), start, *values, batch_id, written_at))
-        minute_rows.append((start, *key_values, *values, batch_id, written_at))
+        by_key_row, by_minute_row = tables.bind(
+            start, key_values, values, written_by=(batch_id, written_at)
+        )
+        key_rows.append(by_key_row)
+        minute_rows.append(by_minute_row)
     execute_all(session, by_key, key_rows, concurrency)
     execute_all(session, by_minute, minute_rows, concurrency)
     return len(key_rows)
@@ -54,7 +57,7 @@ def write_rows(
 class CassandraViewSink:
     """The ``foreachBatch`` function of one view's streaming query."""
 
-    def __init__(self, tables: SpeedTables, cassandra: CassandraSettings) -> None:
+    def __init__(self, tables: ViewTables, cassandra: CassandraSettings) -> None:
         self.tables = tables
         self.cassandra = cassandra
 

@@ -26,8 +26,8 @@ replayed values equal what an uninterrupted run would have written.
 - ``<timestamp>``: the first offsets at or after that moment.
 - ``latest``: only what arrives from now on.
 
-Runs are recorded in Cassandra (``speed_runs``), where the job, ``status``
-and operators read them, whatever the checkpoint store.
+Runs are recorded in Cassandra (``speed_runs``, :mod:`layout.pointers`), where
+the job, ``status`` and operators read them, whatever the checkpoint store.
 """
 
 from __future__ import annotations
@@ -40,24 +40,22 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.settings import KafkaSettings, Settings
+from layout.pointers import PointerTables
 
 if TYPE_CHECKING:
     from cassandra.cluster import Session
 
 __all__ = [
-    "RUNS_TABLE",
     "StartPosition",
     "current_start",
     "floor_of",
     "parse_from",
     "record_start",
     "resolve_offsets",
-    "runs_table_statement",
     "spark_offsets",
     "window_seconds",
 ]
 
-RUNS_TABLE = "speed_runs"
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
@@ -183,22 +181,10 @@ def spark_offsets(topic: str, offsets: dict[int, int]) -> str:
     return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
 
 
-def runs_table_statement(keyspace: str) -> str:
-    return (
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.{RUNS_TABLE} (checkpoint_name text, "
-        "generation int, starting_offsets text, floor timestamp, requested text, "
-        "created_at timestamp, PRIMARY KEY (checkpoint_name, generation)) "
-        "WITH CLUSTERING ORDER BY (generation DESC)"
-    )
-
-
 def current_start(session: Session, settings: Settings) -> StartPosition:
     """The run the job should resume or start (generation 0 when never reset)."""
-    row = session.execute(
-        f"SELECT generation, starting_offsets, floor, requested, created_at "
-        f"FROM {settings.cassandra.keyspace}.{RUNS_TABLE} WHERE checkpoint_name = %s LIMIT 1",
-        (settings.speed.checkpoint_name,),
-    ).one()
+    select = session.prepare(PointerTables(settings.cassandra.keyspace).select_run)
+    row = session.execute(select, (settings.speed.checkpoint_name,)).one()
     if row is None:
         return StartPosition()
     return StartPosition(
@@ -212,8 +198,7 @@ def current_start(session: Session, settings: Settings) -> StartPosition:
 
 def record_start(session: Session, settings: Settings, start: StartPosition) -> None:
     session.execute(
-        f"INSERT INTO {settings.cassandra.keyspace}.{RUNS_TABLE} (checkpoint_name, generation, "
-        "starting_offsets, floor, requested, created_at) VALUES (%s, %s, %s, %s, %s, %s)",
+        session.prepare(PointerTables(settings.cassandra.keyspace).insert_run),
         (
             settings.speed.checkpoint_name,
             start.generation,

@@ -1,7 +1,6 @@
 """CQL CREATE TABLE statements as Amazon Keyspaces table definitions.
 
-The speed and batch layers declare their Cassandra tables as CQL
-(``speed_layer/schema.py``, ``batch_layer/schema.py``). Terraform describes
+The platform declares its Cassandra tables as CQL (``layout/``). Terraform describes
 Keyspaces tables as columns, partition key, clustering key (with order) and a
 default TTL. This module reads the one into the other, so the Terraform is
 generated from the statements the code runs and cannot drift from them.

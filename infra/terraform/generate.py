@@ -2,7 +2,7 @@
 
 Two things exist once, in Python, and Terraform takes them from there:
 
-- the Cassandra tables (``speed_layer.schema`` and ``batch_layer.schema``)
+- the Cassandra tables (``layout.create_statements``)
   become ``modules/cassandra/tables.tf.json``, the Amazon Keyspaces tables;
 - the Kafka topics (``ingest.topics.platform_topics``), shaped by each
   environment's ``kafka.auto.tfvars.json``, become ``envs/<env>/topics.tf.json``.
@@ -23,11 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from batch_layer import schema as batch_schema
 from core.settings import KafkaSettings, SpeedSettings
 from infra.terraform.cql import parse_create_table
 from ingest.topics import platform_topics
-from speed_layer import schema as speed_schema
+from layout import create_statements
 
 __all__ = [
     "TERRAFORM_ROOT",
@@ -59,11 +58,7 @@ def keyspaces_tables(statements: list[str]) -> dict[str, dict[str, Any]]:
 
 def project_statements(ttl_s: int | None = None) -> list[str]:
     """Every CREATE TABLE the platform runs (speed rows with the settings' TTL)."""
-    ttl = SpeedSettings().ttl_s if ttl_s is None else ttl_s
-    return [
-        *speed_schema.create_statements(_KEYSPACE, ttl),
-        *batch_schema.create_statements(_KEYSPACE),
-    ]
+    return create_statements(_KEYSPACE, SpeedSettings().ttl_s if ttl_s is None else ttl_s)
 
 
 def kafka_sizing(tfvars_file: Path) -> KafkaSettings:
@@ -98,7 +93,7 @@ def generated_files(root: Path = TERRAFORM_ROOT) -> dict[Path, str]:
     """Every generated file under ``root`` and the text it must hold."""
     files = {
         root / "modules" / "cassandra" / "tables.tf.json": _render(
-            "speed_layer/schema.py and batch_layer/schema.py",
+            "layout/",
             {"tables": keyspaces_tables(project_statements())},
         )
     }

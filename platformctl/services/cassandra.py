@@ -272,9 +272,8 @@ def healthy(settings: Settings) -> tuple[bool, str]:
 
 def _provision(settings: Settings) -> None:
     """The platform's keyspace and the speed and batch tables, before any job writes."""
-    from batch_layer.schema import create_tables as create_batch_tables
     from core.cassandra import connect, ensure_keyspace
-    from speed_layer.job import create_tables
+    from layout import create_tables
 
     cluster, session = connect(settings.cassandra)
     try:
@@ -282,7 +281,6 @@ def _provision(settings: Settings) -> None:
     finally:
         cluster.shutdown()
     create_tables(settings)
-    create_batch_tables(settings)
     log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
 
 

@@ -24,7 +24,7 @@ def process(settings: Settings) -> ManagedProcess:
 def progress(settings: Settings) -> dict[str, dict]:
     """The speed layer's progress per view, as recorded after each micro-batch."""
     from core.cassandra import connect
-    from speed_layer.schema import PROGRESS_TABLE
+    from layout import PROGRESS_TABLE
 
     cluster, session = connect(settings.cassandra, connect_timeout_s=3)
     try:

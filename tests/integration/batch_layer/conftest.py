@@ -32,8 +32,8 @@ def lake_settings(local_platform: Settings, kafka_topic: str, tmp_path) -> Setti
 
 @pytest.fixture
 def pipeline_settings(lake_settings: Settings, cassandra_keyspace: str) -> Settings:
-    """``lake_settings`` plus a fresh keyspace holding the batch serving tables."""
-    from batch_layer.schema import create_tables
+    """``lake_settings`` plus a fresh keyspace holding every table of the layout."""
+    from layout import create_tables
 
     settings = lake_settings.model_copy(
         update={

@@ -21,10 +21,11 @@ import pytest
 
 from batch_layer.bronze import bronze_path
 from batch_layer.pipelines import PIPELINES, WEB_EVENTS
-from batch_layer.publish import boundary_for, read_boundaries
+from batch_layer.publish import boundary_for
 from core.settings import PROJECT_ROOT, Settings, settings_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from layout import read_boundaries
 from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 
 # Six spark-submits (each a JVM start) on two cores: minutes, not seconds.
@@ -88,10 +89,10 @@ def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag, gold_pa
 
     # Gold is the ground truth for every (closed) window, late events in their true minute.
     assert gold_page_views(settings) == truth.page_views
-    boundaries = read_boundaries(settings, WEB_EVENTS)
+    boundaries = read_boundaries(settings.cassandra, WEB_EVENTS.views)
     assert set(boundaries) == set(WEB_EVENTS.views)
     floor = boundary_for(started, settings.batch.lateness_s, settings.batch.period)
-    assert all(b["boundary"].replace(tzinfo=UTC) >= floor for b in boundaries.values())
+    assert all(b.at >= floor for b in boundaries.values())
     bronze = spark.read.format("delta").load(bronze_path(settings, WEB_EVENTS))
     bronze_rows = bronze.count()
     assert bronze_rows == bronze.select("partition", "offset").distinct().count() > 0

@@ -81,10 +81,9 @@ def _disagreements(spec, speed: dict, batch: dict) -> list[str]:
 def test_batch_views_equal_the_speed_views_for_closed_windows(
     spark, pipeline_settings, run_pipeline, cassandra_session
 ):
-    from speed_layer.job import create_tables, start_queries
+    from speed_layer.job import start_queries
 
-    settings = pipeline_settings
-    create_tables(settings)
+    settings = pipeline_settings  # its keyspace holds the speed tables too
     events = generate(
         SimulatorConfig(
             seed=17,

@@ -19,11 +19,12 @@ from pyspark.sql import functions as F
 from batch_layer.gold import GateNotPassed
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.pipelines import WEB_EVENTS
-from batch_layer.publish import boundary_for, read_boundaries
+from batch_layer.publish import boundary_for
 from batch_layer.quality import QualityGateFailed, check_silver
 from batch_layer.silver import silver_path
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from layout import read_boundaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -76,10 +77,10 @@ def test_pipeline_is_exact_idempotent_and_gated(
     # what publish loaded into Cassandra for serving.
     assert gold_page_views(settings) == truth.page_views
     assert _published_page_views(cassandra_session, keyspace) == truth.page_views
-    boundaries = read_boundaries(settings, WEB_EVENTS)
+    boundaries = read_boundaries(settings.cassandra, WEB_EVENTS.views)
     expected = boundary_for(started, settings.batch.lateness_s, settings.batch.period)
     for name in WEB_EVENTS.views:
-        boundary = boundaries[name]["boundary"].replace(tzinfo=UTC)
+        boundary = boundaries[name].at
         assert expected <= boundary <= boundary_for(datetime.now(UTC), 60, "hour")
 
     # The same run again: bronze reads nothing twice, nothing is pending, nothing changes.
@@ -110,7 +111,7 @@ def test_pipeline_is_exact_idempotent_and_gated(
     assert len(superseded) == len(versions_before)
 
     # A contract violation injected into silver: the gate fails and names it.
-    boundary_before = read_boundaries(settings, WEB_EVENTS)["page_activity"]
+    boundary_before = read_boundaries(settings.cassandra, ["page_activity"])["page_activity"]
     silver = spark.read.format("delta").load(silver_path(settings, WEB_EVENTS))
     day = first["silver"].dates[0]
     bad = silver.where(silver.event_date == day).limit(3).withColumn("type", F.lit("teleport"))
@@ -134,5 +135,5 @@ def test_pipeline_is_exact_idempotent_and_gated(
     with pytest.raises(GateNotPassed):
         build_gold(spark, settings, spec=WEB_EVENTS, run_id="bad-1")
     assert publish(spark, settings, WEB_EVENTS, "bad-1").days == ()
-    after = read_boundaries(settings, WEB_EVENTS)["page_activity"]
-    assert after["boundary"] == boundary_before["boundary"]
+    after = read_boundaries(settings.cassandra, ["page_activity"])["page_activity"]
+    assert after.at == boundary_before.at

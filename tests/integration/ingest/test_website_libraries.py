@@ -47,7 +47,8 @@ def _free_port() -> int:
 def stack(spark, local_platform, tmp_path_factory):
     """A collector (the site's origin allowed) and the streaming speed layer, for this module."""
     from core.cassandra import connect, ensure_keyspace
-    from speed_layer.job import create_tables, start_queries
+    from layout import create_tables
+    from speed_layer.job import start_queries
 
     name = f"t_web_{uuid.uuid4().hex[:8]}"
     site_port = _free_port()

@@ -38,9 +38,8 @@ def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
     A module whose known rows lie further back than the speed TTL sets ``SPEED_TTL_S``:
     its speed tables keep rows that long and serving is told so.
     """
-    from batch_layer.schema import create_statements as batch_statements
     from core.cassandra import connect, ensure_keyspace
-    from speed_layer.schema import create_statements as speed_statements
+    from layout import create_statements
 
     module = request.module.__name__.rsplit(".", 1)[-1].replace("test_", "")[:20]
     keyspace = f"t_srv_{module}_{uuid.uuid4().hex[:6]}"
@@ -62,7 +61,7 @@ def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
     )
     cluster, session = connect(settings.cassandra)
     ensure_keyspace(session, keyspace, {"class": "SimpleStrategy", "replication_factor": 1})
-    for statement in speed_statements(keyspace, settings.speed.ttl_s) + batch_statements(keyspace):
+    for statement in create_statements(keyspace, settings.speed.ttl_s):
         session.execute(statement)
     yield settings
     session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
@@ -90,18 +89,12 @@ def publish(serving_settings: Settings, cql) -> Callable[..., int]:
     under a new version, points ``batch_days`` of ``days`` (default: the rows' days)
     at it, then moves ``batch_boundary`` (``None`` leaves it alone). Returns the version.
     """
-    from batch_layer.schema import BOUNDARY_TABLE, DAYS_TABLE, BatchTables
+    from layout import PointerTables, ViewTables
     from views import view as view_spec
 
     keyspace = serving_settings.cassandra.keyspace
-    set_day = cql.prepare(
-        f"INSERT INTO {keyspace}.{DAYS_TABLE} (view_name, day, version, rows, published_at) "
-        "VALUES (?, ?, ?, ?, ?)"
-    )
-    set_boundary = cql.prepare(
-        f"INSERT INTO {keyspace}.{BOUNDARY_TABLE} (view_name, boundary, version, run_id, "
-        "published_at) VALUES (?, ?, ?, ?, ?)"
-    )
+    set_day = cql.prepare(PointerTables(keyspace).insert_day)
+    set_boundary = cql.prepare(PointerTables(keyspace).insert_boundary)
 
     def run(
         view: str,
@@ -113,16 +106,18 @@ def publish(serving_settings: Settings, cql) -> Callable[..., int]:
         from cassandra.concurrent import execute_concurrent_with_args
 
         spec = view_spec(view)
-        tables = BatchTables(spec, keyspace)
+        tables = ViewTables(spec, keyspace, "batch")
         version = version or time.time_ns() // 1000
         measures = [m.name for m in spec.measures]
         by_key, by_minute = [], []
         for row in rows:
             start = _ts(row["window_start"])
             keys = [row[k] for k in spec.keys]
-            values = [row[m] for m in measures]
-            by_key.append((*keys, start.date(), version, start, *values))
-            by_minute.append((start, version, *keys, *values))
+            key_row, minute_row = tables.bind(
+                start, keys, [row[m] for m in measures], version=version
+            )
+            by_key.append(key_row)
+            by_minute.append(minute_row)
         for text, args in (
             (tables.insert_by_key(), by_key),
             (tables.insert_by_minute(), by_minute),
@@ -143,12 +138,12 @@ def publish(serving_settings: Settings, cql) -> Callable[..., int]:
 @pytest.fixture(scope="module")
 def write_speed(serving_settings: Settings) -> Callable[..., None]:
     """``write_speed(view, rows)``: upsert rows through the speed layer's own sink."""
-    from speed_layer.schema import SpeedTables
+    from layout import ViewTables
     from speed_layer.sink import write_rows
     from views import view as view_spec
 
     def run(view: str, rows: Sequence[Mapping[str, Any]], batch_id: int = 1) -> None:
-        tables = SpeedTables(view_spec(view), serving_settings.cassandra.keyspace)
+        tables = ViewTables(view_spec(view), serving_settings.cassandra.keyspace, "speed")
         fixed = [{**row, "window_start": _ts(row["window_start"])} for row in rows]
         write_rows(fixed, tables, serving_settings.cassandra, batch_id)
 

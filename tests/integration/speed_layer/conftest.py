@@ -30,7 +30,7 @@ def speed_settings(
     from confluent_kafka.admin import AdminClient
 
     from ingest.topics import ensure_topics, platform_topics
-    from speed_layer.job import create_tables
+    from layout import create_tables
 
     topic = unique_name.replace("_", "-")
     kafka = KafkaSettings(

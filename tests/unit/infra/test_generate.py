@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from batch_layer import schema as batch_schema
 from core.settings import KafkaSettings, SpeedSettings
 from infra.terraform.cql import parse_create_table
 from infra.terraform.generate import (
@@ -18,8 +17,7 @@ from infra.terraform.generate import (
     topics_document,
 )
 from ingest.topics import platform_topics
-from speed_layer import schema as speed_schema
-from speed_layer.start import RUNS_TABLE
+from layout import PROGRESS_TABLE, RUNS_TABLE, create_statements
 
 
 def test_committed_generated_files_are_up_to_date():
@@ -45,10 +43,7 @@ def test_every_project_table_is_a_keyspaces_table(terraform_root):
     tables = json.loads((terraform_root / "modules/cassandra/tables.tf.json").read_text())
     tables = tables["locals"]["tables"]
     ttl = SpeedSettings().ttl_s
-    expected = [
-        *speed_schema.create_statements("k", ttl),
-        *batch_schema.create_statements("k"),
-    ]
+    expected = create_statements("k", ttl)
     assert len(tables) == len(expected)
     for statement in expected:
         name = statement.split("k.", 1)[1].split(" ", 1)[0]
@@ -56,14 +51,12 @@ def test_every_project_table_is_a_keyspaces_table(terraform_root):
         assert f"{name} (" in statement
         for column in tables[name]["columns"]:
             assert f"{column['name']} {column['type']}" in statement
-        if name.startswith("speed_") and name not in (speed_schema.PROGRESS_TABLE, RUNS_TABLE):
+        if name.startswith("speed_") and name not in (PROGRESS_TABLE, RUNS_TABLE):
             assert tables[name]["default_time_to_live"] == ttl
 
 
 def test_speed_timeseries_table_keeps_its_keys_order_and_ttl():
-    (statement,) = [
-        s for s in speed_schema.create_statements("ks", 3600) if "ks.speed_page_activity (" in s
-    ]
+    (statement,) = [s for s in create_statements("ks", 3600) if "ks.speed_page_activity (" in s]
     table = parse_create_table(statement)
     assert table.partition_key == ("path", "day")
     assert table.clustering_key == (("window_start", "DESC"),)

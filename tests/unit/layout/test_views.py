@@ -1,4 +1,4 @@
-"""The Cassandra batch tables: one pair per view, typed and keyed as the module documents."""
+"""The Cassandra view tables: one pair per view and layer, typed and keyed as documented."""
 
 from __future__ import annotations
 
@@ -6,17 +6,16 @@ import re
 
 import pytest
 
-from batch_layer.pipelines import PIPELINES, PipelineSpec
-from batch_layer.schema import (
+from batch_layer.pipelines import PIPELINES
+from infra.terraform.cql import KeyspacesTable, parse_create_table
+from layout import (
     BOUNDARY_TABLE,
     DAYS_TABLE,
     SUPERSEDED_TABLE,
-    BatchTables,
-    batch_tables,
+    ViewTables,
     create_statements,
+    view_tables,
 )
-from infra.terraform.cql import KeyspacesTable, parse_create_table
-from speed_layer.schema import speed_tables
 from views import VIEWS, Measure, ViewSpec, view
 
 # What each measure kind is once in Cassandra: a count is a long, a sum or a max a
@@ -26,14 +25,14 @@ CQL_TYPE = {"count": "bigint", "sum": "double", "max": "double", "hll": "blob", 
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, KeyspacesTable]:
-    statements = create_statements("ks")
+    statements = [s for s in create_statements("ks", 3600) if " ks.batch_" in s]
     parsed = {parse_create_table(s).name: parse_create_table(s) for s in statements}
     assert len(parsed) == len(statements), "two statements create the same table"
     return parsed
 
 
 def test_every_statement_is_idempotent_and_in_the_keyspace():
-    for statement in create_statements("analytics"):
+    for statement in create_statements("analytics", 3600):
         assert statement.startswith("CREATE TABLE IF NOT EXISTS analytics.")
 
 
@@ -53,12 +52,10 @@ def test_every_view_of_every_pipeline_has_its_tables(tables):
             assert f"batch_{v.name}" in tables and f"batch_{v.name}_by_minute" in tables
 
 
-def test_a_view_outside_the_registry_gets_its_tables_from_its_pipeline(declare_views):
+def test_a_view_outside_the_registry_gets_its_tables_when_listed():
     # A pipeline over another topic publishes views serving does not list (views.VIEWS).
     orders = ViewSpec("orders_per_minute", ("currency",), (Measure("orders", "count"),), id, "")
-    declare_views(orders)
-    checkouts = PipelineSpec("checkouts", "checkouts", 1, (orders.name,), topic="shop.checkouts.v1")
-    names = {parse_create_table(s).name for s in create_statements("ks", (*PIPELINES, checkouts))}
+    names = {parse_create_table(s).name for s in create_statements("ks", 3600, (*VIEWS, orders))}
     assert {"batch_orders_per_minute", "batch_orders_per_minute_by_minute"} <= names
     assert "batch_clicks" in names
 
@@ -115,7 +112,7 @@ def test_page_activity_types_spelled_out(tables):
 
 def test_batch_and_speed_tables_type_every_measure_alike(tables):
     # Serving merges batch rows before the boundary with speed rows after it.
-    for speed in speed_tables("ks"):
+    for speed in view_tables("ks", "speed"):
         speed_columns = dict(parse_create_table(speed.create(60)[0]).columns)
         batch_columns = dict(tables[f"batch_{speed.spec.name}"].columns)
         for measure in speed.spec.measures:
@@ -151,7 +148,7 @@ def _insert_columns(statement: str) -> tuple[str, list[str], int]:
 
 @pytest.mark.parametrize("spec", VIEWS, ids=lambda v: v.name)
 def test_inserts_write_every_column_of_their_table_once(tables, spec: ViewSpec):
-    pair = BatchTables(spec, "ks")
+    pair = ViewTables(spec, "ks", "batch")
     for statement, name in (
         (pair.insert_by_key(), f"batch_{spec.name}"),
         (pair.insert_by_minute(), f"batch_{spec.name}_by_minute"),
@@ -163,9 +160,9 @@ def test_inserts_write_every_column_of_their_table_once(tables, spec: ViewSpec):
 
 
 def test_insert_order_is_the_one_publish_writes_rows_in():
-    # publish._write_rows builds (*keys, day, version, start, *measures) and
+    # ViewTables.bind gives publish (*keys, day, version, start, *measures) and
     # (start, version, *keys, *measures).
-    pair = BatchTables(view("clicks"), "ks")
+    pair = ViewTables(view("clicks"), "ks", "batch")
     assert pair.insert_by_key() == (
         "INSERT INTO ks.batch_clicks (target, day, version, window_start, clicks) "
         "VALUES (?, ?, ?, ?, ?)"
@@ -177,5 +174,5 @@ def test_insert_order_is_the_one_publish_writes_rows_in():
 
 
 def test_batch_tables_follow_the_registry_in_order():
-    assert [t.spec.name for t in batch_tables("ks")] == [v.name for v in VIEWS]
-    assert batch_tables("ks")[0].by_minute == f"ks.batch_{VIEWS[0].name}_by_minute"
+    assert [t.spec.name for t in view_tables("ks", "batch")] == [v.name for v in VIEWS]
+    assert view_tables("ks", "batch")[0].by_minute == f"ks.batch_{VIEWS[0].name}_by_minute"

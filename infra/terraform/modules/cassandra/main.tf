@@ -1,8 +1,8 @@
 # Amazon Keyspaces: the keyspace and every table of the speed and batch
 # views. The tables come from tables.tf.json, generated from the CQL the
-# code runs (speed_layer/schema.py, batch_layer/schema.py): same columns,
-# types, partition keys, clustering order and TTL. Keyspaces manages storage
-# itself, so Cassandra's compaction options do not apply.
+# code runs (layout/): same columns, types, partition keys, clustering
+# order and TTL. Keyspaces manages storage itself, so Cassandra's
+# compaction options do not apply.
 
 data "aws_caller_identity" "current" {}
 data "aws_region" "current" {}

@@ -1,0 +1,43 @@
+"""The Cassandra layout: every table the platform writes and serves from, and its statements.
+
+The speed layer, the batch layer and serving take their tables and CQL from
+here and from nowhere else: :mod:`layout.views` (a view's two tables in a
+layer), :mod:`layout.pointers` (the batch pointers and the speed
+bookkeeping), :mod:`layout.ddl` (creating all of them). Importing it needs
+neither Spark nor a Cassandra driver.
+"""
+
+from layout.ddl import create_statements, create_tables
+from layout.pointers import (
+    BOUNDARY_TABLE,
+    DAYS_TABLE,
+    PROGRESS_COLUMNS,
+    PROGRESS_TABLE,
+    RUNS_TABLE,
+    SUPERSEDED_TABLE,
+    Boundary,
+    PointerTables,
+    missing_columns,
+    read_boundaries,
+)
+from layout.views import LAYERS, Layer, LayerShape, ViewTables, view_tables
+
+__all__ = [
+    "BOUNDARY_TABLE",
+    "DAYS_TABLE",
+    "LAYERS",
+    "PROGRESS_COLUMNS",
+    "PROGRESS_TABLE",
+    "RUNS_TABLE",
+    "SUPERSEDED_TABLE",
+    "Boundary",
+    "Layer",
+    "LayerShape",
+    "PointerTables",
+    "ViewTables",
+    "create_statements",
+    "create_tables",
+    "missing_columns",
+    "read_boundaries",
+    "view_tables",
+]

@@ -1,0 +1,325 @@
+"""The pointer and bookkeeping tables, and every statement the platform runs on them.
+
+Batch pointers (written by the batch layer's publish, read by serving):
+
+- ``batch_days``: per view and day, the version serving must read (the
+  atomic switch: a publish writes the new version's rows first, then these
+  pointers, then the boundary);
+- ``batch_boundary``: per view, the end of the newest complete, validated
+  period. Serving answers windows before it from the batch tables and
+  windows at or after it from the speed tables;
+- ``batch_superseded``: versions a newer publish replaced, and when; the
+  maintenance DAG deletes their rows once no reader can still hold the old
+  pointer.
+
+Speed bookkeeping (written by the speed layer):
+
+- ``speed_progress``: per view, the last micro-batch written, the newest
+  event time and watermark it reflected and when, rates, Kafka lag, the
+  cumulative rows dropped, and the run it belongs to, so freshness is a
+  single-row read (serving, ``platformctl status``, ``speed_layer reset``);
+- ``speed_runs``: one row per run (checkpoint generation) of the speed
+  layer, newest first: where it starts reading and its floor.
+
+Every statement takes ``?`` markers: prepare it, then bind.
+
+>>> PointerTables("ks").select_days
+'SELECT day, version FROM ks.batch_days WHERE view_name = ?'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.settings import CassandraSettings
+
+__all__ = [
+    "BOUNDARY_TABLE",
+    "DAYS_TABLE",
+    "PROGRESS_COLUMNS",
+    "PROGRESS_TABLE",
+    "RUNS_TABLE",
+    "SUPERSEDED_TABLE",
+    "Boundary",
+    "PointerTables",
+    "missing_columns",
+    "read_boundaries",
+]
+
+BOUNDARY_TABLE = "batch_boundary"
+DAYS_TABLE = "batch_days"
+SUPERSEDED_TABLE = "batch_superseded"
+PROGRESS_TABLE = "speed_progress"
+RUNS_TABLE = "speed_runs"
+
+PROGRESS_COLUMNS = {
+    "batch_id": "bigint",
+    "max_event_time": "timestamp",
+    "watermark": "timestamp",
+    "written_at": "timestamp",
+    "heartbeat_at": "timestamp",
+    "stopped_at": "timestamp",
+    "input_rows": "bigint",
+    "input_rows_per_s": "double",
+    "processed_rows_per_s": "double",
+    "late_rows_dropped": "bigint",
+    "future_rows_dropped": "bigint",
+    "before_floor_rows": "bigint",
+    "rejected_rows": "map<text, bigint>",
+    "kafka_lag": "bigint",
+    "batch_duration_ms": "bigint",
+    "run_generation": "int",
+}
+"""``speed_progress``, per view: the last micro-batch, the newest event time and watermark,
+rates, cumulative rows dropped (late, future, before the run's floor) and rejected (per reason
+of :data:`views.input.REJECT_REASONS`), the run it belongs to."""
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def _progress(columns: Sequence[str]) -> Sequence[str]:
+    unknown = [c for c in columns if c not in PROGRESS_COLUMNS]
+    if unknown:
+        raise ValueError(
+            f"{PROGRESS_TABLE} has no columns {unknown}; it has: {', '.join(PROGRESS_COLUMNS)}."
+        )
+    return columns
+
+
+@dataclass(frozen=True)
+class PointerTables:
+    """The pointer and bookkeeping tables of one keyspace and the statements run on them."""
+
+    keyspace: str
+
+    @property
+    def boundary(self) -> str:
+        return f"{self.keyspace}.{BOUNDARY_TABLE}"
+
+    @property
+    def days(self) -> str:
+        return f"{self.keyspace}.{DAYS_TABLE}"
+
+    @property
+    def superseded(self) -> str:
+        return f"{self.keyspace}.{SUPERSEDED_TABLE}"
+
+    @property
+    def progress(self) -> str:
+        return f"{self.keyspace}.{PROGRESS_TABLE}"
+
+    @property
+    def runs(self) -> str:
+        return f"{self.keyspace}.{RUNS_TABLE}"
+
+    def create(self) -> list[str]:
+        """Every CREATE TABLE of the pointer and bookkeeping tables (idempotent)."""
+        progress = ", ".join(f"{name} {cql}" for name, cql in PROGRESS_COLUMNS.items())
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.progress} (view_name text PRIMARY KEY, {progress})",
+            f"CREATE TABLE IF NOT EXISTS {self.runs} (checkpoint_name text, "
+            "generation int, starting_offsets text, floor timestamp, requested text, "
+            "created_at timestamp, PRIMARY KEY (checkpoint_name, generation)) "
+            "WITH CLUSTERING ORDER BY (generation DESC)",
+            f"CREATE TABLE IF NOT EXISTS {self.days} (view_name text, day date, "
+            "version bigint, rows bigint, published_at timestamp, "
+            "PRIMARY KEY ((view_name), day)) WITH CLUSTERING ORDER BY (day DESC)",
+            f"CREATE TABLE IF NOT EXISTS {self.boundary} (view_name text PRIMARY KEY, "
+            "boundary timestamp, version bigint, run_id text, published_at timestamp)",
+            f"CREATE TABLE IF NOT EXISTS {self.superseded} (view_name text, day date, "
+            "version bigint, superseded_at timestamp, PRIMARY KEY ((view_name), day, version))",
+        ]
+
+    # -- batch_days ---------------------------------------------------------------------------
+
+    @property
+    def select_days(self) -> str:
+        """``(day, version)`` of every published day of a view. Binds ``(view_name,)``."""
+        return f"SELECT day, version FROM {self.days} WHERE view_name = ?"
+
+    @property
+    def select_day(self) -> str:
+        """``(version,)`` a view's day points at. Binds ``(view_name, day)``."""
+        return f"SELECT version FROM {self.days} WHERE view_name = ? AND day = ?"
+
+    @property
+    def insert_day(self) -> str:
+        """Point a view's day at a version. Binds ``(view_name, day, version, rows, now)``."""
+        return (
+            f"INSERT INTO {self.days} (view_name, day, version, rows, published_at) "
+            f"VALUES ({_marks(5)})"
+        )
+
+    # -- batch_superseded ---------------------------------------------------------------------
+
+    @property
+    def insert_superseded(self) -> str:
+        """List a replaced version. Binds ``(view_name, day, version, now)``."""
+        return (
+            f"INSERT INTO {self.superseded} (view_name, day, version, superseded_at) "
+            f"VALUES ({_marks(4)})"
+        )
+
+    @property
+    def select_superseded(self) -> str:
+        """``(day, version, superseded_at)`` of each replaced version. Binds ``(view_name,)``."""
+        return f"SELECT day, version, superseded_at FROM {self.superseded} WHERE view_name = ?"
+
+    @property
+    def delete_superseded(self) -> str:
+        """Forget a deleted version. Binds ``(view_name, day, version)``."""
+        return f"DELETE FROM {self.superseded} WHERE view_name = ? AND day = ? AND version = ?"
+
+    # -- batch_boundary -----------------------------------------------------------------------
+
+    @property
+    def select_boundary(self) -> str:
+        """A view's boundary row (read by :func:`read_boundaries`). Binds ``(view_name,)``."""
+        return (
+            f"SELECT boundary, version, run_id, published_at FROM {self.boundary} "
+            "WHERE view_name = ?"
+        )
+
+    @property
+    def select_boundary_ms(self) -> str:
+        """``(boundary epoch ms,)`` (serving's asynchronous read). Binds ``(view_name,)``."""
+        return f"SELECT toUnixTimestamp(boundary) FROM {self.boundary} WHERE view_name = ?"
+
+    @property
+    def insert_boundary(self) -> str:
+        """Move a view's boundary. Binds ``(view_name, boundary, version, run_id, now)``."""
+        return (
+            f"INSERT INTO {self.boundary} (view_name, boundary, version, run_id, published_at) "
+            f"VALUES ({_marks(5)})"
+        )
+
+    # -- speed_progress -----------------------------------------------------------------------
+
+    def insert_progress(self, columns: Sequence[str]) -> str:
+        """A micro-batch's progress. Binds ``(view_name, *columns)``."""
+        return (
+            f"INSERT INTO {self.progress} ({', '.join(('view_name', *_progress(columns)))}) "
+            f"VALUES ({_marks(1 + len(columns))})"
+        )
+
+    def select_progress(self, columns: Sequence[str] | None = None) -> str:
+        """Every view's progress row: ``view_name`` and ``columns`` (None: every column)."""
+        if columns is None:
+            return f"SELECT * FROM {self.progress}"
+        return f"SELECT {', '.join(('view_name', *_progress(columns)))} FROM {self.progress}"
+
+    @property
+    def select_freshness_ms(self) -> str:
+        """``(max_event_time, watermark, heartbeat_at)`` in epoch ms and ``kafka_lag`` of a view.
+        Binds ``(view_name,)``."""
+        return (
+            "SELECT toUnixTimestamp(max_event_time), toUnixTimestamp(watermark), "
+            f"toUnixTimestamp(heartbeat_at), kafka_lag FROM {self.progress} WHERE view_name = ?"
+        )
+
+    @property
+    def update_heartbeat(self) -> str:
+        """An idle query is alive. Binds ``(heartbeat_at, view_name)``."""
+        return f"UPDATE {self.progress} SET heartbeat_at = ? WHERE view_name = ?"
+
+    @property
+    def update_empty_batch(self) -> str:
+        """A micro-batch without rows. Binds ``(heartbeat_at, kafka_lag, watermark,
+        run_generation, view_name)``."""
+        return (
+            f"UPDATE {self.progress} SET heartbeat_at = ?, kafka_lag = ?, watermark = ?, "
+            "run_generation = ? WHERE view_name = ?"
+        )
+
+    @property
+    def update_stopped(self) -> str:
+        """The job stopped on purpose. Binds ``(stopped_at, view_name)``."""
+        return f"UPDATE {self.progress} SET stopped_at = ? WHERE view_name = ?"
+
+    # -- speed_runs ---------------------------------------------------------------------------
+
+    @property
+    def select_run(self) -> str:
+        """The newest run ``(generation, starting_offsets, floor, requested, created_at)``.
+        Binds ``(checkpoint_name,)``."""
+        return (
+            "SELECT generation, starting_offsets, floor, requested, created_at "
+            f"FROM {self.runs} WHERE checkpoint_name = ? LIMIT 1"
+        )
+
+    @property
+    def insert_run(self) -> str:
+        """Record a run. Binds ``(checkpoint_name, generation, starting_offsets, floor,
+        requested, created_at)``."""
+        return (
+            f"INSERT INTO {self.runs} (checkpoint_name, generation, starting_offsets, floor, "
+            f"requested, created_at) VALUES ({_marks(6)})"
+        )
+
+
+def missing_columns(session: Any, keyspace: str) -> list[str]:
+    """ALTER TABLE statements adding progress columns a table of an older version lacks."""
+    present = {
+        row.column_name
+        for row in session.execute(
+            "SELECT column_name FROM system_schema.columns "
+            "WHERE keyspace_name = %s AND table_name = %s",
+            (keyspace, PROGRESS_TABLE),
+        )
+    }
+    return [
+        f"ALTER TABLE {keyspace}.{PROGRESS_TABLE} ADD {name} {cql}"
+        for name, cql in PROGRESS_COLUMNS.items()
+        if name not in present
+    ]
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A view's published batch boundary: windows before :attr:`at` are served from batch."""
+
+    at: datetime
+    """The boundary (UTC)."""
+    version: int | None
+    """The publish (batch version) that moved it last."""
+    run_id: str | None
+    published_at: datetime | None
+    """When it moved (UTC)."""
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    # The driver returns naive UTC datetimes.
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def read_boundaries(
+    cassandra: CassandraSettings, views: Iterable[str], *, session: Any = None
+) -> dict[str, Boundary | None]:
+    """Per view name, its published boundary (None: the batch layer never published it).
+
+    Reads with ``session`` when given, else on a connection of its own.
+    """
+    if session is None:
+        from core.cassandra import connect
+
+        cluster, own = connect(cassandra)
+        try:
+            return read_boundaries(cassandra, views, session=own)
+        finally:
+            cluster.shutdown()
+    select = session.prepare(PointerTables(cassandra.keyspace).select_boundary)
+    out: dict[str, Boundary | None] = {}
+    for name in views:
+        row = session.execute(select, (name,)).one()
+        out[name] = None
+        if row is not None and row.boundary is not None:
+            out[name] = Boundary(
+                _utc(row.boundary), row.version, row.run_id, _utc(row.published_at)
+            )
+    return out
