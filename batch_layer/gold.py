@@ -24,6 +24,7 @@ from batch_layer.silver import days_predicate, silver_path
 from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
+from layout.lake import gold_path
 from views import ViewSpec
 
 if TYPE_CHECKING:
@@ -43,10 +44,6 @@ class GoldRun:
     dates: tuple[date, ...]
     rows: dict[str, int]
     """Rows per view in the rewritten days."""
-
-
-def gold_path(settings: Settings, spec: ViewSpec) -> str:
-    return f"{settings.lake.root.rstrip('/')}/gold/{spec.name}"
 
 
 _CONSUMER = {"silver": "gold", "gold": "publish"}

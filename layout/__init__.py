@@ -3,11 +3,13 @@
 The speed layer, the batch layer and serving take their tables and CQL from
 here and from nowhere else: :mod:`layout.views` (a view's two tables in a
 layer), :mod:`layout.pointers` (the batch pointers and the speed
-bookkeeping), :mod:`layout.ddl` (creating all of them). Importing it needs
+bookkeeping), :mod:`layout.ddl` (creating all of them), and the one lake
+table both sides use, gold (:mod:`layout.lake`). Importing it needs
 neither Spark nor a Cassandra driver.
 """
 
 from layout.ddl import create_statements, create_tables
+from layout.lake import gold_path
 from layout.pointers import (
     BOUNDARY_TABLE,
     DAYS_TABLE,
@@ -37,6 +39,7 @@ __all__ = [
     "ViewTables",
     "create_statements",
     "create_tables",
+    "gold_path",
     "missing_columns",
     "read_boundaries",
     "view_tables",

@@ -60,7 +60,7 @@ def view_schema(spec: ViewSpec) -> StructType:
 
 def gold_frame(spark: SparkSession, settings: Settings, spec: ViewSpec) -> DataFrame:
     """The gold Delta table of ``spec`` (its columns only), or no rows before gold ever ran."""
-    from batch_layer.gold import gold_path
+    from layout.lake import gold_path
 
     path = gold_path(settings, spec)
     try:
