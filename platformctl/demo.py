@@ -200,21 +200,12 @@ def _say_shop(settings: Settings, visit, start: datetime) -> None:
 
 def _wait_for_speed(settings: Settings, newest: datetime, timeout_s: float = 180) -> None:
     """Until the speed layer's progress reflects ``newest`` (or the timeout passes)."""
-    from core.cassandra import connect
+    from platformctl.services.speed import progress
 
-    cluster, session = connect(settings.cassandra)
-    select = session.prepare(
-        f"SELECT max_event_time FROM {settings.cassandra.keyspace}.speed_progress "
-        "WHERE view_name = 'site_activity'"
-    )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            row = session.execute(select).one()
-            seen = row and row.max_event_time and row.max_event_time.replace(tzinfo=UTC)
-            if seen and seen >= newest.replace(microsecond=0):
-                return
-            time.sleep(2)
-        _say("speed", f"still behind {newest.isoformat()} after {timeout_s:.0f}s; going on")
-    finally:
-        cluster.shutdown()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        seen = progress(settings).get("site_activity", {}).get("max_event_time")
+        if seen and seen.replace(tzinfo=UTC) >= newest.replace(microsecond=0):
+            return
+        time.sleep(2)
+    _say("speed", f"still behind {newest.isoformat()} after {timeout_s:.0f}s; going on")

@@ -24,11 +24,11 @@ def process(settings: Settings) -> ManagedProcess:
 def progress(settings: Settings) -> dict[str, dict]:
     """The speed layer's progress per view, as recorded after each micro-batch."""
     from core.cassandra import connect
-    from layout import PROGRESS_TABLE
+    from layout import PointerTables
 
     cluster, session = connect(settings.cassandra, connect_timeout_s=3)
     try:
-        rows = session.execute(f"SELECT * FROM {settings.cassandra.keyspace}.{PROGRESS_TABLE}")
+        rows = session.execute(PointerTables(settings.cassandra.keyspace).select_progress())
         return {row.view_name: row._asdict() for row in rows}
     except Exception:  # the table does not exist before the first start
         return {}
