@@ -2,7 +2,7 @@
 
 Run with the AIRFLOW venv's python (``.platform/airflow-venv/bin/python``), never
 the main ``.venv``, and with the environment from
-``platformctl.airflow_env.airflow_env(...)`` merged over ``os.environ``::
+``platformctl.airflow_venv.airflow_env(...)`` merged over ``os.environ``::
 
     python tests/integration/airflow_runner.py load
     python tests/integration/airflow_runner.py test platform_smoke
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     test.add_argument("--conf", type=json.loads, default=None, help="the run's params, as JSON")
     args = parser.parse_args(argv)
     if "AIRFLOW_HOME" not in os.environ:  # else Airflow would write into ~/airflow
-        parser.error("run with the environment from platformctl.airflow_env.airflow_env()")
+        parser.error("run with the environment from platformctl.airflow_venv.airflow_env()")
     # Keep stdout for the one JSON result line: anything Airflow prints goes to stderr.
     sys.stdout = sys.stderr
     return cmd_load() if args.command == "load" else cmd_test(args.dag_id, args.conf)
