@@ -40,6 +40,9 @@ REJECT_REASONS = (
 )
 """Why a record is not an event, in the order they are tested."""
 
+_CORRUPT = "_corrupt_record"
+"""Where ``from_json`` puts a record that is not JSON (it parses it into a struct of nulls)."""
+
 
 def check_records(records: DataFrame, contract: Contract, future_tolerance: timedelta) -> DataFrame:
     """``partition``, ``offset``, ``raw`` (the value as text), ``e`` (the parsed event), ``reason``.
@@ -52,17 +55,20 @@ def check_records(records: DataFrame, contract: Contract, future_tolerance: time
     from data_contracts.derive import to_spark_schema
 
     text = F.col("value").cast("string")
+    # Spark parses malformed JSON into a struct of nulls; the corrupt-record column tells.
+    schema = to_spark_schema(contract).add(_CORRUPT, "string")
+    options = {"columnNameOfCorruptRecord": _CORRUPT}
     parsed = records.select(
         "partition",
         "offset",
         text.alias("raw"),
-        F.from_json(text, to_spark_schema(contract)).alias("e"),
+        F.from_json(text, schema, options).alias("e"),
     )
     ahead_us = F.unix_micros(F.col("e.timestamp")) - F.unix_micros(F.col("e.receivedAt"))
     tolerance_us = F.lit(future_tolerance // timedelta(microseconds=1))
     unparseable, no_id, no_time, future = REJECT_REASONS
     reason = (
-        F.when(F.col("e").isNull(), F.lit(unparseable))
+        F.when(F.col("e").isNull() | F.col(f"e.{_CORRUPT}").isNotNull(), F.lit(unparseable))
         .when(F.col("e.event_id").isNull(), F.lit(no_id))
         .when(F.col("e.timestamp").isNull(), F.lit(no_time))
         .when(ahead_us > tolerance_us, F.lit(future))
@@ -77,6 +83,7 @@ def valid_of(checked: DataFrame) -> DataFrame:
     return (
         checked.where(F.col("reason").isNull())
         .select("partition", "offset", "e.*")
+        .drop(_CORRUPT)
         .withColumn(EVENT_TIME, F.col("timestamp"))
         .withColumn("event_date", F.to_date(EVENT_TIME))
     )

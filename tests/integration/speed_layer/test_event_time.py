@@ -228,7 +228,7 @@ def test_a_poisoned_checkpoint_is_reset_and_then_counts_exactly(
     for view, row in _progress(cassandra_session, speed_settings).items():
         assert row.watermark.replace(tzinfo=UTC) <= now + timedelta(seconds=60), view
         # The far-future record, refused this time, as silver refuses it.
-        assert row.rejected_rows == {"invalid:timestamp_future": 1}, view
+        assert dict(row.rejected_rows) == {"invalid:timestamp_future": 1}, view
         assert row.run_generation == 1, view
 
 
@@ -277,7 +277,7 @@ def test_rejects_are_counted_by_reason_as_silver_rejects_them(
     speed_job.drain(speed_settings)
     views_match_truth(build_truth(events), speed_settings)
     for view, row in _progress(cassandra_session, speed_settings).items():
-        assert row.rejected_rows == {
+        assert dict(row.rejected_rows) == {
             "unparseable": 1,
             "missing:event_id": 1,
             "missing:timestamp": 1,
