@@ -39,6 +39,7 @@ from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
 from views import ViewSpec
+from views.input import PAYLOAD
 from views.kinds import kind
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ def check_silver(
     )
     if days:
         contract = load_contract(spec.contract, spec.contract_major)
-        suite = expectation_suite(contract, extra_columns=("event_time", "event_date"))
+        suite = expectation_suite(contract, extra_columns=("event_time", "event_date", PAYLOAD))
         silver = spark.read.format("delta").load(silver_path(settings, spec))
         chosen = silver.where(F.col("event_date").isin(list(days)))
         report.suites["silver"] = _suite_result(validate_dataframe(chosen, suite))

@@ -4,7 +4,9 @@ Every bronze record ends in exactly one place:
 
 - ``silver/<topic>``: one row per event, identified by the contract's key
   ``(source_id, event_id)`` (the first record of it in the log, by partition
-  and offset), the contract's columns plus ``event_time``
+  and offset), the contract's typed columns, the whole event as received in
+  ``payload`` (a ``VARIANT``: custom properties and context included, queried
+  as ``payload:properties.revenue::double``), ``event_time``
   (the skew-corrected timestamp) and ``event_date``, partitioned by
   ``event_date``; late events land in their true day.
 - ``silver/<topic>_rejects``: records that do not parse as the contract's
@@ -83,16 +85,18 @@ def parse_bronze(
     bronze: DataFrame,
     spec: PipelineSpec,
     future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
+    *,
+    payload: bool = False,
 ) -> tuple[DataFrame, DataFrame]:
     """(parsed events with Kafka coordinates, rejects with a reason) from bronze rows.
 
     The views' input rules of :mod:`views.input`, with the pipeline's
     contract: the speed layer checks the live topic the same way. Callers
-    pass ``EventTimeBounds.from_settings(settings).future_tolerance``.
+    pass ``EventTimeBounds.from_settings(settings).future_tolerance``;
+    ``payload`` keeps the whole event (:data:`views.input.PAYLOAD`).
     """
-    return parse_records(
-        bronze, load_contract(spec.contract, spec.contract_major), future_tolerance
-    )
+    contract = load_contract(spec.contract, spec.contract_major)
+    return parse_records(bronze, contract, future_tolerance, payload=payload)
 
 
 def number_copies(events: DataFrame, key: Sequence[str]) -> DataFrame:
@@ -145,7 +149,7 @@ def build_silver(
     as_of = bronze_as_of(spark, bronze_path(settings, spec))
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
-    events, rejects = parse_bronze(bronze, spec, tolerance)
+    events, rejects = parse_bronze(bronze, spec, tolerance, payload=True)
     # The days of bronze records no silver run has seen are always rebuilt, also in
     # a backfill: this run records bronze's end as seen, so nothing may be left out.
     last = ledger.last("silver")
@@ -164,6 +168,7 @@ def build_silver(
                 .mode("overwrite")
                 .partitionBy("event_date")
                 .option("replaceWhere", days_predicate("event_date", wanted))
+                .option("mergeSchema", "true")  # a silver table older than a column it now has
                 .save(path)
             )
         rejects.write.format("delta").mode("overwrite").save(rejects_path(settings, spec))

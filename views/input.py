@@ -14,7 +14,8 @@ this order of reasons (:data:`REJECT_REASONS`), when:
 
 A valid event is the contract's columns plus ``event_time`` (the
 skew-corrected ``timestamp``, the views' event time), ``event_date`` and its
-Kafka coordinates (``partition``, ``offset``). Works on batch and streaming
+Kafka coordinates (``partition``, ``offset``); optionally the whole event as
+received (:data:`PAYLOAD`), fields the contract does not name included. Works on batch and streaming
 DataFrames alike; callers pass ``EventTimeBounds.from_settings(settings).future_tolerance``.
 """
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     from data_contracts import Contract
 
-__all__ = ["REJECT_REASONS", "check_records", "parse_records", "rejects_of", "valid_of"]
+__all__ = ["PAYLOAD", "REJECT_REASONS", "check_records", "parse_records", "rejects_of", "valid_of"]
 
 REJECT_REASONS = (
     "unparseable",
@@ -42,6 +43,9 @@ REJECT_REASONS = (
 
 _CORRUPT = "_corrupt_record"
 """Where ``from_json`` puts a record that is not JSON (it parses it into a struct of nulls)."""
+
+PAYLOAD = "payload"
+"""The column holding the whole event as a ``VARIANT`` (``payload:properties.revenue``)."""
 
 
 def check_records(records: DataFrame, contract: Contract, future_tolerance: timedelta) -> DataFrame:
@@ -76,13 +80,22 @@ def check_records(records: DataFrame, contract: Contract, future_tolerance: time
     return parsed.withColumn("reason", reason)
 
 
-def valid_of(checked: DataFrame) -> DataFrame:
-    """The valid events of :func:`check_records`' output."""
+def valid_of(checked: DataFrame, *, payload: bool = False) -> DataFrame:
+    """The valid events of :func:`check_records`' output.
+
+    ``payload`` adds the whole event as received, a ``VARIANT`` column of the
+    same name: every property, trait, context and integration field, also
+    those the contract does not type (silver keeps it; the speed layer, which
+    holds events in its deduplication state, does not).
+    """
     from pyspark.sql import functions as F
 
+    columns = ["partition", "offset", "e.*"]
+    if payload:
+        columns.append(F.try_parse_json("raw").alias(PAYLOAD))
     return (
         checked.where(F.col("reason").isNull())
-        .select("partition", "offset", "e.*")
+        .select(*columns)
         .drop(_CORRUPT)
         .withColumn(EVENT_TIME, F.col("timestamp"))
         .withColumn("event_date", F.to_date(EVENT_TIME))
@@ -98,8 +111,8 @@ def rejects_of(checked: DataFrame) -> DataFrame:
 
 
 def parse_records(
-    records: DataFrame, contract: Contract, future_tolerance: timedelta
+    records: DataFrame, contract: Contract, future_tolerance: timedelta, *, payload: bool = False
 ) -> tuple[DataFrame, DataFrame]:
     """(valid events, rejects with a reason) of Kafka records (see the module's rules)."""
     checked = check_records(records, contract, future_tolerance)
-    return valid_of(checked), rejects_of(checked)
+    return valid_of(checked, payload=payload), rejects_of(checked)

@@ -10,18 +10,34 @@ without HTTP in between; the HTTP path is :func:`ingest.simulator.send`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
 
 from core.settings import Settings
 from ingest.simulator.events import SimEvent
 
-__all__ = ["produce_direct"]
+__all__ = ["produce_direct", "produce_payloads"]
 
 
 def produce_direct(
     events: Sequence[SimEvent], settings: Settings, source_id: str = "simulator"
 ) -> dict[str, int]:
     """Produce every message (invalid ones to the dead-letter topic); return the counts."""
+    return produce_payloads([(e.payload, e.sent_at) for e in events], settings, source_id)
+
+
+def produce_payloads(
+    calls: Iterable[tuple[dict[str, Any], datetime]],
+    settings: Settings,
+    source_id: str = "simulator",
+) -> dict[str, int]:
+    """Produce each ``(call, received_at)`` as the collector would; return the counts.
+
+    A call is one Segment call as a client sends it (any fields, custom
+    properties and context included); ``received_at`` is when the collector
+    receives it.
+    """
     from confluent_kafka import Producer
 
     from data_contracts import load_contract
@@ -43,9 +59,9 @@ def produce_direct(
             failures.append(str(error))
 
     counts = {"accepted": 0, "dead_lettered": 0}
-    for event in events:
-        facts = RequestFacts(event.sent_at, source_id, contract.version)
-        routed = intake.route([event.payload], facts)
+    for call, received_at in calls:
+        facts = RequestFacts(received_at, source_id, contract.version)
+        routed = intake.route([call], facts)
         for topic, records, label in (
             (settings.kafka.events_topic, routed.accepted, "accepted"),
             (settings.kafka.dlq_topic, routed.dead_letters, "dead_lettered"),

@@ -67,3 +67,72 @@ def test_equal_ids_from_two_sources_are_two_events(spark, lake_settings):
     assert run.duplicates == 2 * sum(1 for e in events if e.duplicate and not e.defect)
     report = check_silver(spark, lake_settings, WEB_EVENTS, run_id="two-sources")
     assert report.passed, report
+
+
+def test_silver_keeps_the_whole_event_for_sql(spark, lake_settings):
+    """Custom properties and context the contract does not type are queryable from silver."""
+    from datetime import UTC, datetime
+
+    from batch_layer.silver import silver_path
+    from ingest.simulator.direct import produce_payloads
+
+    now = datetime.now(UTC)
+    order = {
+        "type": "track",
+        "event": "Order Completed",
+        "messageId": "order-1",
+        "anonymousId": "a-1",
+        "timestamp": now.isoformat(),
+        "properties": {
+            "revenue": 42.5,
+            "currency": "EUR",
+            "products": [{"sku": "boots", "quantity": 2}, {"sku": "socks", "quantity": 3}],
+        },
+        "context": {
+            "userAgent": "Mozilla/5.0 (iPhone)",
+            "locale": "de-DE",
+            "timezone": "Europe/Berlin",
+            "device": {"type": "mobile"},
+            "campaign": {"name": "winter", "source": "newsletter"},
+            "shop": {"tier": "gold"},
+        },
+        "integrations": {"All": False},
+    }
+    assert produce_payloads([(order, now)], lake_settings, "shop") == {
+        "accepted": 1,
+        "dead_lettered": 0,
+    }
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
+    build_silver(spark, lake_settings, spec=WEB_EVENTS)
+
+    spark.read.format("delta").load(silver_path(lake_settings, WEB_EVENTS)).createOrReplaceTempView(
+        "silver_events"
+    )
+    row = spark.sql(
+        """
+        SELECT payload:properties.revenue::double AS revenue,
+               payload:properties.currency::string AS currency,
+               payload:properties.products[1].sku::string AS second_sku,
+               variant_get(payload, '$.context.userAgent', 'string') AS user_agent,
+               payload:context.device.type::string AS device,
+               payload:context.campaign.name::string AS campaign,
+               payload:context.shop.tier::string AS custom,
+               payload:integrations.All::boolean AS to_all
+        FROM silver_events WHERE event_id = 'order-1' AND source_id = 'shop'
+        """
+    ).collect()
+    assert [r.asDict() for r in row] == [
+        {
+            "revenue": 42.5,
+            "currency": "EUR",
+            "second_sku": "socks",
+            "user_agent": "Mozilla/5.0 (iPhone)",
+            "device": "mobile",
+            "campaign": "winter",
+            "custom": "gold",
+            "to_all": False,
+        }
+    ]
+    from batch_layer.quality import check_silver
+
+    assert check_silver(spark, lake_settings, WEB_EVENTS, run_id="whole-events").passed
