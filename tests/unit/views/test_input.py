@@ -52,3 +52,21 @@ def test_each_record_is_an_event_or_a_reject_with_its_reason(spark):
         7: "invalid:timestamp_future",
     }
     assert set(reasons.values()) == set(REJECT_REASONS)
+
+
+def test_the_payload_keeps_what_the_contract_does_not_type(spark):
+    from pyspark.sql import functions as F
+
+    event = json.loads(_event())
+    event["properties"] = {"revenue": 9.5, "custom": {"deep": [1, 2]}}
+    records = spark.createDataFrame(
+        [(0, 0, json.dumps(event).encode())], "partition INT, offset LONG, value BINARY"
+    )
+    plain, _ = parse_records(records, load_contract(), timedelta(seconds=60))
+    assert "payload" not in plain.columns, "only silver keeps the whole event"
+    whole, _ = parse_records(records, load_contract(), timedelta(seconds=60), payload=True)
+    row = whole.select(
+        F.expr("payload:properties.revenue::double").alias("revenue"),
+        F.expr("payload:properties.custom.deep[1]::int").alias("deep"),
+    ).first()
+    assert (row.revenue, row.deep) == (9.5, 2)
