@@ -153,6 +153,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
 
     _say("serving", "after the batch run:")
     print(demo_answers(settings, window_start, datetime.now(UTC)), flush=True)
+    _say_order(settings, shop.order)
     merged = merged_counts(settings, window_start, datetime.now(UTC))
     total = sum(merged.values())
     _say(
@@ -196,6 +197,17 @@ def _say_shop(settings: Settings, visit, start: datetime) -> None:
     for view, measure, key in asked:
         count = sum(merged_counts(settings, start, end, view, measure, (key,)).values())
         _say("browser", f"{view} {key!r}: {count} {measure} in the merged answer")
+
+
+def _say_order(settings: Settings, order: str) -> None:
+    """The browser's order read back from silver with SQL: custom properties included."""
+    from platformctl.demo_sql import ORDER_SQL, order_from_silver
+
+    row = order_from_silver(settings, order)
+    query = " ".join(ORDER_SQL.format(order=order).split())
+    _say("silver", f"{query}\n  -> {row}")
+    if row is None or row["revenue"] is None:
+        raise RuntimeError(f"Silver does not hold the browser's order {order} with its properties")
 
 
 def _wait_for_speed(settings: Settings, newest: datetime, timeout_s: float = 180) -> None:

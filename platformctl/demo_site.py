@@ -190,10 +190,12 @@ class ShopVisit:
     paths: tuple[str, ...]
     searches: tuple[str, ...]
     clicks: tuple[str, ...]
+    order: str
+    """The ``order_id`` of the visit's "Order Completed" call (custom properties)."""
 
 
 def browse_shop(collector_url: str, write_key: str, profile_dir: Path) -> ShopVisit:
-    """Visit the demo shop in headless Chromium: page views, two searches and two clicks."""
+    """Visit the demo shop in headless Chromium: page views, two searches, two clicks, an order."""
     run = f"{int(time.time()) % 100_000:05d}"
     paths = (f"/shop/{run}/home", f"/shop/{run}/boots")
     searches = (f"winter boots {run}", f"wool socks {run}")
@@ -202,5 +204,6 @@ def browse_shop(collector_url: str, write_key: str, profile_dir: Path) -> ShopVi
         serve_site(collector_url, write_key) as site,
         headless_chromium(profile_dir) as browser,
     ):
-        calls = visit(browser, site.url, paths=paths, searches=searches, clicks=clicks)
-    return ShopVisit(calls, paths, searches, clicks)
+        buttons = (*clicks, "checkout")
+        calls = visit(browser, site.url, paths=paths, searches=searches, clicks=buttons)
+    return ShopVisit(calls, paths, searches, clicks, order=f"order-{run}")

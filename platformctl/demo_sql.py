@@ -1,0 +1,46 @@
+"""The demo's look into silver: custom properties of a browser's order, read back with Spark SQL.
+
+Silver keeps the whole event as received in its ``payload`` column (a
+``VARIANT``), so properties and context fields the contract does not type
+are one SQL path away (``payload:properties.revenue::double``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from core.settings import Settings
+
+__all__ = ["ORDER_SQL", "order_from_silver"]
+
+ORDER_SQL = """
+SELECT event_id,
+       payload:properties.revenue::double AS revenue,
+       payload:properties.currency::string AS currency,
+       payload:properties.coupon::string AS coupon,
+       payload:properties.products[1].sku::string AS second_sku,
+       payload:properties.products[1].quantity::int AS second_quantity,
+       payload:context.library.name::string AS library
+FROM silver_web_events
+WHERE event = 'Order Completed' AND payload:properties.order_id::string = '{order}'
+"""
+"""The demo's query; ``{order}`` is the order id of the browser's visit."""
+
+
+def order_from_silver(settings: Settings, order: str) -> dict[str, Any] | None:
+    """The order's row from silver (None when silver does not hold it)."""
+    from batch_layer.pipelines import WEB_EVENTS
+    from batch_layer.silver import silver_path
+    from core.spark import build_spark_session
+
+    if not re.fullmatch(r"order-\d+", order):
+        raise ValueError(f"Not a demo order id: {order!r}.")
+    spark = build_spark_session(settings, app_name="demo-sql")
+    try:
+        silver = spark.read.format("delta").load(silver_path(settings, WEB_EVENTS))
+        silver.createOrReplaceTempView("silver_web_events")
+        rows = spark.sql(ORDER_SQL.format(order=order)).collect()
+        return rows[0].asDict() if rows else None
+    finally:
+        spark.stop()
