@@ -27,8 +27,6 @@ from prometheus_client import generate_latest
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
-from data_contracts import load_contract
-from data_contracts.derive import compile_fast_validator
 from ingest.body import BodyRefused, read_body
 from ingest.browser import (
     BrowserConventions,
@@ -92,13 +90,8 @@ class _Refused(Exception):
 
 def create_app(settings: Settings, producer: EventProducer | None = None) -> FastAPI:
     """Build the collector app; the producer is created at start-up unless given."""
-    contract = load_contract("web_events", 1)
-    intake = Intake(
-        contract,
-        compile_fast_validator(contract),
-        settings.collector.max_event_bytes,
-        settings.collector.max_event_depth,
-    )
+    intake = Intake.of_collector(settings.collector)
+    contract = intake.contract
     sources = settings.collector.source_of()
     metrics = CollectorMetrics()
     events_topic, dlq_topic = settings.kafka.events_topic, settings.kafka.dlq_topic

@@ -12,6 +12,15 @@ holding the request body (:meth:`Intake.batch_refusal`,
 An event nested deeper than ``max_depth`` levels is dead-lettered as
 ``invalid:too_deep`` before anything walks it recursively; its letter keeps
 the payload down to that depth (deeper values become ``"<too deep>"``).
+
+A dead letter of one event is ``{"payload", "reason", "detail", "contract",
+"received_at", "source_id", "request"}``: ``detail`` says in words what
+``reason`` names, and ``request`` holds the rest of what the collector knew
+of the request (``call_type``, the batch's ``sent_at``, ``historical`` for
+``/v1/import``, the client ``ip``, the event's ``index`` in it), so that
+``python -m ingest replay-dead-letters`` (:mod:`ingest.replay`) can route the
+event again exactly as the collector would now. A letter whose payload is not
+the event as sent carries ``payload_truncated: true``.
 """
 
 from __future__ import annotations
@@ -25,14 +34,18 @@ from typing import Any
 
 import orjson
 
-from data_contracts import Contract
-from data_contracts.derive import ValidationFailure
+from core.settings import CollectorSettings
+from data_contracts import Contract, load_contract
+from data_contracts.derive import ValidationFailure, compile_fast_validator
 from ingest.enrich import EnrichError, RequestFacts, enrich_with_adjustment, format_ts
 
 __all__ = ["MAX_LETTER_BYTES", "BatchRefusal", "Intake", "Record", "Rejection", "Routed"]
 
 MAX_LETTER_BYTES = 900_000
 """Largest dead letter written for a refused batch, under Kafka's default 1 MB per record."""
+
+_MAX_SENT_AT_CHARS = 64
+"""A batch-level ``sentAt`` longer than this is no date; its letter keeps its beginning."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +110,17 @@ class Intake:
         self._max_event_bytes = max_event_bytes
         self._max_depth = max_depth
         self._contract_header = contract.ref.encode()
+
+    @classmethod
+    def of_collector(cls, limits: CollectorSettings) -> Intake:
+        """The collector's intake: the current web events contract, its fast validator."""
+        contract = load_contract("web_events", 1)
+        return cls(
+            contract,
+            compile_fast_validator(contract),
+            limits.max_event_bytes,
+            limits.max_event_depth,
+        )
 
     @staticmethod
     def batch_refusal(events: list[Any], max_events: int) -> BatchRefusal | None:
@@ -165,9 +189,11 @@ class Intake:
             ],
         )
 
-    def route(self, events: list[Any], facts: RequestFacts) -> Routed:
+    def route(self, events: list[Any], facts: RequestFacts, first_index: int = 0) -> Routed:
+        """Accept or dead-letter each event; ``first_index``: the first one's index in its
+        request (a replayed dead letter's, so an event without ids gets its id again)."""
         routed = Routed()
-        for index, event in enumerate(events):
+        for index, event in enumerate(events, first_index):
             try:
                 record, adjustment = self._accept(event, facts, index)
             except (EnrichError, ValidationFailure) as exc:
@@ -219,6 +245,9 @@ class Intake:
         return Record(key=key, value=value, headers=headers), adjustment
 
     def _dead_letter(self, event: Any, rejection: Rejection, facts: RequestFacts) -> Record:
+        sent_at = facts.sent_at
+        if not (sent_at is None or (type(sent_at) is str and len(sent_at) <= _MAX_SENT_AT_CHARS)):
+            sent_at = repr(sent_at)[:_MAX_SENT_AT_CHARS]  # invalid either way: keep it short
         letter = {
             "payload": event,
             "reason": rejection.reason,
@@ -226,11 +255,20 @@ class Intake:
             "contract": self.contract.ref,
             "received_at": format_ts(facts.received_at),
             "source_id": facts.source_id,
+            "request": {
+                "call_type": facts.call_type,
+                "sent_at": sent_at,
+                "historical": facts.historical,
+                "ip": facts.ip,
+                "index": rejection.index,
+            },
         }
         try:
             value = orjson.dumps(letter, default=repr)
         except TypeError:  # not valid UTF-8, too deep for orjson, or an int beyond 64 bits
             letter["payload"] = _pruned(event, self._max_depth)
+            if type(event) in (dict, list) and _deeper_than(event, self._max_depth):
+                letter["payload_truncated"] = True
             value = json.dumps(letter, default=repr, ensure_ascii=True).encode()
         if len(value) > MAX_LETTER_BYTES:  # e.g. a 500 KB event of 1e9s, each 1000000000.0
             text = json.dumps(letter["payload"], default=repr, ensure_ascii=True)

@@ -40,17 +40,12 @@ def produce_payloads(
     """
     from confluent_kafka import Producer
 
-    from data_contracts import load_contract
-    from data_contracts.derive import compile_fast_validator
     from ingest.enrich import RequestFacts
     from ingest.intake import Intake
     from ingest.producer import producer_config
 
-    contract = load_contract("web_events", 1)
-    limits = settings.collector
-    intake = Intake(
-        contract, compile_fast_validator(contract), limits.max_event_bytes, limits.max_event_depth
-    )
+    intake = Intake.of_collector(settings.collector)
+    contract = intake.contract
     producer = Producer(producer_config(settings.kafka, settings.collector))
     failures: list[str] = []
 

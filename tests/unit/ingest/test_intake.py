@@ -61,9 +61,37 @@ def test_dead_letter_keeps_the_original_payload_and_reason(intake):
     letter = json.loads(routed.dead_letters[0].value)
     assert letter["payload"] == original
     assert letter["reason"] == "rule:identity"
+    assert letter["detail"] == routed.rejections[0].detail
+    assert letter["detail"].startswith("Every event names its user")
     assert letter["contract"] == "web-events/1.0.0"
     assert letter["received_at"] == "2026-05-01T12:00:00.000Z"
     assert routed.dead_letters[0].key == b"lost?"
+    assert dict(routed.dead_letters[0].headers)["reason"] == b"rule:identity"
+
+
+def test_dead_letter_keeps_what_a_replay_needs_of_the_request(intake):
+    facts = RequestFacts(
+        received_at=FACTS.received_at,
+        source_id="site",
+        contract_version="1.0.0",
+        call_type="page",
+        sent_at="2026-05-01T11:59:58Z",
+        ip="198.51.100.7",
+        historical=True,
+    )
+    routed = intake.route([{"type": "page"}], facts, first_index=4)
+    assert [r.index for r in routed.rejections] == [4]
+    assert json.loads(routed.dead_letters[0].value)["request"] == {
+        "call_type": "page",
+        "sent_at": "2026-05-01T11:59:58Z",
+        "historical": True,
+        "ip": "198.51.100.7",
+        "index": 4,
+    }
+    # A batch-level sentAt that is no date is kept short: every letter of the batch has it.
+    garbage = RequestFacts(FACTS.received_at, "site", "1.0.0", sent_at=["x" * 10_000])
+    letter = json.loads(intake.route([{"type": "page"}], garbage).dead_letters[0].value)
+    assert letter["request"]["sent_at"] == repr(["x" * 10_000])[:64]
 
 
 def _nested(depth: int, leaf: object = None, kind: str = "object") -> object:
@@ -88,6 +116,7 @@ def test_an_event_nested_too_deep_is_dead_lettered_alone(intake, kind):
     for _ in range(62):  # kept down to level 64 (the event is 1, properties 2, x 3)
         kept = kept["a"] if kind == "object" else kept[0]
     assert kept == "<too deep>"
+    assert letter["payload_truncated"] is True
 
 
 def test_a_deep_value_that_is_no_object_still_gets_its_letter(intake):
