@@ -16,7 +16,7 @@ from core.settings import KafkaSettings
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["TopicSpec", "ensure_topics", "platform_topics"]
+__all__ = ["TopicSpec", "ensure_topics", "platform_topics", "replay_ledger_topic"]
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,34 @@ def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
             kafka.dlq_topic,
             kafka.partitions,
             kafka.replication_factor,
-            # Dead letters wait for a human: keep them at least as long as the log.
-            shared | {"retention.ms": str(max(kafka.retention_ms, 30 * 24 * 3600 * 1000))},
+            shared | {"retention.ms": _dead_letter_retention_ms(kafka)},
         ),
     ]
+
+
+def replay_ledger_topic(kafka: KafkaSettings) -> TopicSpec:
+    """``<dlq_topic>.replayed``: one record per dead letter replayed, keyed by its position.
+
+    Written by ``python -m ingest replay-dead-letters`` in the transaction that writes the
+    replayed event, and created by it when missing. An entry is written after its letter, so
+    the dead-letter topic's retention keeps every entry as long as its letter exists.
+    """
+    return TopicSpec(
+        f"{kafka.dlq_topic}.replayed",
+        1,
+        kafka.replication_factor,
+        {
+            "min.insync.replicas": str(kafka.min_insync_replicas),
+            "cleanup.policy": "compact,delete",
+            "compression.type": "producer",
+            "retention.ms": _dead_letter_retention_ms(kafka),
+        },
+    )
+
+
+def _dead_letter_retention_ms(kafka: KafkaSettings) -> str:
+    """Dead letters wait for a human: keep them at least as long as the log, and 30 days."""
+    return str(max(kafka.retention_ms, 30 * 24 * 3600 * 1000))
 
 
 def ensure_topics(

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from core.settings import KafkaSettings
-from ingest.topics import platform_topics
+from ingest.topics import platform_topics, replay_ledger_topic
 
 
 def test_topics_follow_settings():
@@ -15,3 +15,13 @@ def test_topics_follow_settings():
     # Dead letters outlive the log so a human can look at them.
     assert int(dlq.config["retention.ms"]) >= int(events.config["retention.ms"])
     assert dlq.name == "web.events.dlq"
+
+
+def test_the_replay_ledger_is_a_compacted_topic_kept_as_long_as_dead_letters():
+    kafka = KafkaSettings(replication_factor=3, min_insync_replicas=2, dlq_topic="d.dlq")
+    ledger = replay_ledger_topic(kafka)
+    _, dlq = platform_topics(kafka)
+    assert (ledger.name, ledger.partitions, ledger.replication_factor) == ("d.dlq.replayed", 1, 3)
+    assert ledger.config["cleanup.policy"] == "compact,delete"
+    assert ledger.config["retention.ms"] == dlq.config["retention.ms"]
+    assert ledger.config["min.insync.replicas"] == "2"
