@@ -108,7 +108,13 @@ def validate_odcs(document: dict[str, Any], source: str) -> None:
 
 @cache
 def load_contract(name: str = "web_events", major: int = 1) -> Contract:
-    """Load ``data_contracts/<name>/v<major>.odcs.yaml``, validated against ODCS."""
+    """Load ``data_contracts/<name>/v<major>.odcs.yaml``, validated against ODCS.
+
+    Also refused: a ``restricted`` field that does not state its handling
+    (:func:`data_contracts.derive.privacy.field_handling`).
+    """
+    from data_contracts.derive.privacy import field_handling
+
     path = CONTRACTS_DIR / name / f"v{major}.odcs.yaml"
     if not path.exists():
         available = sorted(p.name for p in (CONTRACTS_DIR / name).glob("v*.odcs.yaml"))
@@ -118,4 +124,5 @@ def load_contract(name: str = "web_events", major: int = 1) -> Contract:
     contract = Contract(name, OpenDataContractStandard.model_validate(raw))
     if contract.major != major:
         raise ContractError(f"{path} declares version {contract.version}, expected {major}.x.")
+    field_handling(contract)
     return contract
