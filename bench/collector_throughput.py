@@ -176,6 +176,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--encodings", default="plain,gzip", help="body encodings to drive: plain, gzip"
     )
+    parser.add_argument(
+        "--ip-anonymisation",
+        choices=("truncate", "hash", "keep"),
+        default="truncate",
+        help="the collector's IP setting (hash with a bench-only key)",
+    )
     args = parser.parse_args(argv)
 
     base = load_settings()
@@ -189,7 +195,12 @@ def main(argv: list[str] | None = None) -> None:
                     | {"events_topic": f"bench.events.{run}", "dlq_topic": f"bench.dlq.{run}"}
                 )
             ),
-            "collector": CollectorSettings(port=args.port, write_keys={"bench": WRITE_KEY}),
+            "collector": CollectorSettings(
+                port=args.port,
+                write_keys={"bench": WRITE_KEY},
+                ip_anonymisation=args.ip_anonymisation,
+                hash_key="bench-only-hash-key-" + "0" * 32,
+            ),
         }
     )
     from confluent_kafka.admin import AdminClient
@@ -209,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"[bench] {len(events)} distinct events, {len(bodies)} request bodies of "
         f"{args.batch} events (~{len(bodies[0]) // 1024} KB), {args.concurrency} clients, "
-        f"{args.seconds:.0f}s per side",
+        f"{args.seconds:.0f}s per side, IP addresses: {args.ip_anonymisation}",
         flush=True,
     )
 

@@ -2,7 +2,7 @@
 
 Part of :class:`core.settings.Settings` (and exported from there), kept in a
 module of its own as the collector has the most to configure: its address,
-sources and limits, browser origins.
+sources and limits, browser origins, and what it does to personal data.
 """
 
 from __future__ import annotations
@@ -69,6 +69,16 @@ class CollectorSettings(BaseModel):
     browser_library_dir: Path | None = None
     """``node_modules`` holding ``@segment/analytics-next``, whose bundle the collector serves
     to websites; None: the one ``platformctl install`` fills under the local state directory."""
+    ip_anonymisation: Literal["truncate", "hash", "keep"] = "truncate"
+    """What the collector writes for a client IP address (the contract's fields marked
+    ``anonymise: truncate_ip``, such as ``context.ip``, and the request's address it fills
+    in): ``truncate`` keeps the network only (IPv4 /24, IPv6 /48), ``hash`` a keyed
+    HMAC-SHA256 of the address (64 hex digits; needs ``hash_key``), ``keep`` the address as
+    sent. In every mode a value that is not an IP address is dropped. See ingest/README.md."""
+    hash_key: SecretStr | None = None
+    """Secret key of the keyed hash (``ip_anonymisation=hash``, and fields the contract marks
+    ``anonymise: hash``), at least 32 characters (``openssl rand -hex 32``). No default: a
+    known key would let anyone hash every IPv4 address and read the hashes back."""
 
     @model_validator(mode="before")
     @classmethod
@@ -85,6 +95,21 @@ class CollectorSettings(BaseModel):
                 f"WAP_COLLECTOR__QUEUE_MAX_MESSAGES ({self.queue_max_messages}) is below "
                 f"WAP_COLLECTOR__MAX_BATCH_EVENTS ({self.max_batch_events}): a full batch could "
                 "never be queued. Raise the queue bound or lower the batch limit."
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_hash_key(self) -> CollectorSettings:
+        key = self.hash_key.get_secret_value() if self.hash_key is not None else ""
+        if self.ip_anonymisation == "hash" and not key:
+            raise ValueError(
+                "WAP_COLLECTOR__IP_ANONYMISATION=hash needs a secret key: set "
+                "WAP_COLLECTOR__HASH_KEY (e.g. the output of `openssl rand -hex 32`)."
+            )
+        if self.hash_key is not None and len(key) < 32:
+            raise ValueError(
+                f"WAP_COLLECTOR__HASH_KEY has {len(key)} characters; use at least 32 random "
+                "ones (`openssl rand -hex 32`), or a guessed key reverses the hashes."
             )
         return self
 

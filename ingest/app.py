@@ -187,7 +187,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
                 garbage = Intake.batch_refusal(events, limits.max_batch_events)
                 if garbage is not None:
                     raise _Refused(
-                        await _refuse_batch(raw, len(events), garbage, source_id, received_at),
+                        await _refuse_batch(raw, body, garbage, source_id, received_at),
                         None,  # counted by _refuse_batch
                     )
                 batch_context = body.get("context")
@@ -238,13 +238,18 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         return None
 
     async def _refuse_batch(
-        raw: bytes, calls: int, refusal: BatchRefusal, source_id: str, received_at: datetime
+        raw: bytes,
+        body: dict[str, Any],
+        refusal: BatchRefusal,
+        source_id: str,
+        received_at: datetime,
     ) -> JSONResponse:
         """400 for a batch refused whole, after its one dead letter is in Kafka."""
         facts = RequestFacts(
             received_at=received_at, source_id=source_id, contract_version=contract.version
         )
-        letter = intake.batch_letter(raw, calls, refusal, facts)
+        calls = len(body["batch"])
+        letter = intake.batch_letter(raw, calls, refusal, facts, body)
         unavailable = await _deliver([(dlq_topic, letter)], calls)
         if unavailable is not None:
             return unavailable

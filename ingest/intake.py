@@ -21,6 +21,13 @@ of the request (``call_type``, the batch's ``sent_at``, ``historical`` for
 ``python -m ingest replay-dead-letters`` (:mod:`ingest.replay`) can route the
 event again exactly as the collector would now. A letter whose payload is not
 the event as sent carries ``payload_truncated: true``.
+
+Personal data is anonymised first (:mod:`ingest.anonymise`, as the contract
+and the collector's settings say): each call before it is enriched, so its
+derived id, its record and its dead letter all hold the anonymised values
+only, and the request's address before enrichment fills it into
+``context.ip``. A refused batch's letter holds the body with the same fields
+rewritten.
 """
 
 from __future__ import annotations
@@ -29,14 +36,15 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
-from core.settings import CollectorSettings
+from core.collector_settings import CollectorSettings
 from data_contracts import Contract, load_contract
 from data_contracts.derive import ValidationFailure, compile_fast_validator
+from ingest.anonymise import Anonymiser
 from ingest.enrich import EnrichError, RequestFacts, enrich_with_adjustment, format_ts
 
 __all__ = ["MAX_LETTER_BYTES", "BatchRefusal", "Intake", "Record", "Rejection", "Routed"]
@@ -96,7 +104,11 @@ class Routed:
 
 
 class Intake:
-    """Enrich, validate and encode events against one contract version."""
+    """Anonymise, enrich, validate and encode events against one contract version.
+
+    ``anonymiser`` defaults to the contract's rewrites with the default
+    settings (IP addresses truncated).
+    """
 
     def __init__(
         self,
@@ -104,22 +116,26 @@ class Intake:
         validate: Callable[[dict[str, Any]], None],
         max_event_bytes: int,
         max_depth: int = 64,
+        anonymiser: Anonymiser | None = None,
     ) -> None:
         self.contract = contract
         self._validate = validate
+        self._anonymiser = anonymiser or Anonymiser.for_contract(contract, CollectorSettings())
         self._max_event_bytes = max_event_bytes
         self._max_depth = max_depth
         self._contract_header = contract.ref.encode()
 
     @classmethod
     def of_collector(cls, limits: CollectorSettings) -> Intake:
-        """The collector's intake: the current web events contract, its fast validator."""
+        """The collector's intake: the current web events contract, its fast validator and
+        the personal data handling the contract and the collector's settings say."""
         contract = load_contract("web_events", 1)
         return cls(
             contract,
             compile_fast_validator(contract),
             limits.max_event_bytes,
             limits.max_event_depth,
+            Anonymiser.for_contract(contract, limits),
         )
 
     @staticmethod
@@ -147,19 +163,34 @@ class Intake:
         return None
 
     def batch_letter(
-        self, body: bytes, events: int, refusal: BatchRefusal, facts: RequestFacts
+        self,
+        body: bytes,
+        events: int,
+        refusal: BatchRefusal,
+        facts: RequestFacts,
+        value: Any = None,
     ) -> Record:
         """The one dead letter of a refused batch: the request body as received.
 
         ``payload`` is the body as text (``payload_encoding: text``), or base64 when it
         is not UTF-8 or its text would not fit :data:`MAX_LETTER_BYTES`; a body too
         large even then keeps its beginning (``payload_truncated``) and its SHA-256.
+        ``value`` is the body parsed: when anonymisation rewrites it, the letter holds
+        it re-encoded (``payload_anonymised``; values nested deeper than the event
+        limit read ``"<too deep>"``), with the SHA-256 of that text (one of the body
+        as received would confirm a guessed address).
         """
+        rewritten = self._anonymiser.body(value)
+        anonymised = rewritten is not value
+        received = len(body)
+        if anonymised:  # the calls lie two levels down: under the body and its batch
+            body = _encoded(_pruned(rewritten, self._max_depth + 2))
         letter: dict[str, Any] = {
             "payload": None,
             "payload_encoding": "text",
-            "payload_bytes": len(body),
+            "payload_bytes": received,
             "payload_sha256": hashlib.sha256(body).hexdigest(),
+            "payload_anonymised": anonymised,
             "payload_truncated": False,
             "events": events,
             "reason": refusal.reason,
@@ -193,7 +224,11 @@ class Intake:
         """Accept or dead-letter each event; ``first_index``: the first one's index in its
         request (a replayed dead letter's, so an event without ids gets its id again)."""
         routed = Routed()
-        for index, event in enumerate(events, first_index):
+        if facts.ip is not None:
+            facts = replace(facts, ip=self._anonymiser.request_ip(facts.ip))
+        anonymise = self._anonymiser.event
+        for index, sent in enumerate(events, first_index):
+            event = anonymise(sent)
             try:
                 record, adjustment = self._accept(event, facts, index)
             except (EnrichError, ValidationFailure) as exc:
@@ -302,6 +337,14 @@ def _deeper_than(value: Any, limit: int) -> bool:
         children = node.values() if type(node) is dict else node
         stack.extend((c, depth + 1) for c in children if type(c) in (dict, list))
     return False
+
+
+def _encoded(value: Any) -> bytes:
+    """``value`` as JSON; lone surrogates and integers beyond 64 bits escaped or as text."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, default=repr, ensure_ascii=True).encode()
 
 
 _TOO_DEEP = "<too deep>"

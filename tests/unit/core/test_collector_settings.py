@@ -1,4 +1,4 @@
-"""CollectorSettings.allowed_origins: per-source CORS, safe defaults, no wildcard in production."""
+"""CollectorSettings: per-source CORS, safe defaults, no wildcard in production; IP handling."""
 
 from __future__ import annotations
 
@@ -53,4 +53,29 @@ def test_environment_variables_set_origins_and_keep_write_keys_as_they_were(monk
     monkeypatch.delenv("WAP_COLLECTOR__ALLOWED_ORIGINS")
     for key, value in settings_env(settings).items():
         monkeypatch.setenv(key, value)
+    assert Settings().collector == settings.collector
+
+
+def test_ips_are_truncated_by_default_and_a_hash_needs_a_long_secret_key() -> None:
+    assert CollectorSettings().ip_anonymisation == "truncate"
+    with pytest.raises(ValidationError, match="needs a secret key"):
+        CollectorSettings(ip_anonymisation="hash")
+    with pytest.raises(ValidationError, match="at least 32"):
+        CollectorSettings(ip_anonymisation="hash", hash_key="short")
+    with pytest.raises(ValidationError, match="ip_anonymisation"):
+        CollectorSettings(ip_anonymisation="mask")
+
+
+def test_environment_variables_choose_the_ip_hash_and_keep_the_key_secret(monkeypatch) -> None:
+    key = "f" * 64
+    monkeypatch.setenv("WAP_COLLECTOR__IP_ANONYMISATION", "hash")
+    monkeypatch.setenv("WAP_COLLECTOR__HASH_KEY", key)
+    settings = Settings()
+    assert settings.collector.ip_anonymisation == "hash"
+    assert settings.collector.hash_key.get_secret_value() == key
+    assert key not in repr(settings)
+    monkeypatch.delenv("WAP_COLLECTOR__IP_ANONYMISATION")
+    monkeypatch.delenv("WAP_COLLECTOR__HASH_KEY")
+    for name, value in settings_env(settings).items():
+        monkeypatch.setenv(name, value)
     assert Settings().collector == settings.collector

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -169,3 +171,111 @@ def test_a_huge_event_gets_a_letter_kafka_takes(intake):
     assert [r.reason for r in routed.rejections] == ["too_large"]
     assert len(routed.dead_letters[0].value) <= MAX_LETTER_BYTES
     assert json.loads(routed.dead_letters[0].value)["payload_truncated"] is True
+
+
+# --- personal data: what reaches the log is anonymised --------------------------------
+
+KEY = "k" * 32
+RAW_IPS = ("198.51.100.23", "192.0.2.77", "2001:db8:aa:bb::9")
+
+
+def _intake(**settings: object) -> Intake:
+    from core.collector_settings import CollectorSettings
+    from ingest.anonymise import Anonymiser
+
+    contract = load_contract()
+    anonymiser = Anonymiser.for_contract(contract, CollectorSettings(**settings))
+    return Intake(contract, compile_validator(contract), 2048, anonymiser=anonymiser)
+
+
+def _no_raw_ip(*values: bytes) -> None:
+    for value in values:
+        for ip in RAW_IPS:
+            assert ip.encode() not in value, (ip, value)
+
+
+def test_ips_are_truncated_in_events_and_in_dead_letters(intake):
+    facts = replace(FACTS, ip="198.51.100.23")  # the request's address
+    events = [
+        {"type": "page", "anonymousId": "a", "messageId": "1"},  # address filled in
+        {"type": "page", "anonymousId": "a", "messageId": "2", "context": {"ip": "192.0.2.77"}},
+        {"type": "page", "anonymousId": "a", "context": {"ip": "2001:db8:aa:bb::9"}},
+        {"type": "page", "anonymousId": "a", "messageId": "4", "context": {"ip": "jane@x"}},
+        {"type": "page", "messageId": "5", "context": {"ip": "192.0.2.77"}},  # no user
+    ]
+    routed = intake.route(events, facts)
+    ips = [json.loads(r.value)["context"]["ip"] for r in routed.accepted]
+    # Not an address: treated as absent, so the request's (truncated) address is filled in.
+    assert ips == ["198.51.100.0", "192.0.2.0", "2001:db8:aa::", "198.51.100.0"]
+    (letter,) = [json.loads(r.value) for r in routed.dead_letters]
+    assert letter["payload"]["context"] == {"ip": "192.0.2.0"}
+    _no_raw_ip(*(r.value for r in routed.accepted + routed.dead_letters))
+    assert events[1]["context"]["ip"] == "192.0.2.77"  # the caller's events are untouched
+
+
+def test_a_derived_event_id_is_computed_from_the_anonymised_event(intake):
+    # A hash over the raw address would let anyone find it by trying all 2^32 of them.
+    sent = {"type": "page", "anonymousId": "a", "timestamp": "2026-05-01T11:59:00Z"}
+    ids = {
+        json.loads(intake.route([{**sent, "context": {"ip": ip}}], FACTS).accepted[0].value)[
+            "event_id"
+        ]
+        for ip in ("192.0.2.77", "192.0.2.78", "192.0.2.0")
+    }
+    assert len(ids) == 1
+
+
+def test_the_hash_setting_writes_keyed_hashes():
+    import hmac
+
+    routed = _intake(ip_anonymisation="hash", hash_key=KEY).route(
+        [
+            {"type": "page", "anonymousId": "a", "context": {"ip": "192.0.2.77"}},
+            {"type": "page", "context": {"ip": "::ffff:192.0.2.77"}},
+        ],
+        replace(FACTS, ip="198.51.100.23"),
+    )
+    expected = hmac.new(KEY.encode(), bytes([192, 0, 2, 77]), hashlib.sha256).hexdigest()
+    assert json.loads(routed.accepted[0].value)["context"]["ip"] == expected
+    assert json.loads(routed.dead_letters[0].value)["payload"]["context"]["ip"] == expected
+    _no_raw_ip(routed.accepted[0].value, routed.dead_letters[0].value)
+
+
+def test_the_keep_setting_keeps_addresses_but_drops_what_is_not_one():
+    routed = _intake(ip_anonymisation="keep").route(
+        [{"type": "page", "anonymousId": "a", "context": {"ip": ip}} for ip in ("192.0.2.77", "x")],
+        replace(FACTS, ip="testclient"),
+    )
+    assert [json.loads(r.value)["context"] for r in routed.accepted] == [{"ip": "192.0.2.77"}, {}]
+
+
+def test_a_refused_batch_letter_holds_the_body_anonymised(intake):
+    value = {
+        "batch": [{"type": "page", "context": {"ip": "192.0.2.77"}}, 1, 2],
+        "context": {"ip": "2001:db8:aa:bb::9"},
+    }
+    body = json.dumps(value).encode()
+    refusal = Intake.batch_refusal(value["batch"], 2500)
+    letter = json.loads(intake.batch_letter(body, 3, refusal, FACTS, value).value)
+    assert json.loads(letter["payload"]) == {
+        "batch": [{"type": "page", "context": {"ip": "192.0.2.0"}}, 1, 2],
+        "context": {"ip": "2001:db8:aa::"},
+    }
+    assert letter["payload_anonymised"] is True
+    assert letter["payload_bytes"] == len(body)
+    assert letter["payload_sha256"] == hashlib.sha256(letter["payload"].encode()).hexdigest()
+    _no_raw_ip(json.dumps(letter).encode())
+    clean = {"batch": [1, 2, {"type": "page"}]}
+    kept = json.loads(intake.batch_letter(b"{...}", 3, refusal, FACTS, clean).value)
+    assert (kept["payload"], kept["payload_anonymised"]) == ("{...}", False)
+
+
+def test_a_refused_batch_letter_is_rewritten_whatever_its_calls_hold(intake):
+    deep = {"type": "page", "properties": {"x": _nested(1000, 1)}}
+    odd = {"type": "page", "name": "\ud800", "n": 2**70, "context": {"ip": "192.0.2.77"}}
+    value = {"batch": [deep, odd, 1, 2]}
+    refusal = Intake.batch_refusal(value["batch"], 2)
+    letter = json.loads(intake.batch_letter(b"{...}", 4, refusal, FACTS, value).value)
+    payload = json.loads(letter["payload"])
+    assert payload["batch"][1] == {**odd, "name": "\ud800", "context": {"ip": "192.0.2.0"}}
+    assert "<too deep>" in letter["payload"]
