@@ -87,7 +87,7 @@ def test_dead_letter_keeps_what_a_replay_needs_of_the_request(intake):
         "call_type": "page",
         "sent_at": "2026-05-01T11:59:58Z",
         "historical": True,
-        "ip": "198.51.100.7",
+        "ip": "198.51.100.0",  # as anonymised for the events: no raw address in a letter
         "index": 4,
     }
     # A batch-level sentAt that is no date is kept short: every letter of the batch has it.
