@@ -51,6 +51,8 @@ class CollectorSettings(BaseModel):
     """Producer queue bound; when full the collector answers 503 instead of buffering more."""
     retry_after_s: int = Field(default=5, ge=1)
     """``Retry-After`` sent with 503 answers."""
+    suppressions_wait_s: float = Field(default=5.0, ge=0)
+    """How long start-up waits for the suppression list to load before serving anyway."""
     keep_alive_s: float = Field(default=75.0, gt=0)
     """How long an idle client connection stays open. Keep it above the idle timeout of the
     clients and load balancers in front (HTTP libraries: about 5 s; AWS ALB: 60 s), so the

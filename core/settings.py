@@ -66,6 +66,8 @@ class KafkaSettings(_Section):
     """Topic the collector writes validated events to (one per contract version)."""
     dlq_topic: str = "web.events.dlq"
     """Dead-letter topic for rejected events, with the reason attached."""
+    suppressions_topic: str = "web.suppressions"
+    """Compacted topic of forgotten users (key: the id): the collector drops their events."""
     partitions: int = Field(default=3, ge=1)
     """Partitions of the platform's topics when they are created from code."""
     replication_factor: int = Field(default=1, ge=1)
@@ -243,6 +245,9 @@ class BatchSettings(_Section):
     """``delta.checkpointInterval``: commits between Delta log checkpoints."""
     vacuum_retention_hours: int = Field(default=168, ge=0)
     """VACUUM keeps files newer than this; below 168 h Delta's safety check must be off."""
+    erasure_retention_hours: int = Field(default=168, ge=0)
+    """VACUUM keeps the files a ``forget`` rewrote this long at most (it uses the smaller of
+    this and ``vacuum_retention_hours``): erased rows leave the storage only then."""
     superseded_version_grace_s: int = Field(default=3600, ge=0)
     """Published batch versions replaced longer ago than this are deleted from Cassandra."""
     spark_submit: str = str(PROJECT_ROOT / ".venv" / "bin" / "spark-submit")

@@ -7,13 +7,17 @@ Segment's libraries send it. An answer of 200 means every event of the
 request is durable in Kafka: accepted ones in the events topic, rejected ones
 (listed in the answer with their reasons) in the dead-letter topic. When
 Kafka cannot take them the answer is 503 with ``Retry-After`` and the client
-keeps the events.
+keeps the events. Events of suppressed (forgotten) users are dropped unwritten
+and counted (``collector_events_dropped{reason="suppressed"}``); the client
+gets the same success as for any accepted event, as Segment answers for them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import logging
 import time
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -27,6 +31,7 @@ from prometheus_client import generate_latest
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
+from core.suppressions import SuppressionList
 from ingest.body import BodyRefused, read_body
 from ingest.browser import (
     BrowserConventions,
@@ -88,8 +93,13 @@ class _Refused(Exception):
         self.reason = reason
 
 
-def create_app(settings: Settings, producer: EventProducer | None = None) -> FastAPI:
-    """Build the collector app; the producer is created at start-up unless given."""
+def create_app(
+    settings: Settings,
+    producer: EventProducer | None = None,
+    suppressions: SuppressionList | None = None,
+) -> FastAPI:
+    """Build the collector app; the producer and the suppression list are created at
+    start-up unless given."""
     intake = Intake.of_collector(settings.collector)
     contract = intake.contract
     sources = settings.collector.source_of()
@@ -98,13 +108,15 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
     limits = settings.collector
     bounds = EventTimeBounds.from_settings(settings)
     origins = OriginPolicy(settings.collector.allowed_origins)
-    state: dict[str, EventProducer] = {}
+    state: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         state["producer"] = producer or EventProducer(
             producer_config(settings.kafka, settings.collector), limits.delivery_timeout_s
         )
+        state["suppressions"] = suppressions or SuppressionList(settings.kafka)
+        await _await_suppressions(state["suppressions"], limits.suppressions_wait_s)
         log_event(
             _log,
             "collector.started",
@@ -114,6 +126,8 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
             sources=sorted(sources.values()),
         )
         yield
+        if suppressions is None:
+            state["suppressions"].close()
         left = state["producer"].close()
         log_event(_log, "collector.stopped", undelivered=left)
 
@@ -285,7 +299,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
             historical=endpoint == "/v1/import",
             bounds=bounds,
         )
-        routed = intake.route(events, facts)
+        routed = intake.route(events, facts, suppressed=state["suppressions"].suppresses)
         records = [(events_topic, r) for r in routed.accepted]
         records += [(dlq_topic, r) for r in routed.dead_letters]
         started = time.perf_counter()
@@ -296,6 +310,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         metrics.accepted.inc(len(routed.accepted))
         metrics.dead_lettered.inc(len(routed.dead_letters))
         metrics.timestamps_clamped.inc(routed.clamped)
+        metrics.dropped.labels("suppressed").inc(routed.suppressed)
         for rejection in routed.rejections:
             metrics.rejected.labels(rejection.reason).inc()
         if call_type is not None and routed.rejections:
@@ -313,7 +328,9 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
         return JSONResponse(
             {
                 "success": True,
-                "accepted": len(routed.accepted),
+                # A suppressed user's events count as accepted: the answer does not tell
+                # whoever holds a write key who was forgotten.
+                "accepted": len(routed.accepted) + routed.suppressed,
                 "rejected": [r.as_dict() for r in routed.rejections],
             }
         )
@@ -341,6 +358,7 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
                 "kafka": "reachable" if ok else "down",
                 "queue_depth": p.queue_depth,
                 "contract": contract.ref,
+                "suppressions": state["suppressions"].status(),
             },
             200 if ok else 503,
         )
@@ -348,12 +366,30 @@ def create_app(settings: Settings, producer: EventProducer | None = None) -> Fas
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:
         metrics.queue_depth.set(state["producer"].queue_depth)
+        metrics.suppressions.set(state["suppressions"].size)
+        lag = state["suppressions"].lag
+        metrics.suppressions_lag.set(-1 if lag is None else lag)
         return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4")
 
     library_dir = limits.browser_library_dir or settings.local.state_dir / "npm" / "node_modules"
     add_browser_routes(app, settings.collector, library_dir)
     app.add_middleware(BrowserConventions, policy=origins)
     return app
+
+
+async def _await_suppressions(suppressions: SuppressionList, wait_s: float) -> None:
+    """Wait (off the event loop) until the suppression list is loaded, at most ``wait_s``."""
+    if await asyncio.to_thread(suppressions.loaded.wait, wait_s):
+        return
+    log_event(
+        _log,
+        "collector.suppressions_not_loaded",
+        level=logging.WARNING,
+        waited_s=wait_s,
+        **suppressions.status(),
+        why="serving anyway; events of users suppressed but not loaded yet get through until "
+        "the list is read (silver drops them; see docs/operations.md, Forgetting a user)",
+    )
 
 
 def _with_context(event: Any, batch_context: dict[str, Any]) -> Any:

@@ -2,7 +2,8 @@
 
 Every event ends in exactly one place: an accepted record for the events
 topic, or a dead letter (original payload + reason) for the dead-letter
-topic. Nothing is dropped.
+topic. Nothing else is dropped than the events of suppressed (forgotten)
+users, counted and written nowhere (:mod:`core.suppressions`).
 
 A batch that is no batch of events (more calls than the limit, or mostly
 values that are not objects) is refused whole and becomes *one* dead letter
@@ -101,6 +102,8 @@ class Routed:
     rejections: list[Rejection] = field(default_factory=list)
     clamped: int = 0
     """Accepted events whose time lay in the future and was clamped to ``receivedAt``."""
+    suppressed: int = 0
+    """Events of suppressed users: dropped, neither accepted nor dead-lettered."""
 
 
 class Intake:
@@ -220,14 +223,28 @@ class Intake:
             ],
         )
 
-    def route(self, events: list[Any], facts: RequestFacts, first_index: int = 0) -> Routed:
-        """Accept or dead-letter each event; ``first_index``: the first one's index in its
-        request (a replayed dead letter's, so an event without ids gets its id again)."""
+    def route(
+        self,
+        events: list[Any],
+        facts: RequestFacts,
+        first_index: int = 0,
+        suppressed: Callable[[Any], bool] | None = None,
+    ) -> Routed:
+        """Each event accepted, dead-lettered, or dropped when ``suppressed(event)``.
+
+        ``first_index``: the first event's index in its request (a replayed dead
+        letter's, so an event without ids gets its id again). A suppressed user's
+        event is dropped before anything else looks at it, valid or not: a dead
+        letter would keep the personal data it carries.
+        """
         routed = Routed()
         if facts.ip is not None:
             facts = replace(facts, ip=self._anonymiser.request_ip(facts.ip))
         anonymise = self._anonymiser.event
         for index, sent in enumerate(events, first_index):
+            if suppressed is not None and suppressed(sent):
+                routed.suppressed += 1
+                continue
             event = anonymise(sent)
             try:
                 record, adjustment = self._accept(event, facts, index)

@@ -29,6 +29,20 @@ class CollectorMetrics:
             "Accepted events whose time lay in the future and was clamped to receivedAt",
             registry=r,
         )
+        self.dropped = Counter(
+            "collector_events_dropped",
+            "Events dropped and written nowhere, by reason (suppressed: a forgotten user's)",
+            ["reason"],
+            registry=r,
+        )
+        self.suppressions = Gauge(
+            "collector_suppressions", "Ids on the suppression list held in memory", registry=r
+        )
+        self.suppressions_lag = Gauge(
+            "collector_suppressions_lag",
+            "Records of the suppressions topic not applied yet (-1: not measured yet)",
+            registry=r,
+        )
         self.requests = Counter(
             "collector_requests",
             "HTTP requests by endpoint and status",

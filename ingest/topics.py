@@ -30,7 +30,8 @@ class TopicSpec:
 
 
 def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
-    """The events topic (the retained log both layers read) and its dead-letter topic."""
+    """The events topic (the retained log both layers read), its dead-letter topic and the
+    suppression list (compacted: one record per forgotten user, kept for good)."""
     shared = {
         "min.insync.replicas": str(kafka.min_insync_replicas),
         "cleanup.policy": "delete",
@@ -48,6 +49,12 @@ def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
             kafka.partitions,
             kafka.replication_factor,
             shared | {"retention.ms": _dead_letter_retention_ms(kafka)},
+        ),
+        TopicSpec(
+            kafka.suppressions_topic,
+            kafka.partitions,
+            kafka.replication_factor,
+            shared | {"cleanup.policy": "compact"},
         ),
     ]
 

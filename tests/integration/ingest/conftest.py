@@ -67,7 +67,11 @@ def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCol
     kafka = KafkaSettings(
         **(
             local_platform.kafka.model_dump()
-            | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
+            | {
+                "events_topic": f"{topic}.events",
+                "dlq_topic": f"{topic}.dlq",
+                "suppressions_topic": f"{topic}.suppressions",
+            }
         )
     )
     settings = local_platform.model_copy(
@@ -93,7 +97,7 @@ def consume():
 
 @contextmanager
 def serve_collector(settings: Settings, write_key: str) -> Iterator[RunningCollector]:
-    """A collector with ``settings`` (topics created) served by uvicorn on its port."""
+    """A collector with ``settings`` (topics created, deleted after) served by uvicorn."""
     from confluent_kafka.admin import AdminClient
 
     from ingest.app import create_app
@@ -108,7 +112,7 @@ def serve_collector(settings: Settings, write_key: str) -> Iterator[RunningColle
         with serving(config) as url:
             yield RunningCollector(url, settings, write_key)
     finally:
-        admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
+        admin.delete_topics([spec.name for spec in platform_topics(settings.kafka)])
 
 
 def collector_settings(base: Settings, name: str, **collector: object) -> Settings:
@@ -119,7 +123,11 @@ def collector_settings(base: Settings, name: str, **collector: object) -> Settin
     kafka = KafkaSettings(
         **(
             base.kafka.model_dump()
-            | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
+            | {
+                "events_topic": f"{topic}.events",
+                "dlq_topic": f"{topic}.dlq",
+                "suppressions_topic": f"{topic}.suppressions",
+            }
         )
     )
     collector = {"delivery_timeout_s": 5, "retry_after_s": 2, **collector}

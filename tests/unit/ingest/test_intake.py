@@ -279,3 +279,20 @@ def test_a_refused_batch_letter_is_rewritten_whatever_its_calls_hold(intake):
     payload = json.loads(letter["payload"])
     assert payload["batch"][1] == {**odd, "name": "\ud800", "context": {"ip": "192.0.2.0"}}
     assert "<too deep>" in letter["payload"]
+
+
+def test_a_suppressed_users_events_are_dropped_not_dead_lettered(intake):
+    events = [
+        {"type": "page", "anonymousId": "a", "messageId": "1"},
+        {"type": "page", "anonymousId": "gone", "messageId": "2"},
+        {"type": "track", "userId": "gone", "messageId": "3"},  # invalid: no event name
+        {"type": "pageview", "anonymousId": "b"},
+    ]
+    routed = intake.route(
+        events, FACTS, suppressed=lambda e: "gone" in (e.get("userId"), e.get("anonymousId"))
+    )
+    assert routed.suppressed == 2
+    assert [json.loads(r.value)["event_id"] for r in routed.accepted] == ["1"]
+    # Only the other user's invalid event is dead-lettered, still under its own index.
+    assert [r.index for r in routed.rejections] == [3]
+    assert len(routed.dead_letters) == 1 and b"gone" not in routed.dead_letters[0].value

@@ -1,0 +1,314 @@
+"""The suppression list: the users the platform has forgotten, as a compacted Kafka topic.
+
+One record per forgotten user (``settings.kafka.suppressions_topic``): the key
+is the id (a ``userId`` or an ``anonymousId``), the value the request as JSON
+``{"id", "requested_at", "request_id"}``. Compaction keeps the latest record
+of each key, so the topic *is* the list, for as long as the platform runs; a
+record with a null value (a tombstone) lifts a suppression.
+
+- :func:`record_suppression` appends a request (idempotent producer; the same
+  id again only replaces its record);
+- :func:`read_suppressions` reads the whole list once (the batch layer, before
+  it writes bronze or silver);
+- :class:`SuppressionList` keeps the list in memory from a background
+  consumer (the collector), with its size and lag;
+- :func:`is_suppressed` says whether an event is a suppressed user's.
+
+The list holds the ids themselves: it must, to recognise the users' events.
+Logs name a request by :func:`subject_of` (a digest), never by the id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Container
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from core.log import get_logger, log_event
+from core.settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
+__all__ = [
+    "IDENTITY_FIELDS",
+    "SuppressionList",
+    "SuppressionRequest",
+    "is_suppressed",
+    "read_suppressions",
+    "record_suppression",
+    "subject_of",
+]
+
+IDENTITY_FIELDS = ("userId", "anonymousId")
+"""The fields of an event that name its user; a suppressed id in either drops the event."""
+
+_log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class SuppressionRequest:
+    """One request to forget a user: the id, when it was asked and which run asked it."""
+
+    user_id: str
+    requested_at: datetime
+    request_id: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.user_id, str) or not self.user_id.strip():
+            raise ValueError(
+                f"A user id to forget is a non-empty string (a userId or an anonymousId), "
+                f"got {self.user_id!r}."
+            )
+        if self.requested_at.tzinfo is None:
+            raise ValueError("requested_at needs a time zone; pass datetime.now(UTC).")
+
+    def record(self) -> tuple[bytes, bytes]:
+        """(key, value) of the request's record.
+
+        >>> from datetime import UTC
+        >>> key, value = SuppressionRequest("u-1", datetime(2026, 1, 2, tzinfo=UTC), "r").record()
+        >>> key, value.decode()
+        (b'u-1', '{"id": "u-1", "requested_at": "2026-01-02T00:00:00+00:00", "request_id": "r"}')
+        """
+        value = {
+            "id": self.user_id,
+            "requested_at": self.requested_at.isoformat(),
+            "request_id": self.request_id,
+        }
+        return self.user_id.encode(), json.dumps(value).encode()
+
+
+def subject_of(user_id: str) -> str:
+    """A stable digest of ``user_id`` that logs and reports carry instead of the id.
+
+    >>> subject_of("u-1")
+    'sha256:a24a7f55f278dd49'
+    """
+    return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:16]
+
+
+def _as_id(value: Any) -> str | None:
+    if type(value) is str:
+        return value or None  # an empty id names nobody
+    if type(value) is int:  # a numeric userId, as some SDKs send it
+        return str(value)
+    return None
+
+
+def is_suppressed(event: Any, ids: Container[str]) -> bool:
+    """Whether ``event``'s ``userId`` or ``anonymousId`` is one of ``ids``.
+
+    >>> is_suppressed({"userId": "u-1", "anonymousId": "a-9"}, {"a-9"})
+    True
+    >>> is_suppressed({"userId": 42}, {"42"}), is_suppressed({"anonymousId": "a-1"}, {"a-9"})
+    (True, False)
+    >>> is_suppressed("not an object", {"a-9"})
+    False
+    """
+    if type(event) is not dict:
+        return False
+    return any(_as_id(event.get(field)) in ids for field in IDENTITY_FIELDS)
+
+
+def _apply(ids: set[str], key: bytes | None, value: bytes | None) -> None:
+    """One record of the topic into ``ids``: a request adds its key, a tombstone removes it."""
+    if not key:
+        return
+    user_id = key.decode("utf-8", "replace")
+    if value is None:
+        ids.discard(user_id)
+    else:
+        ids.add(user_id)
+
+
+def record_suppression(kafka: KafkaSettings, request: SuppressionRequest, timeout_s=30.0) -> None:
+    """Append ``request`` to the suppressions topic and wait for Kafka's acknowledgement."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        kafka.client_config()
+        | {"enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout_s * 1000)}
+    )
+    failures: list[str] = []
+    key, value = request.record()
+    producer.produce(
+        kafka.suppressions_topic,
+        key=key,
+        value=value,
+        on_delivery=lambda error, _: failures.append(str(error)) if error else None,
+    )
+    left = producer.flush(timeout_s + 5)
+    if left or failures:
+        raise RuntimeError(
+            f"The suppression of {subject_of(request.user_id)} was not acknowledged by Kafka "
+            f"({failures or f'{left} record(s) undelivered'}); nothing was deleted. Check that "
+            f"topic {kafka.suppressions_topic!r} exists (`python -m platformctl up kafka`)."
+        )
+
+
+class _Tail:
+    """A consumer of the whole topic from its beginning, without a committed group."""
+
+    def __init__(self, kafka: KafkaSettings) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = kafka.suppressions_topic
+        self.consumer: Consumer = Consumer(
+            kafka.client_config()
+            | {
+                "group.id": f"suppressions-reader-{time.monotonic_ns()}",  # never committed
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "log_level": 3,
+            }
+        )
+        self.partitions: list[int] = []
+        self.next: dict[int, int] = {}
+        self.at_end: set[int] = set()
+        self.error: str | None = None
+        """The last error a read reported (a broker down, the topic deleted ...)."""
+
+    def assign(self, timeout_s: float) -> str | None:
+        """Start reading every partition from the beginning; why not, when it cannot."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        metadata = self.consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            error = metadata.error if metadata is not None else "no metadata"
+            return f"topic {self.topic!r} is not readable ({error})"
+        self.partitions = sorted(metadata.partitions)
+        self.consumer.assign(
+            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions]
+        )
+        return None
+
+    def read(self, ids: set[str], timeout_s: float) -> None:
+        """Apply the records available within ``timeout_s`` to ``ids``."""
+        from confluent_kafka import KafkaError
+
+        for message in self.consumer.consume(1000, timeout_s):
+            error = message.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                self.at_end.add(message.partition())
+                self.next[message.partition()] = message.offset()
+            elif error is None:
+                _apply(ids, message.key(), message.value())
+                self.next[message.partition()] = message.offset() + 1
+                self.at_end.discard(message.partition())
+            else:
+                self.error = str(error)
+
+    @property
+    def caught_up(self) -> bool:
+        return bool(self.partitions) and self.at_end >= set(self.partitions)
+
+    def lag(self, timeout_s: float = 2.0) -> int:
+        """Records between where this reader is and the end of the topic."""
+        from confluent_kafka import TopicPartition
+
+        behind = 0
+        for p in self.partitions:
+            low, high = self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, p), timeout=timeout_s
+            )
+            behind += max(high - self.next.get(p, low), 0)
+        return behind
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def read_suppressions(kafka: KafkaSettings, timeout_s: float = 60.0) -> frozenset[str]:
+    """Every id suppressed now: the topic read from its beginning to its end."""
+    tail = _Tail(kafka)
+    ids: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        why = tail.assign(timeout_s)
+        if why is not None:
+            raise RuntimeError(
+                f"The suppression list cannot be read: {why}. Create the platform's topics "
+                "(`python -m platformctl up kafka`) before running the batch layer."
+            )
+        while not tail.caught_up:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Read {len(ids)} suppressions from {tail.topic!r} but not its end after "
+                    f"{timeout_s:.0f}s (last error: {tail.error or 'none'}); is Kafka reachable?"
+                )
+            tail.read(ids, 0.5)
+    finally:
+        tail.close()
+    return frozenset(ids)
+
+
+class SuppressionList:
+    """The suppression list in memory, kept current by a background consumer thread.
+
+    ``suppresses(event)`` is a set lookup, cheap on the request path; the
+    thread applies new records as they arrive, retries while the topic cannot
+    be read and measures its lag every ``lag_every_s`` seconds.
+    """
+
+    def __init__(self, kafka: KafkaSettings, *, lag_every_s: float = 5.0) -> None:
+        self._kafka = kafka
+        self._ids: set[str] = set()
+        self._lag_every_s = lag_every_s
+        self.loaded = threading.Event()
+        """Set once the list was read to the end of the topic."""
+        self.lag: int | None = None
+        """Records not applied yet, as last measured (None before the first measure)."""
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="suppressions", daemon=True)
+        self._thread.start()
+
+    @property
+    def size(self) -> int:
+        return len(self._ids)
+
+    def suppresses(self, event: Any) -> bool:
+        return is_suppressed(event, self._ids)
+
+    def status(self) -> dict[str, Any]:
+        """Size, lag, whether the list is loaded, and the last error (for ``/health``)."""
+        return {"size": self.size, "lag": self.lag, "loaded": self.loaded.is_set()} | (
+            {"error": self.error} if self.error else {}
+        )
+
+    def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        tail = _Tail(self._kafka)
+        measured = 0.0
+        try:
+            while not self._stop.is_set():
+                try:
+                    if not tail.partitions:
+                        self.error = tail.assign(5.0)
+                        if self.error is not None:
+                            self._stop.wait(2.0)
+                            continue
+                    tail.read(self._ids, 0.5)
+                    self.error = tail.error
+                    if tail.caught_up and not self.loaded.is_set():
+                        self.loaded.set()
+                        log_event(_log, "suppressions.loaded", size=self.size)
+                    if time.monotonic() - measured > self._lag_every_s:
+                        self.lag, measured = tail.lag(), time.monotonic()
+                        tail.error = None  # the cluster answered
+                except KafkaException as exc:
+                    self.error = str(exc)
+                    self._stop.wait(2.0)
+        finally:
+            tail.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
