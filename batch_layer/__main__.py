@@ -2,7 +2,10 @@
 
 Steps, in pipeline order: ``bronze``, ``silver``, ``check_silver``, ``gold``,
 ``check_gold``, ``publish``; ``all`` runs them in that order. Maintenance:
-``optimize``, ``vacuum``, ``drop_superseded``. Each step finds its work in the
+``optimize``, ``vacuum``, ``drop_superseded``. ``forget --user ID`` erases a
+user from the lake (:mod:`batch_layer.forget`); ``check_silver``, ``gold``,
+``check_gold`` and ``publish`` then republish the days it names
+(:data:`FORGET_STEPS`). Each step finds its work in the
 pipeline ledger, so any step can be rerun alone; ``--dates`` makes ``silver``
 reprocess those days from bronze (a backfill), and the steps after it pick
 them up. The last line on stdout is a JSON summary; the exit code is 0 on
@@ -26,6 +29,8 @@ from core.log import configure_logging, get_logger, log_event
 
 PIPELINE_STEPS = ("bronze", "silver", "check_silver", "gold", "check_gold", "publish")
 MAINTENANCE_STEPS = ("optimize", "vacuum", "drop_superseded")
+FORGET_STEPS = ("forget", "check_silver", "gold", "check_gold", "publish")
+"""Forgetting a user, then the gated path that republishes the days it touched."""
 EXIT_GATE_FAILED = 3
 
 _log = get_logger("batch_layer")
@@ -65,10 +70,24 @@ def _dates_argument(text: str) -> list[date]:
         ) from None
 
 
-def run_step(spark: Any, settings: Any, step: str, spec: Any, run_id: str, dates: Any) -> Any:
+def run_step(
+    spark: Any,
+    settings: Any,
+    step: str,
+    spec: Any,
+    run_id: str,
+    dates: Any,
+    user: str | None = None,
+) -> Any:
     from batch_layer import gold, maintenance, publish, quality, silver
     from batch_layer.bronze import ingest_bronze
 
+    if step == "forget":
+        from batch_layer.forget import forget
+
+        if not user:
+            raise ValueError("The forget step needs the user to forget: --user ID.")
+        return forget(spark, settings, spec, user, run_id)
     if step == "bronze":
         return ingest_bronze(spark, settings, spec)
     if step == "silver":
@@ -91,14 +110,46 @@ def run_step(spark: Any, settings: Any, step: str, spec: Any, run_id: str, dates
 
 
 def _plain(value: Any) -> Any:
+    if hasattr(value, "report"):
+        return value.report()
     if is_dataclass(value):
         return asdict(value)
     return value
 
 
+def run_steps(
+    spark: Any,
+    settings: Any,
+    steps: tuple[str, ...],
+    spec: Any,
+    run_id: str,
+    dates: Any = None,
+    user: str | None = None,
+) -> tuple[dict[str, Any], int]:
+    """Run ``steps`` in order; (the JSON summary, the exit code). Stops at a failed gate."""
+    from batch_layer.quality import QualityGateFailed
+
+    summary: dict[str, Any] = {"pipeline": spec.name, "run_id": run_id, "steps": {}}
+    try:
+        for step in steps:
+            started = time.monotonic()
+            log_event(_log, "batch.step_started", step=step, pipeline=spec.name, run_id=run_id)
+            result = run_step(spark, settings, step, spec, run_id, dates, user)
+            seconds = round(time.monotonic() - started, 2)
+            summary["steps"][step] = {"seconds": seconds, "result": _plain(result)}
+            log_event(_log, "batch.step_done", step=step, seconds=seconds)
+    except QualityGateFailed as failed:
+        log_event(_log, "batch.gate_failed", error=str(failed))
+        summary["failed"] = str(failed)
+        return summary, EXIT_GATE_FAILED
+    return summary, 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batch_layer", description=__doc__)
-    parser.add_argument("step", choices=(*PIPELINE_STEPS, "all", *MAINTENANCE_STEPS))
+    parser.add_argument(
+        "step", choices=(*PIPELINE_STEPS, "all", *MAINTENANCE_STEPS, FORGET_STEPS[0])
+    )
     parser.add_argument(
         "--pipeline", default=PIPELINES[0].name, choices=[p.name for p in PIPELINES]
     )
@@ -110,10 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         help="days silver reprocesses from bronze: 2024-01-01, 2024-01-01,2024-01-05 "
         "or 2024-01-01..2024-01-03",
     )
+    parser.add_argument(
+        "--user", default=None, help="forget: the userId or anonymousId whose data to erase"
+    )
     args = parser.parse_args(argv)
+    if args.step == "forget" and not args.user:
+        parser.error("forget needs --user ID (a userId or an anonymousId).")
     configure_logging()
 
-    from batch_layer.quality import QualityGateFailed
     from core.settings import load_settings
     from core.spark import build_spark_session
 
@@ -122,20 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     run_id = args.run_id or time.strftime("manual__%Y-%m-%dT%H:%M:%S")
     steps = PIPELINE_STEPS if args.step == "all" else (args.step,)
     spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}")
-    summary: dict[str, Any] = {"pipeline": spec.name, "run_id": run_id, "steps": {}}
-    code = 0
     try:
-        for step in steps:
-            started = time.monotonic()
-            log_event(_log, "batch.step_started", step=step, pipeline=spec.name, run_id=run_id)
-            result = run_step(spark, settings, step, spec, run_id, args.dates)
-            seconds = round(time.monotonic() - started, 2)
-            summary["steps"][step] = {"seconds": seconds, "result": _plain(result)}
-            log_event(_log, "batch.step_done", step=step, seconds=seconds)
-    except QualityGateFailed as failed:
-        log_event(_log, "batch.gate_failed", error=str(failed))
-        summary["failed"] = str(failed)
-        code = EXIT_GATE_FAILED
+        summary, code = run_steps(spark, settings, steps, spec, run_id, args.dates, args.user)
     finally:
         spark.stop()
     print(json.dumps(summary, default=str), flush=True)

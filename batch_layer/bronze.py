@@ -2,7 +2,9 @@
 
 Bronze is the immutable master dataset: every record of the events topic
 (key, value, headers, topic, partition, offset, Kafka timestamp) with the
-date it was ingested, kept after Kafka's retention has dropped it.
+date it was ingested, kept after Kafka's retention has dropped it. The one
+exception is erasure: records of suppressed (forgotten) users are not
+appended (:mod:`core.suppressions`), and ``forget`` deletes those it holds.
 
 A run reads the offset range from where the previous run stopped to a
 *stable end* fixed before reading (the partitions' high watermarks at the
@@ -33,6 +35,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -41,6 +45,7 @@ from batch_layer.pipelines import PipelineSpec
 from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
+from core.suppressions import read_suppressions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -177,6 +182,8 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
     """
     from pyspark.sql import functions as F
 
+    from batch_layer.suppressed import without_suppressed
+
     path = bronze_path(settings, spec)
     topic = spec.topic_of(settings)
     run, recorded = committed_range(spark, path)
@@ -211,17 +218,19 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
             F.current_date().alias("ingest_date"),
         )
     )
+    raw = without_suppressed(raw, read_suppressions(settings.kafka))
     meta = base | {"run": run + 1, "as_of": as_of.isoformat()}
     user_metadata = json.dumps(meta)
-    (
-        raw.write.format("delta")
-        .mode("append")
-        .partitionBy("ingest_date")
-        .option("txnAppId", _app_id(settings, spec))
-        .option("txnVersion", run + 1)
-        .option("userMetadata", user_metadata)
-        .save(path)
-    )
+    with _empty_commits_recorded(spark):  # the range is recorded even if all was suppressed
+        (
+            raw.write.format("delta")
+            .mode("append")
+            .partitionBy("ingest_date")
+            .option("txnAppId", _app_id(settings, spec))
+            .option("txnVersion", run + 1)
+            .option("userMetadata", user_metadata)
+            .save(path)
+        )
     rows = _written_rows(spark, path, user_metadata)
     committed = rows is not None
     ensure_table_properties(spark, settings, path)
@@ -251,20 +260,28 @@ def _log_gap(path: str, topic: str, gap: dict[int, tuple[int, int]]) -> None:
 
 
 def _touch(spark: SparkSession, path: str, meta: dict, as_of: datetime) -> None:
-    """Record a newer ``as_of`` for the same range: an empty append carrying the metadata.
-
-    Delta skips empty commits unless told otherwise
-    (``spark.databricks.delta.skipRecordingEmptyCommits``), so the setting is
-    lifted for this one write.
-    """
+    """Record a newer ``as_of`` for the same range: an empty append carrying the metadata."""
     meta = meta | {"as_of": as_of.isoformat()}
     empty = spark.read.format("delta").load(path).limit(0)
-    previous = spark.conf.get(_SKIP_EMPTY_COMMITS, None)
-    spark.conf.set(_SKIP_EMPTY_COMMITS, "false")
-    try:
+    with _empty_commits_recorded(spark):
         empty.write.format("delta").mode("append").option("userMetadata", json.dumps(meta)).save(
             path
         )
+
+
+@contextmanager
+def _empty_commits_recorded(spark: SparkSession) -> Iterator[None]:
+    """Delta records the block's writes even when they add no rows.
+
+    Delta skips empty commits unless told otherwise
+    (``spark.databricks.delta.skipRecordingEmptyCommits``): a quiet run's
+    touch, or a range holding only suppressed users' records, must still
+    record its range and ``as_of``.
+    """
+    previous = spark.conf.get(_SKIP_EMPTY_COMMITS, None)
+    spark.conf.set(_SKIP_EMPTY_COMMITS, "false")
+    try:
+        yield
     finally:
         if previous is None:
             spark.conf.unset(_SKIP_EMPTY_COMMITS)

@@ -4,8 +4,11 @@
   pipeline, its ledger included: hourly runs append and rewrite small
   partitions, and every step run appends one small file to the ledger.
 - :func:`vacuum` removes files no table version within
-  ``settings.batch.vacuum_retention_hours`` needs (Delta's default safety
-  check stays on unless the retention is set below 7 days).
+  ``settings.batch.vacuum_retention_hours`` needs, or within
+  ``erasure_retention_hours`` when that is shorter: the files a ``forget``
+  rewrote (still holding the erased rows, for time travel) are physically
+  deleted here (Delta's default safety check stays on unless the retention
+  is set below 7 days).
 - :func:`drop_superseded` deletes the Cassandra rows of batch versions a
   newer publish replaced more than ``superseded_version_grace_s`` ago (no
   reader can still hold their pointer). A version its day's pointer
@@ -33,7 +36,7 @@ from layout import PointerTables, ViewTables
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["drop_superseded", "lake_tables", "optimize", "vacuum"]
+__all__ = ["drop_superseded", "lake_tables", "optimize", "vacuum", "vacuum_hours"]
 
 _log = get_logger(__name__)
 
@@ -64,11 +67,21 @@ def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> dic
     return out
 
 
+def vacuum_hours(settings: Settings) -> int:
+    """VACUUM's retention: the shorter of the vacuum and the erasure retentions.
+
+    >>> from core.settings import BatchSettings
+    >>> vacuum_hours(Settings(batch=BatchSettings(erasure_retention_hours=24)))
+    24
+    """
+    return min(settings.batch.vacuum_retention_hours, settings.batch.erasure_retention_hours)
+
+
 def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> list[str]:
     """``VACUUM`` every table with the configured retention; return the paths vacuumed."""
     from delta.tables import DeltaTable
 
-    hours = settings.batch.vacuum_retention_hours
+    hours = vacuum_hours(settings)
     check = "spark.databricks.delta.retentionDurationCheck.enabled"
     if hours < 168:
         spark.conf.set(check, "false")

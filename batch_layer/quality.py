@@ -8,7 +8,8 @@ Two checks, each a step of the pipeline DAG:
   about to read, and reconciles row counts: every bronze record is a parsed
   event or a reject; the events whose first copy in the log falls on those
   days are exactly the silver rows of those days (a later copy counts where
-  its first copy is, as silver dedupes).
+  its first copy is, as silver dedupes). Bronze is read as silver reads it,
+  without the records of suppressed users.
 - :func:`check_gold` runs a suite derived from each view's spec (the exact
   column set, keys and window not null, one row per window and key, counts
   and sums not negative) on the days publish is about to load, and the
@@ -30,11 +31,16 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.pipelines import PipelineSpec
-from batch_layer.silver import number_copies, parse_bronze, rejects_path, silver_path
+from batch_layer.silver import (
+    number_copies,
+    parse_bronze,
+    read_bronze,
+    rejects_path,
+    silver_path,
+)
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -215,7 +221,7 @@ def check_silver(
         chosen = silver.where(F.col("event_date").isin(list(days)))
         report.suites["silver"] = _suite_result(validate_dataframe(chosen, suite))
 
-        bronze = spark.read.format("delta").load(bronze_path(settings, spec))
+        bronze = read_bronze(spark, settings, spec)
         events, _ = parse_bronze(
             bronze, spec, EventTimeBounds.from_settings(settings).future_tolerance
         )

@@ -16,7 +16,8 @@ Every bronze record ends in exactly one place:
 
 A run rewrites whole ``event_date`` partitions with ``replaceWhere``, so
 reprocessing a day rewrites that day and nothing else, and a rerun writes
-the same rows.
+the same rows. Records of suppressed (forgotten) users are left out of both
+tables (:func:`read_bronze`), so no rebuild or backfill brings them back.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from batch_layer.tables import ensure_table_properties
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
+from core.suppressions import read_suppressions
 from data_contracts import load_contract
 from views.input import parse_records
 
@@ -45,6 +47,7 @@ __all__ = [
     "days_predicate",
     "number_copies",
     "parse_bronze",
+    "read_bronze",
     "rejects_path",
     "silver_path",
 ]
@@ -70,6 +73,14 @@ def silver_path(settings: Settings, spec: PipelineSpec) -> str:
 
 def rejects_path(settings: Settings, spec: PipelineSpec) -> str:
     return silver_path(settings, spec) + "_rejects"
+
+
+def read_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> DataFrame:
+    """Bronze without the records of suppressed users: what silver and its gate read."""
+    from batch_layer.suppressed import without_suppressed
+
+    bronze = spark.read.format("delta").load(bronze_path(settings, spec))
+    return without_suppressed(bronze, read_suppressions(settings.kafka))
 
 
 def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
@@ -147,7 +158,7 @@ def build_silver(
     ledger = Ledger(spark, settings, spec)
     _, bronze_end = committed_range(spark, bronze_path(settings, spec))
     as_of = bronze_as_of(spark, bronze_path(settings, spec))
-    bronze = spark.read.format("delta").load(bronze_path(settings, spec))
+    bronze = read_bronze(spark, settings, spec)
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
     events, rejects = parse_bronze(bronze, spec, tolerance, payload=True)
     # The days of bronze records no silver run has seen are always rebuilt, also in

@@ -36,11 +36,13 @@ def table_properties(settings: Settings) -> dict[str, str]:
     }
 
 
-def ensure_table_properties(spark: SparkSession, settings: Settings, *paths: str) -> None:
-    """Set the properties on each Delta table at ``paths`` where they differ."""
+def ensure_table_properties(
+    spark: SparkSession, settings: Settings, *paths: str, extra: dict[str, str] | None = None
+) -> None:
+    """Set the properties (and ``extra``) on each Delta table at ``paths`` where they differ."""
     from delta.tables import DeltaTable
 
-    wanted = table_properties(settings)
+    wanted = table_properties(settings) | (extra or {})
     for path in paths:
         if not DeltaTable.isDeltaTable(spark, path):
             continue

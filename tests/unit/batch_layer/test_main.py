@@ -59,7 +59,7 @@ def test_help_lists_every_step_and_exits_zero(capsys):
         main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for step in (*PIPELINE_STEPS, "all", *MAINTENANCE_STEPS):
+    for step in (*PIPELINE_STEPS, "all", *MAINTENANCE_STEPS, "forget"):
         assert step in out
     assert "exit code is 0 on success, 3 when a quality gate failed" in " ".join(out.split())
     assert cli.EXIT_GATE_FAILED == 3
@@ -77,6 +77,7 @@ def test_help_lists_every_step_and_exits_zero(capsys):
         ),
         (["silver", "--dates", "2024-13-01"], "argument --dates: month must be in 1..12"),
         (["silver", "--dates", ","], "argument --dates: No dates in ','."),
+        (["forget"], "forget needs --user ID"),
     ],
 )
 def test_usage_errors_exit_2_before_any_spark_and_say_what_was_wrong(argv, message, capsys):
@@ -92,3 +93,8 @@ def test_usage_errors_exit_2_before_any_spark_and_say_what_was_wrong(argv, messa
 def test_run_step_refuses_an_unknown_step():
     with pytest.raises(ValueError, match="Unknown step 'nope'"):
         run_step(None, None, "nope", None, "run", None)
+
+
+def test_run_step_forget_needs_the_user():
+    with pytest.raises(ValueError, match="needs the user to forget"):
+        run_step(None, None, "forget", None, "run", None)

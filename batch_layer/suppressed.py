@@ -1,0 +1,85 @@
+"""Which rows of the lake are a user's: predicates for ``forget`` and the suppression filter.
+
+A row is user ``ID``'s when its ``userId`` or its ``anonymousId`` is ``ID``
+(:data:`core.suppressions.IDENTITY_FIELDS`, the fields the collector checks):
+
+- :func:`event_rows` on silver's typed columns;
+- :func:`record_rows` on a raw Kafka value (bronze's ``value``, the rejects'
+  ``raw``), its fields read with ``get_json_object``;
+- :func:`without_suppressed` drops the records of every suppressed user from
+  raw records (bronze ingest, silver and its gate), so no rebuild, backfill
+  or replay of the log brings a forgotten user back.
+
+The predicates compare SHA-256 digests (``sha2(userId, 256) = '<digest of
+ID>'``), so the ``DELETE`` commits Delta keeps in each table's history name
+a digest, never the id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from core.suppressions import IDENTITY_FIELDS
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["event_rows", "record_rows", "without_suppressed"]
+
+
+def _either(columns: list[Column], user_id: str) -> Column:
+    """Whether any of ``columns`` is ``user_id``, by digest; false (never null) otherwise."""
+    from pyspark.sql import functions as F
+
+    digest = F.lit(hashlib.sha256(user_id.encode()).hexdigest())
+    matches = [F.coalesce(F.sha2(column, 256) == digest, F.lit(False)) for column in columns]
+    condition = matches[0]
+    for match in matches[1:]:
+        condition = condition | match
+    return condition
+
+
+def _identities(column: str) -> list[Column]:
+    """``userId`` and ``anonymousId`` of the JSON value in ``column`` (null when absent)."""
+    from pyspark.sql import functions as F
+
+    text = F.col(column).cast("string")
+    return [F.get_json_object(text, f"$.{field}") for field in IDENTITY_FIELDS]
+
+
+def event_rows(user_id: str) -> Column:
+    """Silver rows of ``user_id``: ``userId = ID OR anonymousId = ID``."""
+    from pyspark.sql import functions as F
+
+    return _either([F.col(field) for field in IDENTITY_FIELDS], user_id)
+
+
+def record_rows(user_id: str, column: str = "value") -> Column:
+    """Raw records of ``user_id``: ``column`` (bytes or text) holds one Kafka value."""
+    return _either(_identities(column), user_id)
+
+
+def without_suppressed(
+    records: DataFrame, suppressed: Collection[str], column: str = "value"
+) -> DataFrame:
+    """``records`` without those of the ``suppressed`` users (unchanged when there are none).
+
+    Two broadcast anti-joins (one per identity field) on the ids parsed from
+    ``column``: equi-joins, so a long list costs a hash lookup per record.
+    """
+    if not suppressed:
+        return records
+    from pyspark.sql import functions as F
+
+    ids = records.sparkSession.createDataFrame([(i,) for i in sorted(suppressed)], "_sid string")
+    kept = records
+    for n, identity in enumerate(_identities(column)):
+        name = f"_identity{n}"
+        kept = (
+            kept.withColumn(name, identity)
+            .join(F.broadcast(ids), F.col(name) == F.col("_sid"), "left_anti")
+            .drop(name)
+        )
+    return kept

@@ -1,0 +1,63 @@
+"""Which lake rows are a user's: silver's typed columns and raw Kafka values, on Spark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from batch_layer.suppressed import event_rows, record_rows, without_suppressed
+
+EVENTS = [
+    ("1", "u-1", "a-1"),
+    ("2", None, "u-1"),  # forgetting an anonymousId
+    ("3", "u-10", "a-2"),  # a longer id starting with it
+    ("4", None, None),
+    ("5", "someone", "a-3"),
+]
+
+
+def _raw(spark, column: str = "value", binary: bool = True):
+    rows = [
+        ("1", json.dumps({"userId": "u-1", "anonymousId": "a-1", "type": "page"})),
+        ("2", json.dumps({"anonymousId": "u-1", "type": "teleport"})),  # a reject: still theirs
+        ("3", json.dumps({"userId": "u-10", "properties": {"note": "u-1"}})),
+        ("4", "{not json u-1"),  # unparseable: nothing says whose it is
+        ("5", json.dumps({"userId": "someone", "previousId": "u-1"})),
+    ]
+    kind = "binary" if binary else "string"
+    frame = spark.createDataFrame(rows, "id string, text string")
+    return frame.selectExpr("id", f"cast(text as {kind}) as {column}")
+
+
+def _ids(frame) -> list[str]:
+    return sorted(r.id for r in frame.select("id").collect())
+
+
+def test_silver_rows_of_a_user_are_those_with_the_id_as_user_or_anonymous_id(spark):
+    silver = spark.createDataFrame(EVENTS, "id string, userId string, anonymousId string")
+    assert _ids(silver.where(event_rows("u-1"))) == ["1", "2"]
+    assert _ids(silver.where(~event_rows("u-1"))) == ["3", "4", "5"]  # never null
+
+
+@pytest.mark.parametrize(("column", "binary"), [("value", True), ("raw", False)])
+def test_raw_records_are_matched_on_their_parsed_identity_fields(spark, column, binary):
+    records = _raw(spark, column, binary)
+    assert _ids(records.where(record_rows("u-1", column))) == ["1", "2"]
+    assert _ids(records.where(~record_rows("u-1", column))) == ["3", "4", "5"]
+
+
+def test_an_id_with_quotes_is_a_value_not_sql(spark):
+    tricky = "o'brien\" OR 1=1 --"
+    silver = spark.createDataFrame(
+        [("1", tricky, None), ("2", "x", None)], "id string, userId string, anonymousId string"
+    )
+    assert _ids(silver.where(event_rows(tricky))) == ["1"]
+
+
+def test_suppressed_users_records_are_left_out_and_others_kept(spark):
+    records = _raw(spark)
+    assert _ids(without_suppressed(records, {"u-1", "a-3"})) == ["3", "4", "5"]
+    assert _ids(without_suppressed(records, {"someone"})) == ["1", "2", "3", "4"]
+    assert without_suppressed(records, set()) is records
+    assert without_suppressed(records, {"u-1"}).columns == records.columns
