@@ -14,7 +14,10 @@ For a :class:`batch_layer.pipelines.PipelineSpec` named ``P``:
 - ``P_backfill`` (manual, params ``start``/``end``): the whole chain with
   silver reprocessing those days from bronze; rerunning it is safe;
 - ``P_maintenance`` (daily by default): OPTIMIZE, VACUUM, dropping superseded batch
-  versions from Cassandra.
+  versions from Cassandra;
+- ``P_forget`` (manual; param ``user``): forget a user (``batch_layer/forget.py``)
+  -> check_silver -> gold -> check_gold -> publish: the days that held the
+  user's events are recomputed and republished through both gates.
 
 Every task of a pipeline's DAGs runs in the pipeline's Airflow pool
 (``spec.pool``, one slot, created by ``platformctl up airflow``): the DAGs
@@ -170,4 +173,25 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
             _step(settings, spec, "drop_superseded"),
         )
     dags[maintenance.dag_id] = maintenance
+
+    with DAG(
+        f"{spec.name}_forget",
+        schedule=None,
+        description=f"{spec.name}: forget a user, then republish the days that held their events",
+        params={
+            "user": Param(
+                type="string", minLength=1, description="the userId or anonymousId to forget"
+            ),
+        },
+        **common,
+    ) as forget:
+        chain(
+            _step(settings, spec, "forget", extra_args=("--user", "{{ params.user }}")),
+            # No silver outlet: this DAG runs gold itself; the views DAG would find nothing.
+            _step(settings, spec, "check_silver", retries=0),
+            _step(settings, spec, "gold"),
+            _step(settings, spec, "check_gold", outlets=[gold], retries=0),
+            _step(settings, spec, "publish", outlets=[boundary]),
+        )
+    dags[forget.dag_id] = forget
     return dags

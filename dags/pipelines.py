@@ -1,7 +1,7 @@
 """The Airflow DAGs of every batch pipeline declared in ``batch_layer/pipelines.py``.
 
 Adding a pipeline needs no change here: declare its spec there and its
-ingest, views, backfill and maintenance DAGs appear (docs/adding-a-pipeline.md).
+ingest, views, backfill, maintenance and forget DAGs appear (docs/adding-a-pipeline.md).
 Keep the words "Airflow" and "DAG" in this file: Airflow's DAG discovery
 (safe mode, on by default) skips files that do not mention both.
 

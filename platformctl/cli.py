@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("services", nargs="*", choices=[*platform.SERVICES, *_GROUPS, []])
     logs.add_argument("-n", "--lines", type=int, default=40)
     commands.add_parser("demo", help="bring the platform up and run the end-to-end path")
+    forget = commands.add_parser(
+        "forget", help="forget a user: erase their events everywhere, republish their days"
+    )
+    forget.add_argument("--user", required=True, help="the userId or anonymousId to forget")
+    forget.add_argument("--pipeline", default="web_events", help="the batch pipeline")
+    forget.add_argument(
+        "--in-process", action="store_true", help="run the steps here even when Airflow is up"
+    )
     args = parser.parse_args(argv)
 
     configure_logging()
@@ -77,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             run_demo(settings)
             print(f"demo finished in {time.monotonic() - started:.0f}s")
+        elif args.command == "forget":
+            from platformctl.forget import forget_user
+
+            report, code = forget_user(
+                settings, args.user, args.pipeline, in_process=args.in_process
+            )
+            print(json.dumps(report, default=str, indent=2))
+            return code
     except ServiceStartError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -110,7 +110,23 @@ tasks = [(d.dag_id, t) for d in bag.dags.values() for t in d.tasks]
 pools = {f"{dag_id}.{t.task_id}": [t.pool, t.pool_slots] for dag_id, t in tasks}
 spark = sorted(m for m in sys.modules if m.split(".")[0] in {"pyspark", "py4j", "delta", "views"})
 errors = {k: str(v) for k, v in bag.import_errors.items()}
-print(json.dumps({"errors": errors, "pools": pools, "spark_modules": spark}))
+# The forget DAGs' tasks rendered as a run with params {"user": ...} renders them.
+context = {"params": {"user": "user-000042"}, "run_id": "manual__forget-1"}
+forget = {
+    d.dag_id: {
+        "params": {k: d.params.get_param(k).schema for k in d.params},
+        "tasks": {
+            t.task_id: {
+                "args": t.render_template(t.application_args, context, d.get_template_env()),
+                "upstream": sorted(t.upstream_task_ids),
+            }
+            for t in d.tasks
+        },
+    }
+    for d in bag.dags.values()
+    if d.dag_id.endswith("_forget")
+}
+print(json.dumps({"errors": errors, "pools": pools, "spark_modules": spark, "forget": forget}))
 """
 
 
@@ -133,11 +149,11 @@ def parsed_dags(settings: Settings, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def test_every_task_of_a_pipeline_runs_in_its_one_pool(parsed_dags: dict):
-    """The ingest, views, backfill and maintenance DAGs of a pipeline share one pool, so
+    """The ingest, views, backfill, maintenance and forget DAGs of a pipeline share one pool, so
     their steps (over one ledger and one set of tables) never run at the same time."""
     for spec in PIPELINES:
         tasks = {k: v for k, v in parsed_dags["pools"].items() if k.startswith(f"{spec.name}_")}
-        assert len(tasks) == 3 + 3 + 6 + 3
+        assert len(tasks) == 3 + 3 + 6 + 3 + 5
         assert set(map(tuple, tasks.values())) == {(spec.pool, 1)}
 
 
@@ -146,3 +162,20 @@ def test_parsing_the_dags_imports_no_spark_code(parsed_dags: dict):
     factory and the pipeline specs must not import Spark, nor the views that do."""
     assert parsed_dags["pools"], "no pipeline DAG was parsed"
     assert parsed_dags["spark_modules"] == []
+
+
+def test_the_forget_dag_erases_then_republishes_through_both_gates(parsed_dags: dict):
+    """``P_forget`` renders the user param into the forget step's arguments; the silver
+    gate, gold, the gold gate and publish follow it in that order."""
+    for spec in PIPELINES:
+        dag = parsed_dags["forget"][f"{spec.name}_forget"]
+        assert dag["params"]["user"]["type"] == "string"
+        assert dag["params"]["user"]["minLength"] == 1
+        tasks = dag["tasks"]
+        steps = ["forget", "check_silver", "gold", "check_gold", "publish"]
+        assert sorted(tasks) == sorted(steps)
+        for before, step in zip(["", *steps], steps, strict=False):
+            assert tasks[step]["upstream"] == ([before] if before else [])
+            run = ["--pipeline", spec.name, "--run-id", "manual__forget-1"]
+            extra = ["--user", "user-000042"] if step == "forget" else []
+            assert tasks[step]["args"] == [step, *run, *extra]

@@ -1,0 +1,77 @@
+"""``platformctl forget --user ID``: forget a user across the platform (right to erasure).
+
+Through Airflow when its api-server and scheduler are up: a run of the
+pipeline's ``<pipeline>_forget`` DAG (param ``user``), followed to its end;
+the report is the last line of its ``forget`` task's log. Otherwise the same
+steps run in this process (:data:`batch_layer.__main__.FORGET_STEPS`:
+forget, the silver gate, gold, the gold gate, publish) and the report is
+printed. What is deleted where, and when it is physically gone:
+docs/operations.md, "Forgetting a user".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from core.suppressions import subject_of
+
+__all__ = ["airflow_ready", "forget_user"]
+
+_log = get_logger(__name__)
+
+
+def airflow_ready(settings: Settings) -> bool:
+    """Whether Airflow's api-server answers and its scheduler is alive (a run would start)."""
+    from platformctl.airflow_rest import AirflowUnavailable, component_health, health
+
+    try:
+        answer = health(settings, timeout_s=3.0)
+    except (AirflowUnavailable, OSError, ValueError):
+        return False
+    return all(component_health(answer, c)[0] for c in ("api-server", "scheduler"))
+
+
+def forget_user(
+    settings: Settings, user: str, pipeline_name: str, *, in_process: bool = False
+) -> tuple[dict[str, Any], int]:
+    """Forget ``user`` in pipeline ``pipeline_name``; (the report, the exit code)."""
+    from batch_layer.pipelines import pipeline
+
+    spec = pipeline(pipeline_name)
+    if not user.strip():
+        raise ValueError("--user must name a userId or an anonymousId.")
+    if not in_process and airflow_ready(settings):
+        from platformctl.airflow_rest import trigger, unpause, wait_for_dags, wait_for_run
+
+        dag_id = f"{spec.name}_forget"
+        wait_for_dags(settings, [dag_id])
+        unpause(settings, dag_id)
+        run_id = trigger(settings, dag_id, {"user": user})
+        state = wait_for_run(settings, dag_id, run_id)
+        log_event(_log, "forget.dag_finished", dag_id=dag_id, run_id=run_id, state=state)
+        report = {
+            "via": "airflow",
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "state": state,
+            "subject": subject_of(user),
+            "report": f"the last line of the log of task 'forget' of {dag_id} run {run_id}",
+        }
+        return report, 0 if state == "success" else 1
+    return _in_process(settings, spec, user)
+
+
+def _in_process(settings: Settings, spec: Any, user: str) -> tuple[dict[str, Any], int]:
+    from batch_layer.__main__ import FORGET_STEPS, run_steps
+    from core.spark import build_spark_session
+
+    run_id = time.strftime("forget__%Y-%m-%dT%H:%M:%S")
+    spark = build_spark_session(settings, app_name=f"forget-{spec.name}")
+    try:
+        summary, code = run_steps(spark, settings, FORGET_STEPS, spec.validate(), run_id, user=user)
+    finally:
+        spark.stop()
+    return {"via": "in-process", **summary}, code
