@@ -9,7 +9,7 @@ from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
 
 @pytest.fixture
 def lake_settings(local_platform: Settings, kafka_topic: str, tmp_path) -> Settings:
-    """Settings with this test's topic (and its DLQ) and a lake under tmp_path."""
+    """Settings with this test's topic (its DLQ and suppression list) and a lake under tmp_path."""
     from confluent_kafka.admin import AdminClient
 
     from ingest.topics import ensure_topics, platform_topics
@@ -17,7 +17,11 @@ def lake_settings(local_platform: Settings, kafka_topic: str, tmp_path) -> Setti
     kafka = KafkaSettings(
         **(
             local_platform.kafka.model_dump()
-            | {"events_topic": kafka_topic, "dlq_topic": f"{kafka_topic}.dlq"}
+            | {
+                "events_topic": kafka_topic,
+                "dlq_topic": f"{kafka_topic}.dlq",
+                "suppressions_topic": f"{kafka_topic}.suppressions",
+            }
         )
     )
     ensure_topics(AdminClient(kafka.client_config()), platform_topics(kafka))
@@ -57,6 +61,32 @@ def run_pipeline(spark):
         }
 
     return run
+
+
+@pytest.fixture
+def published_view(cassandra_session):
+    """``published_view(keyspace, view="page_activity", measure="page_views")`` -> {minute:
+    {key: value}} as serving sees it: each day's current version, from Cassandra."""
+    from views import view as view_spec
+
+    def read(keyspace: str, view: str = "page_activity", measure: str = "page_views") -> dict:
+        (key,) = view_spec(view).keys
+        versions = {
+            r.day.date(): r.version
+            for r in cassandra_session.execute(
+                f"SELECT day, version FROM {keyspace}.batch_days WHERE view_name = %s", (view,)
+            )
+        }
+        got: dict = {}
+        for row in cassandra_session.execute(
+            f"SELECT {key}, day, version, window_start, {measure} FROM {keyspace}.batch_{view}"
+        ):
+            if versions.get(row.day.date()) == row.version:
+                minute = row.window_start.strftime("%Y-%m-%dT%H:%M:00Z")
+                got.setdefault(minute, {})[getattr(row, key)] = getattr(row, measure)
+        return got
+
+    return read
 
 
 @pytest.fixture

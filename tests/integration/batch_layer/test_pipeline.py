@@ -10,7 +10,6 @@ gate with a report, and the boundary stays where it was.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from datetime import UTC, datetime
 
 import pytest
@@ -29,25 +28,13 @@ from layout import read_boundaries
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _published_page_views(session, keyspace: str) -> dict:
-    """page_activity as serving sees it: each day's current version, from Cassandra."""
-    versions = {
-        r.day.date(): r.version
-        for r in session.execute(
-            f"SELECT day, version FROM {keyspace}.batch_days WHERE view_name = 'page_activity'"
-        )
-    }
-    got = defaultdict(dict)
-    for row in session.execute(
-        f"SELECT path, day, version, window_start, page_views FROM {keyspace}.batch_page_activity"
-    ):
-        if versions.get(row.day.date()) == row.version:
-            got[row.window_start.strftime("%Y-%m-%dT%H:%M:00Z")][row.path] = row.page_views
-    return dict(got)
-
-
 def test_pipeline_is_exact_idempotent_and_gated(
-    spark, pipeline_settings, run_pipeline, cassandra_session, gold_page_views
+    spark,
+    pipeline_settings,
+    run_pipeline,
+    cassandra_session,
+    gold_page_views,
+    published_view,
 ):
     settings = pipeline_settings
     keyspace = settings.cassandra.keyspace
@@ -76,7 +63,7 @@ def test_pipeline_is_exact_idempotent_and_gated(
     # Gold is exact for every window (late events in their true minute), and so is
     # what publish loaded into Cassandra for serving.
     assert gold_page_views(settings) == truth.page_views
-    assert _published_page_views(cassandra_session, keyspace) == truth.page_views
+    assert published_view(keyspace) == truth.page_views
     boundaries = read_boundaries(settings.cassandra, WEB_EVENTS.views)
     expected = boundary_for(started, settings.batch.lateness_s, settings.batch.period)
     for name in WEB_EVENTS.views:
@@ -101,7 +88,7 @@ def test_pipeline_is_exact_idempotent_and_gated(
     assert backfill["bronze"].skipped
     assert backfill["publish"].days == first["silver"].dates
     assert gold_page_views(settings) == truth.page_views
-    assert _published_page_views(cassandra_session, keyspace) == truth.page_views
+    assert published_view(keyspace) == truth.page_views
     versions_after = {
         (r.view_name, r.day): r.version
         for r in cassandra_session.execute(f"SELECT * FROM {keyspace}.batch_days")
