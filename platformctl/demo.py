@@ -153,7 +153,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
 
     _say("serving", "after the batch run:")
     print(demo_answers(settings, window_start, datetime.now(UTC)), flush=True)
-    _say_order(settings, shop.order)
+    visitor = _say_order(settings, shop.order)
     merged = merged_counts(settings, window_start, datetime.now(UTC))
     total = sum(merged.values())
     _say(
@@ -163,6 +163,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     )
     if total != expected:
         raise RuntimeError(f"The merged answer differs from the ground truth: {total}, {expected}")
+    _say_forget(settings, visitor)
     host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
     token = next(iter(settings.serving.api_tokens.values())).get_secret_value()
     _say("done", f"dashboard: http://{host}:{settings.serving.port}/dashboard#token={token}")
@@ -199,8 +200,9 @@ def _say_shop(settings: Settings, visit, start: datetime) -> None:
         _say("browser", f"{view} {key!r}: {count} {measure} in the merged answer")
 
 
-def _say_order(settings: Settings, order: str) -> None:
-    """The browser's order read back from silver with SQL: custom properties included."""
+def _say_order(settings: Settings, order: str) -> str:
+    """The browser's order read back from silver with SQL (custom properties included);
+    returns the browser's visitor (its anonymousId)."""
     from platformctl.demo_sql import ORDER_SQL, order_from_silver
 
     row = order_from_silver(settings, order)
@@ -208,6 +210,28 @@ def _say_order(settings: Settings, order: str) -> None:
     _say("silver", f"{query}\n  -> {row}")
     if row is None or row["revenue"] is None:
         raise RuntimeError(f"Silver does not hold the browser's order {order} with its properties")
+    return row["anonymousId"]
+
+
+def _say_forget(settings: Settings, visitor: str) -> None:
+    """Forget the browser's visitor (right to erasure): silver's count before and after."""
+    from platformctl.demo_sql import events_in_silver
+    from platformctl.forget import forget_user
+
+    before = events_in_silver(settings, visitor)
+    report, code = forget_user(settings, visitor, "web_events")
+    if code != 0:
+        raise RuntimeError(f"Forgetting {visitor} failed: {report}")
+    after = events_in_silver(settings, visitor)
+    _say(
+        "forget",
+        f"platformctl forget --user {visitor} ({report['via']}, {report.get('dag_id', '')} "
+        f"{report.get('state', '')}): the visitor's events in silver {before} before, "
+        f"{after} after; bronze, rejects and the republished days follow, and the collector "
+        "drops the visitor's new events",
+    )
+    if before == 0 or after != 0:
+        raise RuntimeError(f"Forgetting {visitor}: {before} events before, {after} after")
 
 
 def _wait_for_speed(settings: Settings, newest: datetime, timeout_s: float = 180) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 from core.settings import Settings
 
-__all__ = ["ORDER_SQL", "order_from_silver"]
+__all__ = ["ORDER_SQL", "events_in_silver", "order_from_silver"]
 
 ORDER_SQL = """
-SELECT event_id,
+SELECT event_id, anonymousId,
        payload:properties.revenue::double AS revenue,
        payload:properties.currency::string AS currency,
        payload:properties.coupon::string AS coupon,
@@ -30,17 +30,38 @@ WHERE event = 'Order Completed' AND payload:properties.order_id::string = '{orde
 
 def order_from_silver(settings: Settings, order: str) -> dict[str, Any] | None:
     """The order's row from silver (None when silver does not hold it)."""
+    if not re.fullmatch(r"order-\d+", order):
+        raise ValueError(f"Not a demo order id: {order!r}.")
+    rows = _silver_sql(settings, ORDER_SQL.format(order=order))
+    return rows[0] if rows else None
+
+
+def events_in_silver(settings: Settings, user: str) -> int:
+    """How many of silver's events name ``user`` (userId or anonymousId)."""
+    from pyspark.sql import functions as F
+
+    def count(silver: Any) -> int:
+        return silver.where((F.col("userId") == user) | (F.col("anonymousId") == user)).count()
+
+    return _with_silver(settings, count)
+
+
+def _silver_sql(settings: Settings, query: str) -> list[dict[str, Any]]:
+    def run(silver: Any) -> list[dict[str, Any]]:
+        silver.createOrReplaceTempView("silver_web_events")
+        return [row.asDict() for row in silver.sparkSession.sql(query).collect()]
+
+    return _with_silver(settings, run)
+
+
+def _with_silver(settings: Settings, work: Any) -> Any:
+    """``work(silver)`` on a Spark session of its own, stopped afterwards."""
     from batch_layer.pipelines import WEB_EVENTS
     from batch_layer.silver import silver_path
     from core.spark import build_spark_session
 
-    if not re.fullmatch(r"order-\d+", order):
-        raise ValueError(f"Not a demo order id: {order!r}.")
     spark = build_spark_session(settings, app_name="demo-sql")
     try:
-        silver = spark.read.format("delta").load(silver_path(settings, WEB_EVENTS))
-        silver.createOrReplaceTempView("silver_web_events")
-        rows = spark.sql(ORDER_SQL.format(order=order)).collect()
-        return rows[0].asDict() if rows else None
+        return work(spark.read.format("delta").load(silver_path(settings, WEB_EVENTS)))
     finally:
         spark.stop()
