@@ -36,6 +36,7 @@ def live_traffic(spark, serving_settings: Settings, tmp_path_factory):
     kafka = KafkaSettings(
         **serving_settings.kafka.model_dump()
         | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq", "partitions": 2}
+        | {"suppressions_topic": f"{topic}.suppressions"}
     )
     settings = serving_settings.model_copy(
         update={
@@ -78,7 +79,7 @@ def live_traffic(spark, serving_settings: Settings, tmp_path_factory):
         query.stop()
     spark.streams.removeListener(listener)
     recorder.close()
-    admin.delete_topics([kafka.events_topic, kafka.dlq_topic])
+    admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
 
 
 @pytest.fixture

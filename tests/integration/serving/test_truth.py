@@ -48,6 +48,7 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
     kafka = KafkaSettings(
         **serving_settings.kafka.model_dump()
         | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq", "partitions": 2}
+        | {"suppressions_topic": f"{topic}.suppressions"}
     )
     settings = serving_settings.model_copy(
         update={
@@ -94,7 +95,7 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
         batch_rows[spec.name] = [row.asDict() for row in rows.collect()]
     parsed.unpersist()
     yield settings, events, build_truth(events), batch_rows
-    admin.delete_topics([kafka.events_topic, kafka.dlq_topic])
+    admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
 
 
 def _publish_all(publish, batch_rows, boundary) -> None:

@@ -37,6 +37,7 @@ def speed_settings(
         **(
             local_platform.kafka.model_dump()
             | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq", "partitions": 2}
+            | {"suppressions_topic": f"{topic}.suppressions"}
         )
     )
     settings = local_platform.model_copy(
@@ -55,7 +56,7 @@ def speed_settings(
     ensure_topics(admin, platform_topics(kafka))
     create_tables(settings)
     yield settings
-    admin.delete_topics([kafka.events_topic, kafka.dlq_topic])
+    admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
 
 
 @pytest.fixture
