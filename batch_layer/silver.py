@@ -127,6 +127,19 @@ def number_copies(events: DataFrame, key: Sequence[str]) -> DataFrame:
     return events.withColumn("copy", F.row_number().over(first))
 
 
+def _rows_written(spark: SparkSession, path: str) -> int:
+    """Rows the table's latest ``WRITE`` commit wrote (``numOutputRows``): this run's write.
+
+    The latest of its last few commits, as an auto-compaction may follow the write.
+    """
+    from delta.tables import DeltaTable
+
+    for commit in DeltaTable.forPath(spark, path).history(5).collect():
+        if commit.operation == "WRITE":
+            return int((commit.operationMetrics or {}).get("numOutputRows", 0))
+    raise RuntimeError(f"No WRITE among the last commits of {path}.")
+
+
 def _after(end: dict[int, int]) -> Column:
     """Bronze rows past the offsets ``end`` (every row when ``end`` is empty)."""
     from pyspark.sql import functions as F
@@ -168,30 +181,31 @@ def build_silver(
     fresh = events.where(_after(seen))
     fresh_days = [r.event_date for r in fresh.select("event_date").distinct().collect()]
     wanted = tuple(sorted(set(fresh_days) | set(dates or ())))
-    # Dedupe over all of bronze, then keep the wanted days.
+    # Dedupe over all of bronze, then keep the wanted days. Not cached: with the
+    # payload, a day's events outgrow a laptop driver's cache, so the counts come
+    # from the write's commit and from a second pass that reads only the keys.
     key = load_contract(spec.contract, spec.contract_major).key
-    ranked = number_copies(events, key).where(F.col("event_date").isin(list(wanted))).cache()
-    try:
-        chosen = ranked.where(F.col("copy") == 1).drop("copy", "partition", "offset")
-        if wanted:
-            (
-                chosen.write.format("delta")
-                .mode("overwrite")
-                .partitionBy("event_date")
-                .option("replaceWhere", days_predicate("event_date", wanted))
-                .option("mergeSchema", "true")  # a silver table older than a column it now has
-                .save(path)
-            )
-        rejects.write.format("delta").mode("overwrite").save(rejects_path(settings, spec))
-        run = SilverRun(
-            path,
-            wanted,
-            chosen.count() if wanted else 0,
-            spark.read.format("delta").load(rejects_path(settings, spec)).count(),
-            ranked.where(F.col("copy") > 1).count() if wanted else 0,
+    in_days = F.col("event_date").isin(list(wanted))
+    if wanted:
+        chosen = number_copies(events, key).where(in_days & (F.col("copy") == 1))
+        (
+            chosen.drop("copy", "partition", "offset")
+            .write.format("delta")
+            .mode("overwrite")
+            .partitionBy("event_date")
+            .option("replaceWhere", days_predicate("event_date", wanted))
+            .option("mergeSchema", "true")  # a silver table older than a column it now has
+            .save(path)
         )
-    finally:
-        ranked.unpersist()
+    rejects.write.format("delta").mode("overwrite").save(rejects_path(settings, spec))
+    copies = number_copies(events.select(*key, "partition", "offset", "event_date"), key)
+    run = SilverRun(
+        path,
+        wanted,
+        _rows_written(spark, path) if wanted else 0,
+        spark.read.format("delta").load(rejects_path(settings, spec)).count(),
+        copies.where(in_days & (F.col("copy") > 1)).count() if wanted else 0,
+    )
     ensure_table_properties(spark, settings, path, rejects_path(settings, spec))
     ledger.append(
         Entry(
