@@ -47,5 +47,10 @@ def create_tables(settings: Settings) -> None:
             session.execute(statement)
         for statement in missing_columns(session, keyspace):  # tables of older versions
             session.execute(statement)
+        for tables in view_tables(keyspace, "speed"):
+            for table, columns in tables.added_columns().items():
+                name = table.split(".", 1)[1]
+                for statement in missing_columns(session, keyspace, name, columns):
+                    session.execute(statement)
     finally:
         cluster.shutdown()

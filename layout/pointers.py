@@ -29,7 +29,7 @@ Every statement takes ``?`` markers: prepare it, then bind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -263,19 +263,26 @@ class PointerTables:
         )
 
 
-def missing_columns(session: Any, keyspace: str) -> list[str]:
-    """ALTER TABLE statements adding progress columns a table of an older version lacks."""
+def missing_columns(
+    session: Any,
+    keyspace: str,
+    table: str = PROGRESS_TABLE,
+    columns: Mapping[str, str] | None = None,
+) -> list[str]:
+    """ALTER TABLE statements adding the ``columns`` (name -> CQL type; default the progress
+    columns) that ``table`` of an older version lacks."""
     present = {
         row.column_name
         for row in session.execute(
             "SELECT column_name FROM system_schema.columns "
             "WHERE keyspace_name = %s AND table_name = %s",
-            (keyspace, PROGRESS_TABLE),
+            (keyspace, table),
         )
     }
+    wanted = PROGRESS_COLUMNS if columns is None else columns
     return [
-        f"ALTER TABLE {keyspace}.{PROGRESS_TABLE} ADD {name} {cql}"
-        for name, cql in PROGRESS_COLUMNS.items()
+        f"ALTER TABLE {keyspace}.{table} ADD {name} {cql}"
+        for name, cql in wanted.items()
         if name not in present
     ]
 

@@ -12,8 +12,9 @@ Designed per query, so that a serving read is one partition slice:
 The layers differ in three ways, all held by :data:`LAYERS`:
 
 - **speed** rows are written as absolute values (upserts, never counter
-  increments, so a replayed micro-batch rewrites them) with the micro-batch
-  that wrote them (``batch_id``, ``written_at``); they expire after ``ttl_s``
+  increments) with the micro-batch that wrote them (``checkpoint_id``,
+  ``batch_id``, ``written_at``): the fence that makes a replayed micro-batch
+  a no-op (:mod:`speed_layer.sink`); they expire after ``ttl_s``
   (longer than the batch layer's delay: by then the batch view has replaced
   them), compacted by time window;
 - **batch** rows are written under a new ``version`` per published day, in
@@ -66,7 +67,7 @@ class LayerShape:
 LAYERS: dict[str, LayerShape] = {
     "speed": LayerShape(
         versioned=False,
-        written_by=(("batch_id", "bigint"), ("written_at", "timestamp")),
+        written_by=(("batch_id", "bigint"), ("written_at", "timestamp"), ("checkpoint_id", "int")),
         expires=True,
     ),
     "batch": LayerShape(versioned=True),
@@ -241,6 +242,21 @@ class ViewTables:
         """
         columns = ", ".join([*self.spec.keys, *self._known(measures)])
         return f"SELECT {columns} FROM {self.by_minute} WHERE {self._minute_partition()}"
+
+    def select_stored(self) -> str:
+        """One row's measures and the write that made it, from the by-minute table.
+
+        Bound values: ``(window_start[, version], *keys)``; columns: the measures,
+        then the layer's :attr:`LayerShape.written_by`.
+        """
+        columns = ", ".join([*self._measures(), *(name for name, _ in self.shape.written_by)])
+        where = _equal(["window_start", *self._version(), *self.spec.keys])
+        return f"SELECT {columns} FROM {self.by_minute} WHERE {where}"
+
+    def added_columns(self) -> dict[str, dict[str, str]]:
+        """Per table, the :attr:`LayerShape.written_by` columns (tables of older versions may
+        lack some; :func:`layout.ddl.create_tables` adds them)."""
+        return {table: dict(self.shape.written_by) for table in (self.by_key, self.by_minute)}
 
     def delete_minute(self) -> str:
         """Delete one window's partition. Bound values: ``(window_start[, version])``."""

@@ -1,6 +1,7 @@
 """The speed layer: Kafka -> parse -> dedupe -> every view -> Cassandra, continuously.
 
-Three named steps, as in the rest of the platform:
+One streaming query reads, parses and deduplicates the events once for all
+views, in three named steps, as in the rest of the platform:
 
 1. :func:`read_events` - the events topic as a stream, parsed and checked
    by :mod:`views.input` as silver does (rejects are counted by reason,
@@ -10,12 +11,15 @@ Three named steps, as in the rest of the platform:
    (:func:`bound_event_time`), so only real time moves it; a watermark bounds
    lateness and duplicates of an event (the contract's key, ``(source_id,
    event_id)``) within it are dropped (RocksDB state).
-2. the view functions of :mod:`views`, unchanged;
-3. :func:`start_queries` - one update-mode query per view whose
-   ``foreachBatch`` upserts absolute values (:mod:`speed_layer.sink`).
+2. the view functions of :mod:`views`, unchanged, over each micro-batch's
+   new events;
+3. :func:`start_queries` - the query (:data:`QUERY_NAME`) whose
+   ``foreachBatch`` folds every view's partials of the batch into the rows
+   Cassandra holds, exactly once (:mod:`speed_layer.sink`).
 
-:class:`ProgressRecorder` writes each query's progress (batch, newest event
-time, watermark, rates, Kafka lag, rows dropped and rejected) to Cassandra, where
+:class:`ProgressRecorder` writes the query's progress (batch, newest event
+time, watermark, rates, Kafka lag, rows dropped and rejected) to Cassandra, per
+view, where
 ``status`` and the serving layer read freshness. A run starts where
 :mod:`speed_layer.start` says (``python -m speed_layer reset`` opens a new one).
 """
@@ -32,7 +36,7 @@ from core.log import get_logger, log_event
 from core.settings import Settings
 from data_contracts import load_contract
 from layout import PointerTables, ViewTables
-from speed_layer.sink import CassandraViewSink
+from speed_layer.sink import ViewsSink
 from speed_layer.start import StartPosition
 from views import VIEWS, ViewSpec
 from views.input import REJECT_REASONS, check_records, valid_of
@@ -43,13 +47,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EDGE_METRICS",
+    "QUERY_NAME",
     "REJECT_METRICS",
     "ProgressRecorder",
     "add_counts",
     "batch_counts",
     "bound_event_time",
     "count_rejects",
-    "query_name",
     "read_events",
     "reject_metric",
     "speed_sql_conf",
@@ -68,8 +72,8 @@ REJECT_METRICS = "speed_rejects"
 """Name of the observed metrics of :func:`count_rejects` in each query's progress."""
 
 
-def query_name(spec: ViewSpec) -> str:
-    return f"speed_{spec.name}"
+QUERY_NAME = "speed_views"
+"""The name of the speed layer's streaming query (in its progress and the Spark UI)."""
 
 
 def speed_sql_conf(settings: Settings) -> dict[str, str]:
@@ -164,28 +168,35 @@ def start_queries(
     available_now: bool = False,
     start: StartPosition | None = None,
 ) -> list[StreamingQuery]:
-    """Start one streaming query per view; ``available_now`` drains the log and stops."""
+    """Start the speed layer's query (one, for every view); ``available_now`` drains the log.
+
+    Its checkpoint is ``<run's checkpoint dir>/views``: the Kafka offsets and the
+    deduplication state. The views' state is the rows in Cassandra.
+    """
     start = start or StartPosition()
-    events = read_events(spark, settings, start)
-    root = start.checkpoint_dir(settings)
-    queries = []
-    for spec in views:
-        tables = ViewTables(spec, settings.cassandra.keyspace, "speed")
-        writer = (
-            spec.build(events)
-            .writeStream.queryName(query_name(spec))
-            .outputMode("update")
-            .foreachBatch(CassandraViewSink(tables, settings.cassandra))
-            .option("checkpointLocation", f"{root}/{spec.name}")
-        )
-        writer = (
-            writer.trigger(availableNow=True)
-            if available_now
-            else writer.trigger(processingTime=settings.speed.trigger)
-        )
-        queries.append(writer.start())
-        log_event(_log, "speed.query_started", view=spec.name, checkpoint=f"{root}/{spec.name}")
-    return queries
+    tables = [ViewTables(spec, settings.cassandra.keyspace, "speed") for spec in views]
+    checkpoint = f"{start.checkpoint_dir(settings)}/views"
+    writer = (
+        read_events(spark, settings, start)
+        .writeStream.queryName(QUERY_NAME)
+        .outputMode("append")
+        .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint))
+        .option("checkpointLocation", checkpoint)
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=settings.speed.trigger)
+    )
+    query = writer.start()
+    log_event(
+        _log,
+        "speed.query_started",
+        views=[spec.name for spec in views],
+        checkpoint=checkpoint,
+        generation=start.generation,
+    )
+    return [query]
 
 
 def _ts(text: str | None) -> datetime | None:
@@ -243,15 +254,23 @@ def add_counts(total: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
 
 
 class ProgressRecorder:
-    """Record each micro-batch's progress in ``speed_progress`` (driver side).
+    """Record each micro-batch's progress in ``speed_progress`` (driver side), per view.
 
+    The query serves every view of ``views``, so each batch's progress is
+    written to each view's row (serving and ``status`` read freshness per view).
     The row counters (late, future, before the run's floor, rejected per
     reason) are cumulative across batches and restarts (:func:`add_counts`).
     """
 
-    def __init__(self, settings: Settings, generation: int = 0) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        generation: int = 0,
+        views: tuple[ViewSpec, ...] = VIEWS,
+    ) -> None:
         from core.cassandra import connect
 
+        self._views = tuple(spec.name for spec in views)
         self._cluster, self._session = connect(settings.cassandra)
         self._generation = generation
         self._tolerance = timedelta(seconds=settings.event_time.future_tolerance_s)
@@ -294,11 +313,11 @@ class ProgressRecorder:
 
     def record(self, progress: Any) -> None:
         name = progress.name or ""
-        if not name.startswith("speed_"):
+        if name != QUERY_NAME:
             return
-        view = name.removeprefix("speed_")
         try:
-            self._write(view, progress)
+            for view in self._views:
+                self._write(view, progress)
         finally:
             with self._progress_seen:
                 self._recorded[name] = progress.batchId
@@ -388,8 +407,10 @@ class ProgressRecorder:
 
     def heartbeat(self, name: str) -> None:
         """An idle query is alive: refresh its heartbeat only."""
-        if name.startswith("speed_"):
-            self._session.execute(self._touch, (datetime.now(UTC), name.removeprefix("speed_")))
+        if name == QUERY_NAME:
+            now = datetime.now(UTC)
+            for view in self._views:
+                self._session.execute(self._touch, (now, view))
 
     def stopped(self, views: list[str]) -> None:
         """The job stopped on purpose: say so, so an operator may reset it at once."""

@@ -1,31 +1,158 @@
-"""Write a micro-batch of view rows to Cassandra as idempotent upserts, on the executors.
+"""Fold each micro-batch's view partials into Cassandra, exactly once, on the executors.
 
-``foreachBatch`` hands each micro-batch's updated rows here. Every row is an
-*absolute* value for its (view, key, window): the streaming aggregation's
-current state, not an increment. So a replayed micro-batch (after a crash
-between the write and the checkpoint commit) rewrites the same rows with the
-same values, and the effect is exactly once.
+The speed layer is one streaming query (:func:`speed_layer.job.start_queries`):
+it reads, parses and deduplicates the events once, and ``foreachBatch`` hands
+each micro-batch's new events to :class:`ViewsSink`. There every view's own
+build function aggregates the batch into *partial* rows, one per (window,
+key), and each partial is folded into the row Cassandra holds, with the
+view's merge rules (:attr:`views.kinds.Kind.merge`: counts and sums add,
+maxima take the larger, sketches union). The row is written back whole: an
+absolute value, never a counter increment.
+
+The row carries the write that made it, ``(checkpoint_id, batch_id)``: the
+**fence** that makes the fold exactly once (:func:`fold`). Batch ids count
+the micro-batches of one checkpoint, so the checkpoint's location names the
+run (:func:`checkpoint_id`). Spark replays a micro-batch whose commit did not
+reach the checkpoint (a crash between the write and the commit) with the
+same offsets and the same deduplication state, so with the same partials; a
+row whose fence is already at that batch holds its partial and is left as it
+is. Both tables of a view get the same value: the by-key table is written
+first, then the by-minute table, whose row is the one read back; a crash
+between the two leaves the by-minute row unfenced, so the replay folds from
+it again and rewrites both with the same value. A row another checkpoint
+wrote (the run before ``python -m speed_layer reset``, or a job before the
+fence existed) is replaced, not added to: a run writes only windows it sees
+whole (:mod:`speed_layer.start`), so its first partial of a window is all
+of the window it has seen.
 
 The rows never travel to the driver: ``foreachPartition`` runs on the
 executors, each of which keeps one Cassandra session per Python worker
-process (Spark reuses its Python workers) and writes its partition with
-prepared statements, many in flight at once.
+process (Spark reuses its Python workers), reads and writes its partition's
+rows with prepared statements, many in flight at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from core.cassandra import execute_all, process_session, view_row_values
+from core.cassandra import execute_all, fetch_one_each, process_session, view_row_values
 from core.settings import CassandraSettings
 from layout import ViewTables
+from views.kinds import kind
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
 
-__all__ = ["CassandraViewSink", "write_rows"]
+__all__ = ["Fence", "ViewsSink", "checkpoint_id", "fold", "fold_rows", "write_rows"]
+
+Fence = tuple[int, int]
+"""``(checkpoint_id, batch_id)``: the micro-batch of a run that last wrote a row."""
+
+
+def checkpoint_id(checkpoint: str) -> int:
+    """The run a checkpoint location holds, as the fence's 32-bit number (CRC-32 of the path).
+
+    >>> checkpoint_id("s3a://lake/checkpoints/speed/views")
+    753739784
+    """
+    return zlib.crc32(checkpoint.encode()) & 0x7FFFFFFF
+
+
+def fold(
+    kinds: Sequence[str],
+    partial: Sequence[Any],
+    stored: Sequence[Any] | None,
+    stored_fence: tuple[int | None, int | None] | None,
+    fence: Fence,
+) -> list[Any] | None:
+    """The measure values to write for one row, or None when the stored row already has them.
+
+    ``partial``: the micro-batch's values (one per measure, of ``kinds``);
+    ``stored`` and ``stored_fence``: the row Cassandra holds and the write that
+    made it (None: no row).
+
+    >>> kinds = ("count", "max")
+    >>> fold(kinds, [3, 5.0], None, None, (7, 4))              # a new row
+    [3, 5.0]
+    >>> fold(kinds, [3, 5.0], [10, 9.0], (7, 3), (7, 4))       # an earlier batch's row
+    [13, 9.0]
+    >>> fold(kinds, [3, 5.0], [13, 9.0], (7, 4), (7, 4)) is None  # batch 4 replayed
+    True
+    >>> fold(kinds, [3, 5.0], [10, 9.0], (7, 40), (8, 0))      # another run's row
+    [3, 5.0]
+    >>> fold(kinds, [3, 5.0], [10, 9.0], (None, 12), (7, 0))   # a row without a fence
+    [3, 5.0]
+    """
+    run, batch_id = fence
+    if stored is None or stored_fence is None or stored_fence[0] != run:
+        return list(partial)
+    stored_batch = stored_fence[1]
+    if stored_batch is not None and stored_batch >= batch_id:
+        return None
+    pairs = zip(kinds, stored, partial, strict=True)
+    return [kind(k).merge_stored([old, new]) for k, old, new in pairs]
+
+
+_PREPARED: dict[tuple[int, str], Any] = {}
+
+
+def _prepared(session: Any, cql: str) -> Any:
+    """``cql`` prepared once per session of this worker process (not once per micro-batch)."""
+    key = (id(session), cql)
+    if key not in _PREPARED:
+        _PREPARED[key] = session.prepare(cql)
+    return _PREPARED[key]
+
+
+def _bind_all(
+    tables: ViewTables, rows: Iterable[tuple[datetime, list[Any], list[Any]]], fence: Fence
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    run, batch_id = fence
+    written_by = (batch_id, datetime.now(UTC), run)
+    bound = [
+        tables.bind(start, keys, values, written_by=written_by) for start, keys, values in rows
+    ]
+    return [by_key for by_key, _ in bound], [by_minute for _, by_minute in bound]
+
+
+def _write(session: Any, tables: ViewTables, rows: list, fence: Fence, concurrency: int) -> int:
+    key_rows, minute_rows = _bind_all(tables, rows, fence)
+    # The by-minute row is the one read back: written last, it says the fold is done.
+    execute_all(session, _prepared(session, tables.insert_by_key()), key_rows, concurrency)
+    execute_all(session, _prepared(session, tables.insert_by_minute()), minute_rows, concurrency)
+    return len(key_rows)
+
+
+def fold_rows(
+    rows: Iterable[Row],
+    tables: ViewTables,
+    cassandra: CassandraSettings,
+    fence: Fence,
+    concurrency: int = 64,
+) -> int:
+    """Fold one micro-batch's partial view rows into both tables of a view (:func:`fold`);
+    return how many rows were written (a replayed batch writes none)."""
+    session = process_session(cassandra)
+    measures = [m.name for m in tables.spec.measures]
+    kinds = [m.kind for m in tables.spec.measures]
+    partials = [view_row_values(row, tables.spec.keys, measures) for row in rows]
+    if not partials:
+        return 0
+    select = _prepared(session, tables.select_stored())
+    stored = fetch_one_each(
+        session, select, [(start, *keys) for start, keys, _ in partials], concurrency
+    )
+    folded = []
+    for (start, keys, values), row in zip(partials, stored, strict=True):
+        old = None if row is None else [getattr(row, m) for m in measures]
+        old_fence = None if row is None else (row.checkpoint_id, row.batch_id)
+        merged = fold(kinds, values, old, old_fence, fence)
+        if merged is not None:
+            folded.append((start, keys, merged))
+    return _write(session, tables, folded, fence, concurrency)
 
 
 def write_rows(
@@ -33,38 +160,43 @@ def write_rows(
     tables: ViewTables,
     cassandra: CassandraSettings,
     batch_id: int,
+    run: int = 0,
     concurrency: int = 64,
 ) -> int:
-    """Upsert view rows into both tables of a view; return how many rows were written."""
-    session = process_session(cassandra)
-    by_key = session.prepare(tables.insert_by_key())
-    by_minute = session.prepare(tables.insert_by_minute())
+    """Write view rows as they are (absolute values, no fold), fenced ``(run, batch_id)``;
+    for loading known rows (fixtures, benchmarks). Returns the rows written."""
     measures = [m.name for m in tables.spec.measures]
-    written_at = datetime.now(UTC)
-    key_rows, minute_rows = [], []
-    for row in rows:
-        start, key_values, values = view_row_values(row, tables.spec.keys, measures)
-        by_key_row, by_minute_row = tables.bind(
-            start, key_values, values, written_by=(batch_id, written_at)
-        )
-        key_rows.append(by_key_row)
-        minute_rows.append(by_minute_row)
-    execute_all(session, by_key, key_rows, concurrency)
-    execute_all(session, by_minute, minute_rows, concurrency)
-    return len(key_rows)
+    values = [view_row_values(row, tables.spec.keys, measures) for row in rows]
+    session = process_session(cassandra)
+    return _write(session, tables, values, (run, batch_id), concurrency)
 
 
-class CassandraViewSink:
-    """The ``foreachBatch`` function of one view's streaming query."""
+class ViewsSink:
+    """The ``foreachBatch`` function of the speed layer's query: every view, one batch."""
 
-    def __init__(self, tables: ViewTables, cassandra: CassandraSettings) -> None:
-        self.tables = tables
+    def __init__(
+        self, tables: Sequence[ViewTables], cassandra: CassandraSettings, checkpoint: str
+    ) -> None:
+        self.tables = tuple(tables)
         self.cassandra = cassandra
+        self.run = checkpoint_id(checkpoint)
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        tables, cassandra = self.tables, self.cassandra
+    def __call__(self, events: DataFrame, batch_id: int) -> None:
+        """Fold the batch into every view, the views' Spark jobs side by side (threads)."""
+        from concurrent.futures import ThreadPoolExecutor
 
-        def write_partition(rows: Iterator[Row]) -> None:
-            write_rows(rows, tables, cassandra, batch_id)
+        cassandra, fence = self.cassandra, (self.run, batch_id)
 
-        batch.foreachPartition(write_partition)
+        def fold_view(tables: ViewTables) -> None:
+            def write_partition(rows: Iterator[Row]) -> None:
+                fold_rows(rows, tables, cassandra, fence)
+
+            tables.spec.build(events).foreachPartition(write_partition)
+
+        events.persist()
+        try:
+            with ThreadPoolExecutor(max_workers=len(self.tables)) as pool:
+                for done in [pool.submit(fold_view, tables) for tables in self.tables]:
+                    done.result()  # the first failure fails the batch; its commit never happens
+        finally:
+            events.unpersist()

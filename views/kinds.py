@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from views.sketches import hll_merged, kll_merged
+from views.sketches import hll_bytes, hll_merged, kll_bytes, kll_merged
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -83,6 +83,12 @@ class Kind:
     """Binary DataSketches bytes (estimated, not read, by an answer)."""
     quantile: Callable[[Any, float], float | None] | None = None
     """For a :attr:`quantiles` kind: the ``q`` quantile of a merged partial (None if empty)."""
+    stored: Callable[[Any], Any] = lambda merged: merged
+    """A merged partial (:attr:`merge`) as a table stores it: sketches as their bytes."""
+
+    def merge_stored(self, values: Sequence[Any]) -> Any:
+        """Stored partial values (``None``: absent) merged into one stored value."""
+        return self.stored(self.merge(values))
 
     def answer_names(self, name: str, quantiles: Sequence[float]) -> list[str]:
         """The answer columns of a measure ``name`` of this kind."""
@@ -260,6 +266,7 @@ KINDS: dict[str, Kind] = {
             spark_merge=_spark_hll_union,
             spark_answer=_spark_hll_estimate,
             merge=hll_merged,
+            stored=hll_bytes,
             answer=_hll_answer,
             answer_source="0 if {v} is None else round(hll_read({v}).get_estimate())",
             rank_label="distinct",
@@ -274,6 +281,7 @@ KINDS: dict[str, Kind] = {
             spark_merge=_spark_kll_merge,
             spark_answer=_spark_kll_quantiles,
             merge=kll_merged,
+            stored=kll_bytes,
             answer=_kll_size,
             answer_source="0 if {v} is None else kll_read({v}).n",
             rank_label="p{q}",

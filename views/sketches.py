@@ -15,7 +15,15 @@ from types import ModuleType
 
 from views.common import HLL_LG_K
 
-__all__ = ["hll_merged", "hll_union", "kll_merged", "kll_n", "kll_quantile"]
+__all__ = [
+    "hll_bytes",
+    "hll_merged",
+    "hll_union",
+    "kll_bytes",
+    "kll_merged",
+    "kll_n",
+    "kll_quantile",
+]
 
 
 def _datasketches() -> ModuleType:
@@ -88,3 +96,22 @@ def kll_quantile(sketches: Iterable[bytes | bytearray | None], q: float) -> floa
     if merged is None or merged.is_empty():
         return None
     return float(merged.get_quantile(q, True))
+
+
+def hll_bytes(merged) -> bytes | None:
+    """The stored form of :func:`hll_merged`'s result: compact ``HLL_8`` bytes, as Spark writes.
+
+    >>> hll_bytes(None) is None
+    True
+    """
+    if merged is None:
+        return None
+    ds = _datasketches()
+    if isinstance(merged, ds.hll_union):
+        merged = merged.get_result(ds.tgt_hll_type.HLL_8)
+    return bytes(merged.serialize_compact())
+
+
+def kll_bytes(merged) -> bytes | None:
+    """The stored form of :func:`kll_merged`'s result: the sketch's compact bytes."""
+    return None if merged is None else bytes(merged.serialize())

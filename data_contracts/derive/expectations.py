@@ -217,11 +217,16 @@ class ValidationSummary:
         return "\n  ".join([f"suite {outcome}: {head}", *map(str, self.failures)])
 
 
-def validate_dataframe(df: DataFrame, suite: gx.ExpectationSuite) -> ValidationSummary:
+def validate_dataframe(
+    df: DataFrame, suite: gx.ExpectationSuite, *, persist: bool = True
+) -> ValidationSummary:
     """Run ``suite`` on a Spark DataFrame, in a throwaway in-memory GX context.
 
     GX reads ``df`` once per metric group, so it is persisted for the run
-    (unless it already was) and unpersisted afterwards. The first pass only
+    (unless it already was, or ``persist`` is false) and unpersisted afterwards.
+    Pass ``persist=False`` for a wide table read from columnar files: each
+    metric then reads only its columns, where a cache would hold every column
+    (a day of silver with its payloads does not fit a laptop driver's heap). The first pass only
     decides pass / fail; each failed expectation is rerun for its unexpected
     count and a few examples, so a passing run stays cheap.
     """
@@ -240,7 +245,7 @@ def validate_dataframe(df: DataFrame, suite: gx.ExpectationSuite) -> ValidationS
     context = gx.get_context(mode="ephemeral", project_config=config)
     source = context.data_sources.add_spark("dataframe", persist=False)
     definition = source.add_dataframe_asset("events").add_batch_definition_whole_dataframe("all")
-    cached = df.is_cached
+    cached = df.is_cached or not persist
     if not cached:
         df.persist()
     try:

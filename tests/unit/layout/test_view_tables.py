@@ -65,7 +65,7 @@ def test_a_versioned_speed_output_is_a_parameter_not_a_copy():
     assert "version = ?" in versioned.select_range(["page_views"])
     assert versioned.select_minute(["page_views"]).endswith("window_start = ? AND version = ?")
     with pytest.raises(ValueError, match="needs a version"):
-        versioned.bind(datetime(2024, 1, 1, tzinfo=UTC), ["/"], [1] * 6, written_by=(1, None))
+        versioned.bind(datetime(2024, 1, 1, tzinfo=UTC), ["/"], [1] * 6, written_by=(1, None, 0))
     assert ViewTables(spec, "ks", "speed").versioned is False
     assert ViewTables(spec, "ks", "batch").versioned is True
 
@@ -78,7 +78,9 @@ def test_bound_values_land_in_their_columns(spec: ViewSpec, layer: str):
     keys = [f"key-{k}" for k in spec.keys]
     measures = [f"value-{m.name}" for m in spec.measures]
     extra = {"version": 42} if tables.versioned else {}
-    written_by = {"batch_id": 7, "written_at": start} if layer == "speed" else {}
+    written_by = (
+        {"batch_id": 7, "written_at": start, "checkpoint_id": 2} if layer == "speed" else {}
+    )
     by_key, by_minute = tables.bind(
         start, keys, measures, written_by=tuple(written_by.values()), **extra
     )
@@ -100,8 +102,12 @@ def test_rows_of_the_wrong_shape_are_refused():
     start = datetime(2024, 5, 1, tzinfo=UTC)
     clicks = view("clicks")
     with pytest.raises(ValueError, match="has no version"):
-        ViewTables(clicks, "ks", "speed").bind(start, ["a"], [1], version=3, written_by=(1, start))
-    with pytest.raises(ValueError, match=r"written with \['batch_id', 'written_at'\]"):
+        ViewTables(clicks, "ks", "speed").bind(
+            start, ["a"], [1], version=3, written_by=(1, start, 0)
+        )
+    with pytest.raises(
+        ValueError, match=r"written with \['batch_id', 'written_at', 'checkpoint_id'\]"
+    ):
         ViewTables(clicks, "ks", "speed").bind(start, ["a"], [1])
     with pytest.raises(ValueError, match="Unknown layer 'kappa'"):
         ViewTables(clicks, "ks", "kappa")
@@ -149,3 +155,18 @@ def test_a_view_added_to_the_registry_gets_its_tables(monkeypatch):
         "batch_every_kind_by_minute",
     } <= names
     assert [t.spec.name for t in view_tables("ks", "speed")][-1] == "every_kind"
+
+
+def test_the_stored_row_is_read_by_its_whole_primary_key():
+    tables = ViewTables(view("clicks"), "ks", "speed")
+    assert tables.select_stored() == (
+        "SELECT clicks, batch_id, written_at, checkpoint_id FROM ks.speed_clicks_by_minute "
+        "WHERE window_start = ? AND target = ?"
+    )
+    versioned = ViewTables(view("clicks"), "ks", "speed", versioned=True)
+    assert versioned.select_stored().endswith("window_start = ? AND version = ? AND target = ?")
+    assert ViewTables(view("clicks"), "ks", "speed").added_columns()["ks.speed_clicks"] == {
+        "batch_id": "bigint",
+        "written_at": "timestamp",
+        "checkpoint_id": "int",
+    }
