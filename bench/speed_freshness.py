@@ -249,14 +249,43 @@ def _group_cpu_seconds(pgid: int) -> float:
     return total
 
 
-def _batch_durations(session, keyspace: str, seen: dict[str, int], into: list[int]) -> None:
+def _batch_durations(session, keyspace: str, seen: set[int], into: list[int]) -> None:
+    """Durations of the micro-batches not seen yet (one query: every view row has its batch)."""
     for row in session.execute(
         PointerTables(keyspace).select_progress(("batch_id", "batch_duration_ms"))
     ):
-        if row.batch_id is not None and seen.get(row.view_name) != row.batch_id:
-            seen[row.view_name] = row.batch_id
+        if row.batch_id is not None and row.batch_id not in seen:
+            seen.add(row.batch_id)
             if row.batch_duration_ms is not None:
                 into.append(row.batch_duration_ms)
+
+
+def _fold_stages(log: Path, offset: int) -> dict:
+    """Where the step's micro-batches spent their time, from the job's ``speed.batch_folded``
+    lines: the fold of all views (aggregations, Cassandra reads and writes) and each view's
+    share (the rest of a batch's duration is the read, parse, dedupe and checkpoint)."""
+    with log.open("rb") as handle:
+        handle.seek(offset)
+        lines = handle.read().decode(errors="replace").splitlines()
+    folds = []
+    for line in lines:
+        if '"speed.batch_folded"' in line:
+            try:
+                folds.append(json.loads(line))
+            except ValueError:
+                continue
+    views = sorted({v for f in folds for v in f.get("views", {})})
+    return (
+        {
+            "fold_ms_p50": round(_pct([f["seconds"] * 1000 for f in folds], 0.5)),
+            "fold_view_ms_p50": {
+                v: round(_pct([f["views"][v] * 1000 for f in folds if v in f["views"]], 0.5))
+                for v in views
+            },
+        }
+        if folds
+        else {}
+    )
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -300,8 +329,9 @@ def run_steps(settings: Settings, rates: list[float], seconds: float, target_s: 
             )
             lags: list[float] = []
             batches: list[int] = []
-            seen_batches: dict[str, int] = {}
+            seen_batches: set[int] = set()
             _batch_durations(session, keyspace, seen_batches, [])
+            log_offset = log.stat().st_size
             cpu_before, wall_before = _group_cpu_seconds(job.pid), time.monotonic()
             producer.start()
             warmup = min(15.0, seconds / 4)  # the first batches plan and warm the JVM
@@ -325,6 +355,7 @@ def run_steps(settings: Settings, rates: list[float], seconds: float, target_s: 
                 "batch_ms_max": max(batches, default=None),
                 "batches": len(batches),
                 "speed_cpu_cores": round(cpu / wall, 2),
+                **_fold_stages(log, log_offset),
             }
             steps.append(step)
             print(f"[bench] {json.dumps(step)}", file=sys.stderr, flush=True)

@@ -33,12 +33,14 @@ rows with prepared statements, many in flight at once.
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from core.cassandra import execute_all, fetch_one_each, process_session, view_row_values
+from core.log import get_logger, log_event
 from core.settings import CassandraSettings
 from layout import ViewTables
 from views.kinds import kind
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
 
 __all__ = ["Fence", "ViewsSink", "checkpoint_id", "fold", "fold_rows", "write_rows"]
+
+_log = get_logger(__name__)
 
 Fence = tuple[int, int]
 """``(checkpoint_id, batch_id)``: the micro-batch of a run that last wrote a row."""
@@ -182,21 +186,36 @@ class ViewsSink:
         self.run = checkpoint_id(checkpoint)
 
     def __call__(self, events: DataFrame, batch_id: int) -> None:
-        """Fold the batch into every view, the views' Spark jobs side by side (threads)."""
+        """Fold the batch into every view, the views' Spark jobs side by side (threads).
+
+        Logs ``speed.batch_folded`` with each view's seconds (its aggregation,
+        the reads and the writes), where an operator sees where a batch's time goes.
+        """
         from concurrent.futures import ThreadPoolExecutor
 
         cassandra, fence = self.cassandra, (self.run, batch_id)
 
-        def fold_view(tables: ViewTables) -> None:
+        def fold_view(tables: ViewTables) -> float:
             def write_partition(rows: Iterator[Row]) -> None:
                 fold_rows(rows, tables, cassandra, fence)
 
+            started = time.monotonic()
             tables.spec.build(events).foreachPartition(write_partition)
+            return time.monotonic() - started
 
+        started = time.monotonic()
         events.persist()
         try:
             with ThreadPoolExecutor(max_workers=len(self.tables)) as pool:
-                for done in [pool.submit(fold_view, tables) for tables in self.tables]:
-                    done.result()  # the first failure fails the batch; its commit never happens
+                running = {t.spec.name: pool.submit(fold_view, t) for t in self.tables}
+                # The first failure fails the batch: its checkpoint commit never happens.
+                seconds = {name: round(done.result(), 3) for name, done in running.items()}
         finally:
             events.unpersist()
+        log_event(
+            _log,
+            "speed.batch_folded",
+            batch_id=batch_id,
+            seconds=round(time.monotonic() - started, 3),
+            views=seconds,
+        )
