@@ -262,8 +262,10 @@ def _batch_durations(session, keyspace: str, seen: set[int], into: list[int]) ->
 
 def _fold_stages(log: Path, offset: int) -> dict:
     """Where the step's micro-batches spent their time, from the job's ``speed.batch_folded``
-    lines: the fold of all views (aggregations, Cassandra reads and writes) and each view's
-    share (the rest of a batch's duration is the read, parse, dedupe and checkpoint)."""
+    lines (p50s): the fold of every view (``fold_ms``: the batch's read, parse and dedupe,
+    the aggregations, Cassandra reads and writes) and each view's share; the rest of a
+    batch's duration is planning, the Kafka offsets and the checkpoint commit. A job that
+    also logs ``events`` and ``read_s`` (a count before the views) splits the read off."""
     with log.open("rb") as handle:
         handle.seek(offset)
         lines = handle.read().decode(errors="replace").splitlines()
@@ -274,18 +276,18 @@ def _fold_stages(log: Path, offset: int) -> dict:
                 folds.append(json.loads(line))
             except ValueError:
                 continue
+    if not folds:
+        return {}
     views = sorted({v for f in folds for v in f.get("views", {})})
-    return (
-        {
-            "fold_ms_p50": round(_pct([f["seconds"] * 1000 for f in folds], 0.5)),
-            "fold_view_ms_p50": {
-                v: round(_pct([f["views"][v] * 1000 for f in folds if v in f["views"]], 0.5))
-                for v in views
-            },
-        }
-        if folds
-        else {}
-    )
+    return {
+        "events_per_batch_p50": round(_pct([f.get("events", 0) for f in folds], 0.5)),
+        "read_ms_p50": round(_pct([f.get("read_s", 0) * 1000 for f in folds], 0.5)),
+        "fold_ms_p50": round(_pct([f.get("fold_s", 0) * 1000 for f in folds], 0.5)),
+        "fold_view_ms_p50": {
+            v: round(_pct([f["views"][v] * 1000 for f in folds if v in f["views"]], 0.5))
+            for v in views
+        },
+    }
 
 
 def _pct(values: list[float], q: float) -> float:
