@@ -199,10 +199,10 @@ class SpeedSettings(_Section):
     checkpoint_name: str = "speed"
     """Sub-directory of the checkpoint root; a new name starts a new (Kappa) run."""
     state_partitions: int = Field(default=1, ge=1)
-    """``spark.sql.shuffle.partitions`` of the streaming queries: state store instances per
-    stateful operator and tasks per micro-batch. Each costs a fixed time per micro-batch, so
-    keep it near the cores a query gets (1 locally, where four queries share two cores).
-    A checkpoint keeps the value it was created with."""
+    """``spark.sql.shuffle.partitions`` of the speed layer: deduplication state store
+    instances and the tasks of each view's aggregation per micro-batch. Each costs a fixed
+    time per micro-batch, and the four views' jobs run side by side, so keep it low
+    locally (1 on two cores). A checkpoint keeps the value it was created with."""
 
 
 class SparkSettings(_Section):

@@ -6,9 +6,11 @@ Every view test runs under both modes (Bytewax style), through ``views_over``:
 
 - ``batch``: ``spark.read`` the event files, build the view, collect;
 - ``stream``: ``spark.readStream`` the same files, one per micro-batch, with
-  the speed layer's watermark, run the view in update mode with
-  ``trigger(availableNow=True)`` and keep, per window and key, the row of the
-  last micro-batch that updated it (what an upsert sink ends up holding).
+  the speed layer's watermark, in one query with ``trigger(availableNow=True)``
+  whose ``foreachBatch`` builds every view over the batch and folds its
+  partial rows into the rows held so far with the speed layer's own rule
+  (:func:`speed_layer.sink.fold`, fenced per batch): what Cassandra ends up
+  holding.
 
 Both give the same plain table: ``{(minute, *keys): {measure: value}}``, with
 sketches read as numbers through ``views.merge.estimates``.
@@ -26,13 +28,15 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
+from core.cassandra import view_row_values
 from data_contracts import Contract, load_contract
 from ingest.enrich import RequestFacts, enrich
 from ingest.simulator import GroundTruth, SimEvent, SimulatorConfig, build_truth, generate
+from speed_layer.sink import fold
 from views import VIEWS, ViewSpec, estimates
 from views.input import parse_records
+from views.kinds import kind
 
 Table = dict[tuple[Any, ...], dict[str, Any]]
 
@@ -70,11 +74,9 @@ class Streamed:
     """What a streaming run of a view left behind."""
 
     table: Table
-    """Per window and key, the last row emitted."""
+    """Per window and key, the row the folds left."""
     batches_with_updates: int
-    """Micro-batches that emitted at least one row."""
-    state_rows: int
-    """Rows held in the aggregation state after the last micro-batch."""
+    """Micro-batches that gave the view at least one partial row."""
 
 
 @pytest.fixture(scope="session")
@@ -118,44 +120,53 @@ class Runner:
         return self.table(spec.build(self.events(source)), spec)
 
     def streams(self, specs: Sequence[ViewSpec], source: Path) -> dict[str, Streamed]:
-        """Run views as the speed layer does, side by side (one query per view)."""
+        """Run views as the speed layer does: one query, each batch's partials folded."""
         lines = self.spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
         events = self._parsed(lines).withWatermark("event_time", WATERMARK)
-        running = [(spec, *self._start(spec, events)) for spec in specs]
-        return {spec.name: self._finish(spec, *started) for spec, *started in running}
+        held: dict[str, dict[tuple[Any, ...], tuple[list[Any], tuple[int, int]]]] = {
+            spec.name: {} for spec in specs
+        }
+        updated = dict.fromkeys(held, 0)
 
-    def _start(self, spec: ViewSpec, events: DataFrame) -> tuple[StreamingQuery, list]:
-        updates: list[tuple[int, list[Row]]] = []
-
-        def collect(batch: DataFrame, batch_id: int) -> None:
-            updates.append((batch_id, self._readable(batch, spec).collect()))
+        def fold_batch(batch: DataFrame, batch_id: int) -> None:
+            for spec in specs:
+                measures = [m.name for m in spec.measures]
+                kinds = [m.kind for m in spec.measures]
+                rows = spec.build(batch).collect()
+                updated[spec.name] += bool(rows)
+                for row in rows:
+                    start, keys, values = view_row_values(row.asDict(), spec.keys, measures)
+                    old, fence = held[spec.name].get((start, *keys), (None, None))
+                    merged = fold(kinds, values, old, fence, (0, batch_id))
+                    if merged is not None:
+                        held[spec.name][(start, *keys)] = (merged, (0, batch_id))
 
         query = (
-            spec.build(events)
-            .writeStream.outputMode("update")
-            .foreachBatch(collect)
-            .option("checkpointLocation", str(self.scratch.mktemp(f"checkpoint-{spec.name}")))
+            events.writeStream.foreachBatch(fold_batch)
+            .option("checkpointLocation", str(self.scratch.mktemp("checkpoint-views")))
             .trigger(availableNow=True)
             .start()
         )
-        return query, updates
-
-    def _finish(
-        self, spec: ViewSpec, query: StreamingQuery, updates: list[tuple[int, list[Row]]]
-    ) -> Streamed:
         query.awaitTermination(120)
-        assert not query.isActive, f"{spec.name}: the streaming query did not finish"
+        assert not query.isActive, "the streaming query did not finish"
         assert query.exception() is None, query.exception()
-        latest: dict[tuple[Any, ...], Row] = {}
-        for _, rows in sorted(updates, key=lambda update: update[0]):
-            for row in rows:
-                latest[tuple(row[name] for name in ("window_start", *spec.keys))] = row
-        progress = query.lastProgress or {}
-        return Streamed(
-            table=self.table(list(latest.values()), spec),
-            batches_with_updates=sum(1 for _, rows in updates if rows),
-            state_rows=sum(op["numRowsTotal"] for op in progress.get("stateOperators", [])),
-        )
+        return {
+            spec.name: Streamed(
+                table=self.table(self._frame(spec, held[spec.name]), spec),
+                batches_with_updates=updated[spec.name],
+            )
+            for spec in specs
+        }
+
+    def _frame(
+        self, spec: ViewSpec, held: dict[tuple[Any, ...], tuple[list[Any], tuple[int, int]]]
+    ) -> DataFrame:
+        """The folded rows as a DataFrame of the view's columns and Spark types."""
+        types = ["timestamp", *("string" for _ in spec.keys)]
+        types += [kind(m.kind).spark_type for m in spec.measures]
+        schema = ", ".join(f"{c} {t}" for c, t in zip(spec.columns, types, strict=True))
+        rows = [(*key, *values) for key, (values, _) in held.items()]
+        return self.spark.createDataFrame(rows, schema)
 
     @staticmethod
     def _readable(rows: DataFrame, spec: ViewSpec) -> DataFrame:
@@ -188,9 +199,8 @@ def mode(request: pytest.FixtureRequest) -> str:
 def views_over(runner: Runner) -> Callable[[str, Path], dict[str, Table]]:
     """``views_over(mode, source)``: every view's table over the event files, computed once.
 
-    In ``stream`` mode the views run as side-by-side queries, and each must
-    have emitted updates in at least two micro-batches, so the merging of
-    state across micro-batches is exercised.
+    In ``stream`` mode every view must have had partial rows in at least two
+    micro-batches, so the folding across micro-batches is exercised.
     """
     cache: dict[tuple[str, Path], dict[str, Table]] = {}
 

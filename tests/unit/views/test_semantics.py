@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from ingest.enrich import format_ts
-from views import VIEWS
 
 pytestmark = pytest.mark.slow
 
@@ -106,20 +105,3 @@ def hand_made_source(write_events, tmp_path_factory):
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_view_over_hand_made_events(name, mode, views_over, hand_made_source):
     assert views_over(mode, hand_made_source)[name] == EXPECTED[name]
-
-
-def test_stream_drops_the_state_of_closed_windows(runner, write_events, tmp_path):
-    """The watermark reaches the views' grouping, so the speed layer's state stays bounded."""
-    early, late = 5, 30 * 60  # the second file moves the watermark 20 minutes past the first
-    events = [
-        _page(1, early, "a1", "/", ""),
-        _track(2, early, "a1", "Element Clicked", target=GITHUB),
-        _track(3, early, "a1", "Site Searched", query="kafka"),
-        _page(4, late, "a1", "/", ""),
-        _track(5, late, "a1", "Element Clicked", target=GITHUB),
-        _track(6, late, "a1", "Site Searched", query="kafka"),
-    ]
-    source = write_events(events, tmp_path / "events", files=2)
-    for name, streamed in runner.streams(VIEWS, source).items():
-        assert len(streamed.table) == 2, name
-        assert streamed.state_rows == 1, f"{name}: the closed window is still in the state"
