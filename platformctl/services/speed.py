@@ -17,7 +17,7 @@ __all__ = ["SERVICE", "healthy", "process", "progress", "view_progress_health"]
 
 
 def process(settings: Settings) -> ManagedProcess:
-    """The streaming speed layer (a Spark driver running one query per view)."""
+    """The streaming speed layer (a Spark driver running one query for every view)."""
     return python_process(settings, "speed", ["speed_layer"])
 
 

@@ -62,7 +62,7 @@ class _Query:
 
 
 def test_supervise_reports_a_failure_even_when_every_query_ended():
-    # All four queries died between two polls (a Cassandra outage), or --drain ended them.
+    # Every query died between two polls (a Cassandra outage), or --drain ended them.
     queries = [_Query("a", False, "NoHostAvailable"), _Query("b", False), _Query("c", False)]
     assert [q.name for q in supervise(queries, threading.Event(), 0.01)] == ["a"]
 
