@@ -337,9 +337,20 @@ def wait_for_run_fed_by(
             runs = _call(client, "GET", f"{_dag(dag_id)}/dagRuns", params=params).json()
             fed = None
             for run in runs["dag_runs"]:
-                events = _call(
-                    client, "GET", f"{_run(dag_id, run['dag_run_id'])}/upstreamAssetEvents"
-                ).json()["asset_events"]
+                try:
+                    events = _call(
+                        client, "GET", f"{_run(dag_id, run['dag_run_id'])}/upstreamAssetEvents"
+                    ).json()["asset_events"]
+                except RuntimeError as error:
+                    # Airflow answers 500 while a run its asset event created has no start
+                    # date yet (its AssetEventResponse requires one); ask at the next poll.
+                    log_event(
+                        _log,
+                        "airflow.asset_events_not_ready",
+                        run=run["dag_run_id"],
+                        error=str(error)[:200],
+                    )
+                    continue
                 if any(
                     e.get("source_dag_id") == source_dag_id
                     and e.get("source_run_id") == source_run_id

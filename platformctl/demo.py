@@ -125,6 +125,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
 
     browsed = datetime.now(UTC) - timedelta(seconds=5)  # the browser's calls are the newest
     _wait_for_speed(settings, max(max(e.time for e in report.events), browsed))
+    _wait_for_shop(settings, shop, window_start)
     speed_only = sum(merged_counts(settings, window_start, datetime.now(UTC)).values())
     _say(
         "speed",
@@ -187,16 +188,39 @@ def _browse_shop(settings: Settings, url: str, write_key: str):
     return visit
 
 
-def _say_shop(settings: Settings, visit, start: datetime) -> None:
-    """The browser's page views, searches and clicks, as the merged answers have them."""
+def _shop_counts(settings: Settings, visit, start: datetime) -> list[tuple[str, str, str, int]]:
+    """(view, measure, key, count in the merged answer) of each of the browser's calls."""
     from serving.report import merged_counts
 
     asked = [("page_activity", "page_views", p) for p in visit.paths]
     asked += [("search_terms", "searches", q) for q in visit.searches]
     asked += [("clicks", "clicks", c) for c in visit.clicks]
     end = datetime.now(UTC)
-    for view, measure, key in asked:
-        count = sum(merged_counts(settings, start, end, view, measure, (key,)).values())
+    return [
+        (
+            view,
+            measure,
+            key,
+            sum(merged_counts(settings, start, end, view, measure, (key,)).values()),
+        )
+        for view, measure, key in asked
+    ]
+
+
+def _wait_for_shop(settings: Settings, visit, start: datetime, timeout_s: float = 60) -> None:
+    """Wait until the live views hold each of the browser's calls (the newest events: the
+    speed layer's newest event time may already be past them through skewed clocks)."""
+    deadline = time.monotonic() + timeout_s
+    while any(count == 0 for *_, count in _shop_counts(settings, visit, start)):
+        if time.monotonic() > deadline:
+            _say("speed", f"the browser's calls are not all in the live views after {timeout_s}s")
+            return
+        time.sleep(1)
+
+
+def _say_shop(settings: Settings, visit, start: datetime) -> None:
+    """The browser's page views, searches and clicks, as the merged answers have them."""
+    for view, measure, key, count in _shop_counts(settings, visit, start):
         _say("browser", f"{view} {key!r}: {count} {measure} in the merged answer")
 
 
