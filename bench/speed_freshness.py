@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.speed_log import fold_stages, percentile
 from core.settings import (
     PROJECT_ROOT,
     KafkaSettings,
@@ -260,43 +261,6 @@ def _batch_durations(session, keyspace: str, seen: set[int], into: list[int]) ->
                 into.append(row.batch_duration_ms)
 
 
-def _fold_stages(log: Path, offset: int) -> dict:
-    """Where the step's micro-batches spent their time, from the job's ``speed.batch_folded``
-    lines (p50s): the fold of every view (``fold_ms``: the batch's read, parse and dedupe,
-    the aggregations, Cassandra reads and writes) and each view's share; the rest of a
-    batch's duration is planning, the Kafka offsets and the checkpoint commit. A job that
-    also logs ``events`` and ``read_s`` (a count before the views) splits the read off."""
-    with log.open("rb") as handle:
-        handle.seek(offset)
-        lines = handle.read().decode(errors="replace").splitlines()
-    folds = []
-    for line in lines:
-        if '"speed.batch_folded"' in line:
-            try:
-                folds.append(json.loads(line))
-            except ValueError:
-                continue
-    if not folds:
-        return {}
-    views = sorted({v for f in folds for v in f.get("views", {})})
-    return {
-        "events_per_batch_p50": round(_pct([f.get("events", 0) for f in folds], 0.5)),
-        "read_ms_p50": round(_pct([f.get("read_s", 0) * 1000 for f in folds], 0.5)),
-        "fold_ms_p50": round(_pct([f.get("fold_s", 0) * 1000 for f in folds], 0.5)),
-        "fold_view_ms_p50": {
-            v: round(_pct([f["views"][v] * 1000 for f in folds if v in f["views"]], 0.5))
-            for v in views
-        },
-    }
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 # -- the two sides ----------------------------------------------------------------------------
 
 
@@ -350,14 +314,14 @@ def run_steps(settings: Settings, rates: list[float], seconds: float, target_s: 
             step = {
                 "rate": rate,
                 "events": produced.events,
-                "freshness_p50_s": round(_pct(lags, 0.5), 2),
-                "freshness_p99_s": round(_pct(lags, 0.99), 2),
+                "freshness_p50_s": round(percentile(lags, 0.5), 2),
+                "freshness_p99_s": round(percentile(lags, 0.99), 2),
                 "freshness_max_s": round(max(lags, default=float("nan")), 2),
-                "batch_ms_p50": _pct(batches, 0.5),
+                "batch_ms_p50": percentile(batches, 0.5),
                 "batch_ms_max": max(batches, default=None),
                 "batches": len(batches),
                 "speed_cpu_cores": round(cpu / wall, 2),
-                **_fold_stages(log, log_offset),
+                **fold_stages(log, log_offset),
             }
             steps.append(step)
             print(f"[bench] {json.dumps(step)}", file=sys.stderr, flush=True)
