@@ -203,6 +203,16 @@ class SpeedSettings(_Section):
     instances and the tasks of each view's aggregation per micro-batch. Each costs a fixed
     time per micro-batch, and the four views' jobs run side by side, so keep it low
     locally (1 on two cores). A checkpoint keeps the value it was created with."""
+    replay_max_lag: int = Field(default=1000, ge=0)
+    """A Kappa replay has caught up when its Kafka lag (records behind the newest, the most
+    of any partition) stays at or under this ..."""
+    replay_sustain_s: float = Field(default=10.0, ge=0)
+    """... for this many seconds; then serving switches to its version."""
+    replay_grace_s: float = Field(default=300.0, ge=0)
+    """How long a replaced speed version is kept after the switch before its tables are
+    dropped (readers holding the old pointer finish; serving caches pointers for seconds)."""
+    replay_poll_s: float = Field(default=2.0, gt=0)
+    """How often the speed job looks for a replay to start, a switch or a version to drop."""
 
 
 class SparkSettings(_Section):

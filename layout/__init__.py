@@ -8,19 +8,22 @@ table both sides use, gold (:mod:`layout.lake`). Importing it needs
 neither Spark nor a Cassandra driver.
 """
 
-from layout.ddl import create_statements, create_tables
+from layout.ddl import create_statements, create_tables, create_view_tables, ensure_columns
 from layout.lake import gold_path
 from layout.pointers import (
     BOUNDARY_TABLE,
     DAYS_TABLE,
     PROGRESS_COLUMNS,
     PROGRESS_TABLE,
+    RUNS_COLUMNS,
     RUNS_TABLE,
+    SPEED_VERSIONS_TABLE,
     SUPERSEDED_TABLE,
     Boundary,
     PointerTables,
     missing_columns,
     read_boundaries,
+    read_speed_versions,
 )
 from layout.views import LAYERS, Layer, LayerShape, ViewTables, view_tables
 
@@ -30,7 +33,9 @@ __all__ = [
     "LAYERS",
     "PROGRESS_COLUMNS",
     "PROGRESS_TABLE",
+    "RUNS_COLUMNS",
     "RUNS_TABLE",
+    "SPEED_VERSIONS_TABLE",
     "SUPERSEDED_TABLE",
     "Boundary",
     "Layer",
@@ -39,8 +44,11 @@ __all__ = [
     "ViewTables",
     "create_statements",
     "create_tables",
+    "create_view_tables",
+    "ensure_columns",
     "gold_path",
     "missing_columns",
     "read_boundaries",
+    "read_speed_versions",
     "view_tables",
 ]

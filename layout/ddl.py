@@ -11,46 +11,92 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from layout.pointers import PointerTables, missing_columns
-from layout.views import view_tables
+from layout.pointers import (
+    RUNS_COLUMNS,
+    RUNS_TABLE,
+    PointerTables,
+    missing_columns,
+    read_speed_versions,
+)
+from layout.views import ViewTables, view_tables
 
 if TYPE_CHECKING:
     from core.settings import Settings
     from views.spec import ViewSpec
 
-__all__ = ["create_statements", "create_tables"]
+__all__ = ["create_statements", "create_tables", "create_view_tables", "ensure_columns"]
 
 
 def create_statements(
-    keyspace: str, ttl_s: int, views: Sequence[ViewSpec] | None = None
+    keyspace: str, ttl_s: int, views: Sequence[ViewSpec] | None = None, *, speed: bool = True
 ) -> list[str]:
-    """Every CREATE TABLE (idempotent): the speed tables of ``views`` (default
+    """Every CREATE TABLE (idempotent): the speed tables (version 0) of ``views`` (default
     :data:`views.registry.VIEWS`, every view a pipeline can name), rows expiring after
     ``ttl_s``; their batch tables; then the pointer and bookkeeping tables
     (:mod:`layout.pointers`). Serving prepares its reads of both layers' tables of every
-    view it serves, so each view gets both pairs."""
+    view it serves, so each view gets both pairs.
+
+    ``speed=False`` leaves out the speed view tables: the speed job owns them (it
+    creates its version's tables at start and a replay's new ones, and drops superseded
+    versions), so infrastructure code declares everything else (``infra/terraform``).
+    """
+    speed_tables = view_tables(keyspace, "speed", views) if speed else []
     return [
-        *(s for tables in view_tables(keyspace, "speed", views) for s in tables.create(ttl_s)),
+        *(s for tables in speed_tables for s in tables.create(ttl_s)),
         *(s for tables in view_tables(keyspace, "batch", views) for s in tables.create()),
         *PointerTables(keyspace).create(),
     ]
 
 
-def create_tables(settings: Settings) -> None:
-    """Create every table (idempotent), and add the progress columns an older table lacks."""
+def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -> None:
+    """Create every table (idempotent), and add the columns an older table lacks.
+
+    The speed tables are those of each view's current version (``speed_versions``):
+    after a replay switched a view to ``speed_v<N>_*``, the superseded tables are
+    dropped and not created again. Columns a newer release added (progress and run
+    columns, the fence, a view's new measure) are added in place.
+    """
     from core.cassandra import connect
 
     cluster, session = connect(settings.cassandra)
     try:
         keyspace = settings.cassandra.keyspace
-        for statement in create_statements(keyspace, settings.speed.ttl_s):
+        for statement in PointerTables(keyspace).create():
             session.execute(statement)
         for statement in missing_columns(session, keyspace):  # tables of older versions
             session.execute(statement)
-        for tables in view_tables(keyspace, "speed"):
-            for table, columns in tables.added_columns().items():
-                name = table.split(".", 1)[1]
-                for statement in missing_columns(session, keyspace, name, columns):
-                    session.execute(statement)
+        for statement in missing_columns(session, keyspace, RUNS_TABLE, RUNS_COLUMNS):
+            session.execute(statement)
+        if views is None:
+            from views import registry
+
+            views = registry.VIEWS
+        versions = read_speed_versions(session, keyspace, [spec.name for spec in views])
+        speed = [
+            ViewTables(spec, keyspace, "speed", table_version=versions[spec.name]) for spec in views
+        ]
+        batch = view_tables(keyspace, "batch", views)
+        for statement in [
+            *(s for tables in speed for s in tables.create(settings.speed.ttl_s)),
+            *(s for tables in batch for s in tables.create()),
+        ]:
+            session.execute(statement)
+        for tables in [*speed, *batch]:
+            ensure_columns(session, tables)
     finally:
         cluster.shutdown()
+
+
+def create_view_tables(session, tables: ViewTables, ttl_s: int | None) -> None:
+    """Create one view's tables in one layer and version (idempotent), with every column."""
+    for statement in tables.create(ttl_s):
+        session.execute(statement)
+    ensure_columns(session, tables)
+
+
+def ensure_columns(session, tables: ViewTables) -> None:
+    """Add the columns tables of an older release lack (:meth:`ViewTables.added_columns`)."""
+    for table, columns in tables.added_columns().items():
+        keyspace, name = table.split(".", 1)
+        for statement in missing_columns(session, keyspace, name, columns):
+            session.execute(statement)

@@ -19,7 +19,12 @@ Speed bookkeeping (written by the speed layer):
   cumulative rows dropped, and the run it belongs to, so freshness is a
   single-row read (serving, ``platformctl status``, ``speed_layer reset``);
 - ``speed_runs``: one row per run (checkpoint generation) of the speed
-  layer, newest first: where it starts reading and its floor.
+  layer, newest first: where it starts reading, its floor, the output
+  version it writes, its state (``live``, ``replaying``, ``retired``,
+  ``abandoned``) and, while it replays, its catch-up;
+- ``speed_versions``: per view, the version of the speed tables serving
+  must read (:attr:`layout.views.ViewTables.table_version`); a Kappa replay
+  writes a new version and switches these pointers once it has caught up.
 
 Every statement takes ``?`` markers: prepare it, then bind.
 
@@ -42,12 +47,15 @@ __all__ = [
     "DAYS_TABLE",
     "PROGRESS_COLUMNS",
     "PROGRESS_TABLE",
+    "RUNS_COLUMNS",
     "RUNS_TABLE",
+    "SPEED_VERSIONS_TABLE",
     "SUPERSEDED_TABLE",
     "Boundary",
     "PointerTables",
     "missing_columns",
     "read_boundaries",
+    "read_speed_versions",
 ]
 
 BOUNDARY_TABLE = "batch_boundary"
@@ -55,6 +63,28 @@ DAYS_TABLE = "batch_days"
 SUPERSEDED_TABLE = "batch_superseded"
 PROGRESS_TABLE = "speed_progress"
 RUNS_TABLE = "speed_runs"
+SPEED_VERSIONS_TABLE = "speed_versions"
+
+RUNS_COLUMNS = {
+    "starting_offsets": "text",
+    "floor": "timestamp",
+    "requested": "text",
+    "created_at": "timestamp",
+    "version": "int",
+    "state": "text",
+    "switched_at": "timestamp",
+    "retired_at": "timestamp",
+    "dropped_at": "timestamp",
+    "progress_at": "timestamp",
+    "batch_id": "bigint",
+    "kafka_lag": "bigint",
+    "max_event_time": "timestamp",
+    "input_rows_per_s": "double",
+    "processed_rows_per_s": "double",
+    "caught_up_since": "timestamp",
+}
+"""``speed_runs``, per (checkpoint name, generation): where the run reads from, the version it
+writes, its state and when it changed, and while it replays, its catch-up."""
 
 PROGRESS_COLUMNS = {
     "batch_id": "bigint",
@@ -118,15 +148,21 @@ class PointerTables:
     def runs(self) -> str:
         return f"{self.keyspace}.{RUNS_TABLE}"
 
+    @property
+    def speed_versions(self) -> str:
+        return f"{self.keyspace}.{SPEED_VERSIONS_TABLE}"
+
     def create(self) -> list[str]:
         """Every CREATE TABLE of the pointer and bookkeeping tables (idempotent)."""
         progress = ", ".join(f"{name} {cql}" for name, cql in PROGRESS_COLUMNS.items())
+        runs = ", ".join(f"{name} {cql}" for name, cql in RUNS_COLUMNS.items())
         return [
             f"CREATE TABLE IF NOT EXISTS {self.progress} (view_name text PRIMARY KEY, {progress})",
-            f"CREATE TABLE IF NOT EXISTS {self.runs} (checkpoint_name text, "
-            "generation int, starting_offsets text, floor timestamp, requested text, "
-            "created_at timestamp, PRIMARY KEY (checkpoint_name, generation)) "
+            f"CREATE TABLE IF NOT EXISTS {self.runs} (checkpoint_name text, generation int, "
+            f"{runs}, PRIMARY KEY (checkpoint_name, generation)) "
             "WITH CLUSTERING ORDER BY (generation DESC)",
+            f"CREATE TABLE IF NOT EXISTS {self.speed_versions} (view_name text PRIMARY KEY, "
+            "version int, run_generation int, switched_at timestamp)",
             f"CREATE TABLE IF NOT EXISTS {self.days} (view_name text, day date, "
             "version bigint, rows bigint, published_at timestamp, "
             "PRIMARY KEY ((view_name), day)) WITH CLUSTERING ORDER BY (day DESC)",
@@ -245,21 +281,49 @@ class PointerTables:
     # -- speed_runs ---------------------------------------------------------------------------
 
     @property
-    def select_run(self) -> str:
-        """The newest run ``(generation, starting_offsets, floor, requested, created_at)``.
-        Binds ``(checkpoint_name,)``."""
+    def select_runs(self) -> str:
+        """Every run ``(generation, *RUNS_COLUMNS)``, newest first. Binds ``(checkpoint_name,)``."""
         return (
-            "SELECT generation, starting_offsets, floor, requested, created_at "
-            f"FROM {self.runs} WHERE checkpoint_name = ? LIMIT 1"
+            f"SELECT generation, {', '.join(RUNS_COLUMNS)} FROM {self.runs} "
+            "WHERE checkpoint_name = ?"
         )
 
     @property
     def insert_run(self) -> str:
         """Record a run. Binds ``(checkpoint_name, generation, starting_offsets, floor,
-        requested, created_at)``."""
+        requested, created_at, version, state)``."""
         return (
             f"INSERT INTO {self.runs} (checkpoint_name, generation, starting_offsets, floor, "
-            f"requested, created_at) VALUES ({_marks(6)})"
+            f"requested, created_at, version, state) VALUES ({_marks(8)})"
+        )
+
+    def update_run(self, columns: Sequence[str]) -> str:
+        """Set ``columns`` of one run. Binds ``(*columns, checkpoint_name, generation)``."""
+        unknown = [c for c in columns if c not in RUNS_COLUMNS]
+        if unknown:
+            raise ValueError(f"{RUNS_TABLE} has no columns {unknown}.")
+        assignments = ", ".join(f"{c} = ?" for c in columns)
+        return f"UPDATE {self.runs} SET {assignments} WHERE checkpoint_name = ? AND generation = ?"
+
+    # -- speed_versions -----------------------------------------------------------------------
+
+    @property
+    def select_speed_versions(self) -> str:
+        """``(view_name, version)`` of every view switched at least once."""
+        return f"SELECT view_name, version FROM {self.speed_versions}"
+
+    @property
+    def select_speed_version(self) -> str:
+        """``(version,)`` of one view. Binds ``(view_name,)``."""
+        return f"SELECT version FROM {self.speed_versions} WHERE view_name = ?"
+
+    @property
+    def insert_speed_version(self) -> str:
+        """Point a view at a speed version. Binds ``(view_name, version, run_generation,
+        now)``."""
+        return (
+            f"INSERT INTO {self.speed_versions} (view_name, version, run_generation, "
+            f"switched_at) VALUES ({_marks(4)})"
         )
 
 
@@ -330,3 +394,12 @@ def read_boundaries(
                 _utc(row.boundary), row.version, row.run_id, _utc(row.published_at)
             )
     return out
+
+
+def read_speed_versions(session: Any, keyspace: str, views: Iterable[str]) -> dict[str, int]:
+    """Per view name, the speed version serving reads (0 until a replay switched it)."""
+    found = {
+        row.view_name: row.version or 0
+        for row in session.execute(PointerTables(keyspace).select_speed_versions)
+    }
+    return {name: found.get(name, 0) for name in views}

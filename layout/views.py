@@ -20,9 +20,13 @@ The layers differ in three ways, all held by :data:`LAYERS`:
 - **batch** rows are written under a new ``version`` per published day, in
   fresh partitions nobody reads until :mod:`layout.pointers` switches the day
   to them, so serving never sees a half loaded day;
-- whether a ``version`` is part of the partition keys is a parameter
-  (:attr:`ViewTables.versioned`), so versioned speed outputs are the same
-  tables with one more key column.
+- the speed layer's output is versioned by table (:attr:`ViewTables.table_version`):
+  a Kappa replay writes ``speed_v<N>_<view>`` beside the live tables and
+  serving switches to them through the ``speed_versions`` pointer
+  (:mod:`layout.pointers`); version 0 is the unsuffixed ``speed_<view>``.
+  Tables, not a key column, because a new version may change a view's
+  measures (new columns, other kinds) and the old one is dropped whole,
+  without tombstones.
 
 Column types come from each measure's kind (:func:`views.kinds.kind`), so the
 two layers type every measure alike and serving merges their rows.
@@ -31,6 +35,8 @@ two layers type every measure alike and serving merges their rows.
 >>> speed = ViewTables(view("clicks"), "ks", "speed")
 >>> speed.by_key, speed.versioned
 ('ks.speed_clicks', False)
+>>> ViewTables(view("clicks"), "ks", "speed", table_version=3).by_minute
+'ks.speed_v3_clicks_by_minute'
 >>> speed.select_minute(["clicks"])
 'SELECT target, clicks FROM ks.speed_clicks_by_minute WHERE window_start = ?'
 >>> ViewTables(view("clicks"), "ks", "batch").select_minute(["clicks"])
@@ -92,6 +98,9 @@ class ViewTables:
     layer: Layer
     versioned: bool | None = None
     """A ``version`` in both partition keys; None: the layer's default (:data:`LAYERS`)."""
+    table_version: int = 0
+    """The output version these tables hold (a Kappa replay writes a new one); 0: the
+    unsuffixed tables."""
 
     def __post_init__(self) -> None:
         if self.layer not in LAYERS:
@@ -101,18 +110,25 @@ class ViewTables:
             )
         if self.versioned is None:
             object.__setattr__(self, "versioned", LAYERS[self.layer].versioned)
+        if self.table_version < 0:
+            raise ValueError(f"A table version is 0 or more; got {self.table_version}.")
 
     @property
     def shape(self) -> LayerShape:
         return LAYERS[self.layer]
 
     @property
+    def prefix(self) -> str:
+        """``speed``, ``speed_v3``: what every table name of this layer and version starts with."""
+        return self.layer if not self.table_version else f"{self.layer}_v{self.table_version}"
+
+    @property
     def by_key(self) -> str:
-        return f"{self.keyspace}.{self.layer}_{self.spec.name}"
+        return f"{self.keyspace}.{self.prefix}_{self.spec.name}"
 
     @property
     def by_minute(self) -> str:
-        return f"{self.keyspace}.{self.layer}_{self.spec.name}_by_minute"
+        return f"{self.keyspace}.{self.prefix}_{self.spec.name}_by_minute"
 
     def _version(self) -> list[str]:
         return ["version"] if self.versioned else []
@@ -254,9 +270,16 @@ class ViewTables:
         return f"SELECT {columns} FROM {self.by_minute} WHERE {where}"
 
     def added_columns(self) -> dict[str, dict[str, str]]:
-        """Per table, the :attr:`LayerShape.written_by` columns (tables of older versions may
-        lack some; :func:`layout.ddl.create_tables` adds them)."""
-        return {table: dict(self.shape.written_by) for table in (self.by_key, self.by_minute)}
+        """Per table, the columns a table created by an older release may lack and that can
+        be added in place (:func:`layout.ddl.create_tables` adds them): the measures (a view
+        that gained one) and :attr:`LayerShape.written_by`."""
+        types = self._types()
+        columns = {m: types[m] for m in self._measures()} | dict(self.shape.written_by)
+        return {table: columns for table in (self.by_key, self.by_minute)}
+
+    def drop(self) -> list[str]:
+        """Both DROP TABLE statements (a superseded speed version is dropped whole)."""
+        return [f"DROP TABLE IF EXISTS {t}" for t in (self.by_key, self.by_minute)]
 
     def delete_minute(self) -> str:
         """Delete one window's partition. Bound values: ``(window_start[, version])``."""
@@ -273,11 +296,11 @@ def _insert(table: str, columns: list[str]) -> str:
 
 
 def view_tables(
-    keyspace: str, layer: Layer, views: Sequence[ViewSpec] | None = None
+    keyspace: str, layer: Layer, views: Sequence[ViewSpec] | None = None, table_version: int = 0
 ) -> list[ViewTables]:
     """The tables of ``views`` (default: every view of :mod:`views.registry`) in one layer."""
     if views is None:
         from views import registry
 
         views = registry.VIEWS
-    return [ViewTables(spec, keyspace, layer) for spec in views]
+    return [ViewTables(spec, keyspace, layer, table_version=table_version) for spec in views]

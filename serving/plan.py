@@ -4,7 +4,8 @@ Pure functions over epoch milliseconds. The rule, per 1-minute window ``w``:
 
 - ``w.start < boundary``: the batch view, at the version ``batch_days``
   names for ``w``'s day; a day with no version has no events (nothing to read);
-- ``w.start >= boundary``: the speed view;
+- ``w.start >= boundary``: the speed view, in the version of its tables
+  ``speed_versions`` names (a read's ``version``);
 - no boundary (the batch layer never published the view): the speed view.
 
 Speed rows older than the boundary exist (they expire by TTL) and are never
@@ -16,7 +17,7 @@ read, so no window is counted twice.
 >>> from datetime import date
 >>> reads = key_reads(0, 3 * 60_000, boundary=60_000, versions={date(1970, 1, 1): 7})
 >>> [(r.layer, r.version, r.lo, r.hi) for r in reads]
-[('batch', 7, 0, 60000), ('speed', None, 60000, 180000)]
+[('batch', 7, 0, 60000), ('speed', 0, 60000, 180000)]
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class KeyRead:
 
     layer: Layer
     day: date
-    version: int | None
+    version: int
+    """The batch version of the day, or the speed tables' version."""
     lo: int
     hi: int
 
@@ -50,7 +52,8 @@ class MinuteRead:
 
     layer: Layer
     minute: int
-    version: int | None
+    version: int
+    """The batch version of the minute's day, or the speed tables' version."""
 
 
 def _split(lo: int, hi: int, boundary: int | None) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -59,7 +62,7 @@ def _split(lo: int, hi: int, boundary: int | None) -> tuple[tuple[int, int], tup
 
 
 def key_reads(
-    lo: int, hi: int, boundary: int | None, versions: Mapping[date, int]
+    lo: int, hi: int, boundary: int | None, versions: Mapping[date, int], speed_version: int = 0
 ) -> list[KeyRead]:
     """The partition slices answering windows ``[lo, hi)`` of one key."""
     (batch_lo, batch_hi), (speed_lo, speed_hi) = _split(lo, hi, boundary)
@@ -68,12 +71,13 @@ def key_reads(
         version = versions.get(day)
         if version is not None:
             reads.append(KeyRead("batch", day, version, day_lo, day_hi))
-    reads += [KeyRead("speed", d, None, a, b) for d, a, b in days_between(speed_lo, speed_hi)]
+    speed = days_between(speed_lo, speed_hi)
+    reads += [KeyRead("speed", d, speed_version, a, b) for d, a, b in speed]
     return reads
 
 
 def minute_reads(
-    lo: int, hi: int, boundary: int | None, versions: Mapping[date, int]
+    lo: int, hi: int, boundary: int | None, versions: Mapping[date, int], speed_version: int = 0
 ) -> list[MinuteRead]:
     """The by-minute partitions answering windows ``[lo, hi)`` (every key)."""
     first = -(-lo // MINUTE_MS) * MINUTE_MS
@@ -84,7 +88,7 @@ def minute_reads(
             if version is not None:
                 reads.append(MinuteRead("batch", minute, version))
         else:
-            reads.append(MinuteRead("speed", minute, None))
+            reads.append(MinuteRead("speed", minute, speed_version))
     return reads
 
 

@@ -193,6 +193,7 @@ class Queries:
     def _context(self, pointers: Pointers, views: Sequence[str], now: int) -> dict[str, Any]:
         return {
             "boundary": {name: iso(pointers.views[name].boundary) for name in views},
+            "speed_version": {name: pointers.views[name].speed_version for name in views},
             "boundary_age_s": {
                 name: boundary_age_s(pointers.views[name].boundary, now) for name in views
             },
@@ -217,7 +218,7 @@ class Queries:
         measures: tuple[str, ...],
     ) -> list[tuple]:
         view = pointers.views[spec.name]
-        reads = key_reads(rq.lo, rq.hi, view.boundary, view.versions)
+        reads = key_reads(rq.lo, rq.hi, view.boundary, view.versions, view.speed_version)
         store = self.store
         parts = await asyncio.gather(
             *(
@@ -343,7 +344,7 @@ class Queries:
         pointers = await self.store.pointers()
         now = self.now_ms()
         p = pointers.views[view]
-        reads = minute_reads(rq.lo, rq.hi, p.boundary, p.versions)
+        reads = minute_reads(rq.lo, rq.hi, p.boundary, p.versions, p.speed_version)
         provisional = any(r.layer == "speed" for r in reads) or (
             p.boundary is None and rq.hi > rq.lo
         )

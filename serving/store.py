@@ -9,10 +9,11 @@ that asked, so a request costs no thread of its own.
 Two small caches keep the hot path to the rows it must read:
 
 - the *pointers* (per view: the batch boundary, the version of each day,
-  the speed layer's progress) are re-read at most every
+  the speed tables' version, the speed layer's progress) are re-read at most every
   ``pointer_cache_s`` seconds, boundary first, then days, so a cached
   boundary never runs ahead of the day versions the batch layer wrote
-  before it;
+  before it; a new speed version's statements are prepared when its
+  pointer is first read, before any request uses it;
 - batch partitions are immutable once their version is published, so their
   rows are kept in a bounded LRU keyed by version.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from layout import PointerTables, ViewTables
+from layout import PointerTables, ViewTables, read_speed_versions
 from serving.lru import Lru
 from views import VIEWS, ViewSpec
 
@@ -51,6 +52,8 @@ class ViewPointers:
     """When the speed query last reported progress (epoch ms)."""
     kafka_lag: int | None = None
     """Records in Kafka the speed query has not read yet."""
+    speed_version: int = 0
+    """The version of the speed tables to read (``speed_versions``; a Kappa replay switches it)."""
 
 
 @dataclass(frozen=True)
@@ -122,37 +125,51 @@ class ServingStore:
         self._batch_cache = Lru(batch_cache_entries)
         self._pointers: Pointers | None = None
         self._refresh: asyncio.Future | None = None
-        self._by_key: dict[tuple[str, str, tuple[str, ...]], Any] = {}
-        self._by_minute: dict[tuple[str, str, str], Any] = {}
-        for spec in views:
-            self._prepare_view(spec)
+        self._by_key: dict[tuple[str, str, int, tuple[str, ...]], Any] = {}
+        self._by_minute: dict[tuple[str, str, int, str], Any] = {}
         pointers = PointerTables(keyspace)
         self._boundary = self._prepare(pointers.select_boundary_ms)
         self._days = self._prepare(pointers.select_days)
         self._progress = self._prepare(pointers.select_freshness_ms)
+        self._speed_version = self._prepare(pointers.select_speed_version)
+        self._speed_prepared: set[tuple[str, int]] = set()
+        versions = read_speed_versions(session, keyspace, list(self.views))
+        for spec in views:
+            self._prepare_view(spec, "batch", 0)
+            self._prepare_view(spec, "speed", versions[spec.name])
 
     def _prepare(self, cql: str) -> Any:
         statement = self.session.prepare(cql)
         statement.fetch_size = _PAGE
         return statement
 
-    def _prepare_view(self, spec: ViewSpec) -> None:
-        every = tuple(m.name for m in spec.measures)
-        for layer in ("speed", "batch"):
-            self._key_statement(spec.name, layer, every)
-            tables = ViewTables(spec, self.keyspace, layer)
-            for m in spec.measures:
-                statement = self._prepare(tables.select_minute([m.name]))
-                self._by_minute[(spec.name, layer, m.name)] = statement
+    def _prepare_view(self, spec: ViewSpec, layer: str, version: int) -> None:
+        """Prepare every read of one view's tables in one layer (and speed version)."""
+        self._key_statement(spec.name, layer, version, tuple(m.name for m in spec.measures))
+        tables = self._tables(spec.name, layer, version)
+        for m in spec.measures:
+            statement = self._prepare(tables.select_minute([m.name]))
+            self._by_minute[(spec.name, layer, version, m.name)] = statement
+        if layer == "speed":
+            self._speed_prepared.add((spec.name, version))
 
-    def _key_statement(self, view: str, layer: str, measures: tuple[str, ...]) -> Any:
-        """The by-key range read of ``measures`` (prepared once per worker and measure set)."""
-        found = self._by_key.get((view, layer, measures))
+    def _tables(self, view: str, layer: str, version: int) -> ViewTables:
+        spec = self.views[view]
+        if layer == "speed":
+            return ViewTables(spec, self.keyspace, "speed", table_version=version)
+        return ViewTables(spec, self.keyspace, "batch")
+
+    def _key_statement(self, view: str, layer: str, version: int, measures: tuple[str, ...]) -> Any:
+        """The by-key range read of ``measures`` (prepared once per worker and measure set).
+
+        ``version``: the speed tables' version (0 for batch, whose version is a key column).
+        """
+        found = self._by_key.get((view, layer, version, measures))
         if found is not None:
             return found
         # Names are checked by the query core; select_range refuses unknown ones.
-        tables = ViewTables(self.views[view], self.keyspace, layer)
-        statement = self._by_key[(view, layer, measures)] = self._prepare(
+        tables = self._tables(view, layer, version)
+        statement = self._by_key[(view, layer, version, measures)] = self._prepare(
             tables.select_range(measures)
         )
         return statement
@@ -171,10 +188,13 @@ class ServingStore:
         hi: int,
         measures: tuple[str, ...],
     ) -> list[tuple]:
-        """Rows ``(window_start_ms, *measures)`` of one key and day, windows ``[lo, hi)``."""
-        statement = self._key_statement(view, layer, measures)
+        """Rows ``(window_start_ms, *measures)`` of one key and day, windows ``[lo, hi)``.
+
+        ``version``: the batch version of the day, or the speed tables' version."""
         if layer == "speed":
+            statement = self._key_statement(view, layer, version or 0, measures)
             return await _await(self.session, statement, (*keys, day, lo, hi), self._profile)
+        statement = self._key_statement(view, layer, 0, measures)
         cache_key = (view, keys, day, version, lo, hi, measures)
         rows = self._batch_cache.get(cache_key)
         if rows is None:
@@ -187,9 +207,10 @@ class ServingStore:
         self, view: str, layer: str, measure: str, minute: int, version: int | None
     ) -> list[tuple]:
         """Rows ``(*keys, value)`` of ``measure`` for every key of one window."""
-        statement = self._by_minute[(view, layer, measure)]
         if layer == "speed":
+            statement = self._by_minute[(view, layer, version or 0, measure)]
             return await _await(self.session, statement, (minute,), self._profile)
+        statement = self._by_minute[(view, layer, 0, measure)]
         cache_key = (view, measure, minute, version)
         rows = self._batch_cache.get(cache_key)
         if rows is None:
@@ -223,11 +244,16 @@ class ServingStore:
         names = list(self.views)
         run = self._run
         # Boundary strictly before days: publish writes days first, then the boundary.
-        boundaries, progress = await asyncio.gather(
+        boundaries, progress, speed = await asyncio.gather(
             asyncio.gather(*(run(self._boundary, (n,)) for n in names)),
             asyncio.gather(*(run(self._progress, (n,)) for n in names)),
+            asyncio.gather(*(run(self._speed_version, (n,)) for n in names)),
         )
         days = await asyncio.gather(*(run(self._days, (n,)) for n in names))
+        versions = {
+            n: (rows[0][0] or 0) if rows else 0 for n, rows in zip(names, speed, strict=True)
+        }
+        await self._prepare_speed(versions)
         views = {}
         for name, b_rows, d_rows, p_rows in zip(names, boundaries, days, progress, strict=True):
             newest = watermark = heartbeat = lag = None
@@ -240,8 +266,17 @@ class ServingStore:
                 watermark=watermark,
                 heartbeat=heartbeat,
                 kafka_lag=lag,
+                speed_version=versions[name],
             )
         return Pointers(views, int(time.time() * 1000), time.monotonic())
+
+    async def _prepare_speed(self, versions: Mapping[str, int]) -> None:
+        """Prepare the reads of speed versions a switch just pointed at (off the event loop)."""
+        loop = asyncio.get_running_loop()
+        for name, version in versions.items():
+            if (name, version) not in self._speed_prepared:
+                spec = self.views[name]
+                await loop.run_in_executor(None, self._prepare_view, spec, "speed", version)
 
     def _run(self, statement: Any, params: Sequence[Any]) -> asyncio.Future:
         return _await(self.session, statement, params, self._profile)

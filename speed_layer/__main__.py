@@ -1,13 +1,13 @@
 """``python -m speed_layer``: run the speed layer until SIGTERM, ``--drain`` to catch up and stop,
-or ``reset --from-offsets earliest|latest|TIMESTAMP`` to open a new run on fresh checkpoints."""
+``replay --from earliest|TIMESTAMP`` to rebuild the live views into a new version beside the
+running job (Kappa), or ``reset --from-offsets earliest|latest|TIMESTAMP`` to open a new run on
+fresh checkpoints into the same tables."""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import threading
-from collections.abc import Sequence
-from typing import Any, Protocol
 
 from core.log import configure_logging, get_logger, log_event
 from core.settings import load_settings
@@ -15,58 +15,29 @@ from core.settings import load_settings
 _log = get_logger("speed_layer")
 
 
-class _Query(Protocol):
-    name: str
-
-    @property
-    def isActive(self) -> bool: ...
-
-    def exception(self) -> Any: ...
-
-
-def supervise(queries: Sequence[_Query], stopping: threading.Event, poll_s: float = 1.0):
-    """Wait until a stop is asked, every query ended, or one failed; return the failed ones.
-
-    A query that ended with an exception is a failure even when every other
-    query ended too (a Cassandra outage kills them all between two polls;
-    ``--drain`` ends them all by design).
-    """
-    while True:
-        failed = [q for q in queries if not q.isActive and q.exception() is not None]
-        if failed or all(not q.isActive for q in queries) or stopping.is_set():
-            return failed
-        stopping.wait(poll_s)
-
-
 def run(drain: bool) -> int:
-    from core.cassandra import connect
     from core.spark import build_spark_session
     from layout import create_tables
-    from speed_layer.job import ProgressRecorder, speed_sql_conf, start_queries
-    from speed_layer.start import current_start
-    from views import VIEWS
+    from speed_layer.job import speed_sql_conf
+    from speed_layer.service import SpeedService
 
     settings = load_settings()
     create_tables(settings)
-    cluster, session = connect(settings.cassandra)
-    try:
-        start = current_start(session, settings)
-    finally:
-        cluster.shutdown()
+    spark = build_spark_session(settings, app_name="speed-layer")
+    for key, value in speed_sql_conf(settings).items():
+        spark.conf.set(key, value)
+    service = SpeedService(spark, settings, available_now=drain)
+    start = service.live
     log_event(
         _log,
         "speed.run",
         generation=start.generation,
+        version=start.version,
         requested=start.requested,
         checkpoint=start.checkpoint_dir(settings),
         floor=start.floor.isoformat() if start.floor else None,
     )
-    spark = build_spark_session(settings, app_name="speed-layer")
-    for key, value in speed_sql_conf(settings).items():
-        spark.conf.set(key, value)
-    recorder = ProgressRecorder(settings, start.generation)
-    spark.streams.addListener(recorder.listener())
-    queries = start_queries(spark, settings, available_now=drain, start=start)
+    service.start()
 
     stopping = threading.Event()
 
@@ -76,18 +47,15 @@ def run(drain: bool) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    failed = supervise(queries, stopping)
-    for query in queries:
-        if query.isActive:
-            query.stop()  # graceful: the current micro-batch finishes, the checkpoint commits
-    if not recorder.wait_for(queries):
-        log_event(_log, "speed.progress_not_recorded", queries=[q.name for q in queries])
+    failed = service.supervise(stopping)
+    if not service.stop():
+        log_event(_log, "speed.progress_not_recorded", queries=list(service.queries))
     if failed:
         for query in failed:
             log_event(_log, "speed.failed", query=query.name, error=str(query.exception()))
     else:
-        recorder.stopped([spec.name for spec in VIEWS])
-    recorder.close()
+        service.recorder.stopped([spec.name for spec in service.views])
+    service.close()
     spark.stop()
     if failed:
         return 1
@@ -114,6 +82,69 @@ def reset_command(from_offsets: str, force: bool) -> int:
     return 0
 
 
+def replay_command(from_offsets: str | None, force: bool, abandon: bool, wait_s: float) -> int:
+    from speed_layer.replay import ReplayRefused, abandon_replay, request_replay
+
+    settings = load_settings()
+    if abandon:
+        gone = abandon_replay(settings)
+        print(
+            "no replay was catching up"
+            if gone is None
+            else f"replay run {gone.generation} (version {gone.version}) abandoned; the job "
+            f"stops its query and drops its tables after {settings.speed.replay_grace_s:.0f}s"
+        )
+        return 0
+    if from_offsets is None:
+        print("replay needs --from earliest|TIMESTAMP (or --abandon)")
+        return 2
+    try:
+        replay = request_replay(settings, from_offsets, force=force)
+    except (ReplayRefused, ValueError) as exc:
+        log_event(_log, "speed.replay_refused", error=str(exc))
+        print(f"replay refused: {exc}")
+        return 2
+    floor = replay.floor.isoformat() if replay.floor else "none (every retained window)"
+    print(
+        f"replay run {replay.generation} recorded: version {replay.version} from "
+        f"{replay.requested} ({replay.starting_offsets}), windows from {floor}. The running "
+        "speed job starts it within seconds and switches serving to it once it has caught "
+        "up; python -m platformctl status shows its catch-up."
+    )
+    return _follow(settings, replay.generation, wait_s) if wait_s > 0 else 0
+
+
+def _follow(settings, generation: int, wait_s: float) -> int:
+    """Print the replay's catch-up until it is live (0) or ``wait_s`` passed (1)."""
+    import time
+
+    from core.cassandra import connect
+    from speed_layer.start import LIVE, REPLAYING, read_runs
+
+    cluster, session = connect(settings.cassandra)
+    try:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            run = next(r for r in read_runs(session, settings) if r.generation == generation)
+            if run.state == LIVE:
+                print(f"replay run {generation} is live: serving reads version {run.version}")
+                return 0
+            if run.state != REPLAYING:
+                print(f"replay run {generation} ended {run.state}")
+                return 1
+            row = session.execute(
+                f"SELECT kafka_lag, max_event_time FROM {settings.cassandra.keyspace}.speed_runs "
+                "WHERE checkpoint_name = %s AND generation = %s",
+                (settings.speed.checkpoint_name, generation),
+            ).one()
+            print(f"catching up: lag {row.kafka_lag} records, event time {row.max_event_time}")
+            time.sleep(5)
+        print(f"replay run {generation} has not switched within {wait_s:.0f}s")
+        return 1
+    finally:
+        cluster.shutdown()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m speed_layer", description=__doc__)
     parser.add_argument("--instance", default="speed", help="a name for logs and pid checks")
@@ -135,10 +166,30 @@ def main(argv: list[str] | None = None) -> int:
         "2026-11-23T08:00:00Z)",
     )
     reset.add_argument("--force", action="store_true", help="reset even though the job looks alive")
+    replay = commands.add_parser(
+        "replay",
+        help="rebuild the live views from the log into a new version beside the running job, "
+        "switched to once caught up (Kappa); see docs/operations.md",
+    )
+    replay.add_argument(
+        "--from",
+        dest="from_offsets",
+        metavar="earliest|TIMESTAMP",
+        help="where the replay starts reading the log (TIMESTAMP: ISO-8601)",
+    )
+    replay.add_argument(
+        "--force", action="store_true", help="start even though the new version would miss windows"
+    )
+    replay.add_argument("--abandon", action="store_true", help="give up the replay catching up")
+    replay.add_argument(
+        "--wait", type=float, default=0, metavar="SECONDS", help="follow it until it is live"
+    )
     args = parser.parse_args(argv)
     configure_logging()
     if args.command == "reset":
         return reset_command(args.from_offsets, args.force)
+    if args.command == "replay":
+        return replay_command(args.from_offsets, args.force, args.abandon, args.wait)
     return run(args.drain)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -72,8 +73,9 @@ REJECT_METRICS = "speed_rejects"
 """Name of the observed metrics of :func:`count_rejects` in each query's progress."""
 
 
-QUERY_NAME = "speed_views"
-"""The name of the speed layer's streaming query (in its progress and the Spark UI)."""
+QUERY_NAME = StartPosition().query_name
+"""The name of the speed layer's streaming query (in its progress and the Spark UI) until the
+first reset or replay; a run's query is named :attr:`StartPosition.query_name`."""
 
 
 def speed_sql_conf(settings: Settings) -> dict[str, str]:
@@ -174,11 +176,12 @@ def start_queries(
     deduplication state. The views' state is the rows in Cassandra.
     """
     start = start or StartPosition()
-    tables = [ViewTables(spec, settings.cassandra.keyspace, "speed") for spec in views]
+    keyspace = settings.cassandra.keyspace
+    tables = [ViewTables(s, keyspace, "speed", table_version=start.version) for s in views]
     checkpoint = f"{start.checkpoint_dir(settings)}/views"
     writer = (
         read_events(spark, settings, start)
-        .writeStream.queryName(QUERY_NAME)
+        .writeStream.queryName(start.query_name)
         .outputMode("append")
         .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint))
         .option("checkpointLocation", checkpoint)
@@ -195,8 +198,19 @@ def start_queries(
         views=[spec.name for spec in views],
         checkpoint=checkpoint,
         generation=start.generation,
+        version=start.version,
+        state=start.state,
     )
     return [query]
+
+
+def _kafka_lag(progress: Any) -> int | None:
+    """Records the query is behind the newest offsets (the most of any partition)."""
+    lag = None
+    for source in progress.sources:
+        behind = (source.metrics or {}).get("maxOffsetsBehindLatest")
+        lag = int(behind) if behind is not None else lag
+    return lag
 
 
 def _ts(text: str | None) -> datetime | None:
@@ -256,10 +270,12 @@ def add_counts(total: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
 class ProgressRecorder:
     """Record each micro-batch's progress in ``speed_progress`` (driver side), per view.
 
-    The query serves every view of ``views``, so each batch's progress is
-    written to each view's row (serving and ``status`` read freshness per view).
-    The row counters (late, future, before the run's floor, rejected per
-    reason) are cumulative across batches and restarts (:func:`add_counts`).
+    The live run's query serves every view of ``views``, so each batch's
+    progress is written to each view's row (serving and ``status`` read
+    freshness per view). The row counters (late, future, before the run's
+    floor, rejected per reason) are cumulative across batches and restarts
+    (:func:`add_counts`). A replay's query (:meth:`follow_replay`) reports to
+    its ``speed_runs`` row instead, and its lag to :attr:`replay_lag`.
     """
 
     def __init__(
@@ -267,12 +283,20 @@ class ProgressRecorder:
         settings: Settings,
         generation: int = 0,
         views: tuple[ViewSpec, ...] = VIEWS,
+        live_query: str = QUERY_NAME,
     ) -> None:
         from core.cassandra import connect
 
+        self._settings = settings
         self._views = tuple(spec.name for spec in views)
         self._cluster, self._session = connect(settings.cassandra)
         self._generation = generation
+        self.live_query = live_query
+        """The name of the live run's query, whose progress goes to ``speed_progress``."""
+        self._replay: tuple[str, int] | None = None
+        self.replay_lag: int | None = None
+        """The replay query's Kafka lag at its last progress (None: none yet)."""
+        self.replay_progress_at: float | None = None
         self._tolerance = timedelta(seconds=settings.event_time.future_tolerance_s)
         self._warned: set[str] = set()
         pointers = PointerTables(settings.cassandra.keyspace)
@@ -311,13 +335,24 @@ class ProgressRecorder:
 
         return _Listener()
 
+    def go_live(self, query_name: str, generation: int) -> None:
+        """The live run is now ``query_name`` (a replay switched): its progress is the views'."""
+        self.live_query, self._generation = query_name, generation
+        self._replay = None
+
+    def follow_replay(self, query_name: str | None, generation: int = 0) -> None:
+        """Report ``query_name``'s progress as the catch-up of replay run ``generation``."""
+        self._replay = None if query_name is None else (query_name, generation)
+        self.replay_lag = self.replay_progress_at = None
+
     def record(self, progress: Any) -> None:
         name = progress.name or ""
-        if name != QUERY_NAME:
-            return
         try:
-            for view in self._views:
-                self._write(view, progress)
+            if self._replay is not None and name == self._replay[0]:
+                self._record_replay(self._replay[1], progress)
+            elif name == self.live_query:
+                for view in self._views:
+                    self._write(view, progress)
         finally:
             with self._progress_seen:
                 self._recorded[name] = progress.batchId
@@ -340,12 +375,26 @@ class ProgressRecorder:
                 lambda: all(self._recorded.get(n, -1) >= b for n, b in wanted.items()), timeout_s
             )
 
+    def _record_replay(self, generation: int, progress: Any) -> None:
+        from speed_layer.start import update_run
+
+        lag = _kafka_lag(progress)
+        self.replay_lag, self.replay_progress_at = lag, time.monotonic()
+        update_run(
+            self._session,
+            self._settings,
+            generation,
+            progress_at=datetime.now(UTC),
+            batch_id=progress.batchId,
+            kafka_lag=lag,
+            max_event_time=_ts((progress.eventTime or {}).get("max")),
+            input_rows_per_s=progress.inputRowsPerSecond,
+            processed_rows_per_s=progress.processedRowsPerSecond,
+        )
+
     def _write(self, view: str, progress: Any) -> None:
         event_time = progress.eventTime or {}
-        lag = None
-        for source in progress.sources:
-            behind = (source.metrics or {}).get("maxOffsetsBehindLatest")
-            lag = int(behind) if behind is not None else lag
+        lag = _kafka_lag(progress)
         now = datetime.now(UTC)
         watermark = _ts(event_time.get("watermark"))
         ahead = watermark is not None and watermark - now > self._tolerance  # never overflows
@@ -407,7 +456,7 @@ class ProgressRecorder:
 
     def heartbeat(self, name: str) -> None:
         """An idle query is alive: refresh its heartbeat only."""
-        if name == QUERY_NAME:
+        if name == self.live_query:
             now = datetime.now(UTC)
             for view in self._views:
                 self._session.execute(self._touch, (now, view))

@@ -21,6 +21,8 @@ from speed_layer.start import (
     current_start,
     floor_of,
     parse_from,
+    pending_replay,
+    read_runs,
     record_start,
     resolve_offsets,
     spark_offsets,
@@ -28,7 +30,7 @@ from speed_layer.start import (
 )
 from views import VIEWS
 
-__all__ = ["ResetRefused", "reset"]
+__all__ = ["ResetRefused", "reset", "start_point"]
 
 _log = get_logger(__name__)
 ALIVE_WITHIN = timedelta(seconds=30)
@@ -49,17 +51,20 @@ def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> Star
         now = datetime.now(UTC)
         if not force:
             _refuse_if_alive(session, settings, now)
+        replay = pending_replay(session, settings)
+        if replay is not None:
+            raise ResetRefused(
+                f"replay run {replay.generation} is catching up into version "
+                f"{replay.version}; let it switch, or abandon it first "
+                "(python -m speed_layer replay --abandon)"
+            )
         previous = current_start(session, settings)
-        topic = settings.kafka.events_topic
-        offsets, seen_from = resolve_offsets(settings.kafka, topic, request)
-        window_s = max(window_seconds(spec.window) for spec in VIEWS)
-        tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+        newest = max((run.generation for run in read_runs(session, settings)), default=0)
         start = StartPosition(
-            generation=previous.generation + 1,
-            starting_offsets=spark_offsets(topic, offsets),
-            floor=floor_of(seen_from, tolerance, window_s),
-            requested=from_offsets,
+            generation=newest + 1,
+            **start_point(settings, request, from_offsets),
             created_at=now,
+            version=previous.version,
         )
         record_start(session, settings, start)
     finally:
@@ -74,6 +79,19 @@ def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> Star
         floor=start.floor.isoformat() if start.floor else None,
     )
     return start
+
+
+def start_point(settings: Settings, request, requested: str) -> dict:
+    """A new run's ``starting_offsets``, ``floor`` and ``requested`` for a parsed request."""
+    topic = settings.kafka.events_topic
+    offsets, seen_from = resolve_offsets(settings.kafka, topic, request)
+    window_s = max(window_seconds(spec.window) for spec in VIEWS)
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+    return {
+        "starting_offsets": spark_offsets(topic, offsets),
+        "floor": floor_of(seen_from, tolerance, window_s),
+        "requested": requested,
+    }
 
 
 def _refuse_if_alive(session, settings: Settings, now: datetime) -> None:

@@ -26,6 +26,15 @@ replayed values equal what an uninterrupted run would have written.
 - ``<timestamp>``: the first offsets at or after that moment.
 - ``latest``: only what arrives from now on.
 
+Every run writes one output *version* of the speed tables
+(:attr:`layout.views.ViewTables.table_version`). A reset keeps the version
+(it repairs the live tables in place); a Kappa replay
+(:mod:`speed_layer.replay`) writes a new one beside the live run, and takes
+over when it has caught up. A run's **state** says which it is: ``live``
+(the run serving reads; the newest live run is the one the job resumes),
+``replaying`` (a new version catching up), ``retired`` (replaced by a
+replay; its version is dropped after a grace period) or ``abandoned``.
+
 Runs are recorded in Cassandra (``speed_runs``, :mod:`layout.pointers`), where
 the job, ``status`` and operators read them, whatever the checkpoint store.
 """
@@ -46,17 +55,27 @@ if TYPE_CHECKING:
     from cassandra.cluster import Session
 
 __all__ = [
+    "ABANDONED",
+    "LIVE",
+    "REPLAYING",
+    "RETIRED",
     "StartPosition",
     "current_start",
     "floor_of",
     "parse_from",
+    "pending_replay",
+    "read_runs",
     "record_start",
     "resolve_offsets",
     "spark_offsets",
+    "update_run",
     "window_seconds",
 ]
 
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+LIVE, REPLAYING, RETIRED, ABANDONED = "live", "replaying", "retired", "abandoned"
+"""The states of a run (``speed_runs.state``; a run recorded before states existed is live)."""
 
 
 @dataclass(frozen=True)
@@ -71,10 +90,28 @@ class StartPosition:
     requested: str = "settings"
     """What the operator asked for: ``earliest``, ``latest``, a timestamp, or ``settings``."""
     created_at: datetime | None = None
+    version: int = 0
+    """The version of the speed tables the run writes."""
+    state: str = LIVE
+    """:data:`LIVE`, :data:`REPLAYING`, :data:`RETIRED` or :data:`ABANDONED`."""
+    retired_at: datetime | None = None
+    """When a replay replaced it (or it was abandoned)."""
+    dropped_at: datetime | None = None
+    """When its version's tables were dropped."""
 
     def checkpoint_dir(self, settings: Settings) -> str:
         base = f"{settings.lake.checkpoint_root.rstrip('/')}/{settings.speed.checkpoint_name}"
         return base if self.generation == 0 else f"{base}.r{self.generation}"
+
+    @property
+    def query_name(self) -> str:
+        """The name of the run's streaming query (unique in a session: two runs side by side
+        during a replay).
+
+        >>> StartPosition().query_name, StartPosition(generation=4).query_name
+        ('speed_views', 'speed_views_r4')
+        """
+        return "speed_views" if self.generation == 0 else f"speed_views_r{self.generation}"
 
 
 def parse_from(text: str) -> str | datetime:
@@ -181,19 +218,41 @@ def spark_offsets(topic: str, offsets: dict[int, int]) -> str:
     return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
 
 
+def _utc(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def read_runs(session: Session, settings: Settings) -> list[StartPosition]:
+    """Every run of the speed layer's checkpoint name, newest first."""
+    select = session.prepare(PointerTables(settings.cassandra.keyspace).select_runs)
+    return [
+        StartPosition(
+            row.generation,
+            row.starting_offsets,
+            _utc(row.floor),
+            row.requested or "settings",
+            _utc(row.created_at),
+            row.version or 0,
+            row.state or LIVE,
+            _utc(row.retired_at),
+            _utc(row.dropped_at),
+        )
+        for row in session.execute(select, (settings.speed.checkpoint_name,))
+    ]
+
+
 def current_start(session: Session, settings: Settings) -> StartPosition:
-    """The run the job should resume or start (generation 0 when never reset)."""
-    select = session.prepare(PointerTables(settings.cassandra.keyspace).select_run)
-    row = session.execute(select, (settings.speed.checkpoint_name,)).one()
-    if row is None:
-        return StartPosition()
-    return StartPosition(
-        row.generation,
-        row.starting_offsets,
-        row.floor.replace(tzinfo=UTC) if row.floor else None,
-        row.requested,
-        row.created_at.replace(tzinfo=UTC) if row.created_at else None,
-    )
+    """The run the job should resume or start: the newest live one (generation 0 when the
+    layer was never reset or replayed)."""
+    live = [run for run in read_runs(session, settings) if run.state == LIVE]
+    return live[0] if live else StartPosition()
+
+
+def pending_replay(session: Session, settings: Settings) -> StartPosition | None:
+    """The replay catching up beside the live run, if one was asked for."""
+    runs = read_runs(session, settings)
+    live = next((run.generation for run in runs if run.state == LIVE), -1)
+    return next((r for r in runs if r.state == REPLAYING and r.generation > live), None)
 
 
 def record_start(session: Session, settings: Settings, start: StartPosition) -> None:
@@ -206,5 +265,15 @@ def record_start(session: Session, settings: Settings, start: StartPosition) -> 
             start.floor,
             start.requested,
             start.created_at,
+            start.version,
+            start.state,
         ),
     )
+
+
+def update_run(session: Session, settings: Settings, generation: int, **columns: Any) -> None:
+    """Set columns of ``speed_runs`` (:data:`layout.pointers.RUNS_COLUMNS`) of one run."""
+    statement = session.prepare(
+        PointerTables(settings.cassandra.keyspace).update_run(list(columns))
+    )
+    session.execute(statement, (*columns.values(), settings.speed.checkpoint_name, generation))

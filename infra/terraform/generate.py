@@ -58,7 +58,9 @@ def keyspaces_tables(statements: list[str]) -> dict[str, dict[str, Any]]:
 
 def project_statements(ttl_s: int | None = None) -> list[str]:
     """Every CREATE TABLE the platform runs (speed rows with the settings' TTL)."""
-    return create_statements(_KEYSPACE, SpeedSettings().ttl_s if ttl_s is None else ttl_s)
+    return create_statements(
+        _KEYSPACE, SpeedSettings().ttl_s if ttl_s is None else ttl_s, speed=False
+    )
 
 
 def kafka_sizing(tfvars_file: Path) -> KafkaSettings:

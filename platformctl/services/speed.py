@@ -13,7 +13,14 @@ from core.settings import Settings
 from platformctl.process import ManagedProcess, port_open
 from platformctl.services.base import Service, python_process
 
-__all__ = ["SERVICE", "healthy", "process", "progress", "view_progress_health"]
+__all__ = [
+    "SERVICE",
+    "healthy",
+    "process",
+    "progress",
+    "runs_summary",
+    "view_progress_health",
+]
 
 
 def process(settings: Settings) -> ManagedProcess:
@@ -52,7 +59,40 @@ def healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool, str]
         view_progress_health(spec.name, rows.get(spec.name), now, tolerance, started, max_silence_s)
         for spec in VIEWS
     ]
-    return all(ok for ok, _ in verdicts), "; ".join(text for _, text in verdicts)
+    lines = [text for _, text in verdicts]
+    runs = runs_summary(settings, now)
+    return all(ok for ok, _ in verdicts), "; ".join([runs, *lines] if runs else lines)
+
+
+def runs_summary(settings: Settings, now: datetime) -> str:
+    """The live run and version, and a replay's catch-up while one runs (Kappa)."""
+    from core.cassandra import connect
+    from speed_layer.start import LIVE, REPLAYING
+
+    cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    try:
+        from layout import PointerTables
+
+        select = session.prepare(PointerTables(settings.cassandra.keyspace).select_runs)
+        runs = list(session.execute(select, (settings.speed.checkpoint_name,)))
+    except Exception:  # the table does not exist before the first start
+        return ""
+    finally:
+        cluster.shutdown()
+    live = next((r for r in runs if (r.state or LIVE) == LIVE), None)
+    text = (
+        f"run {live.generation if live else 0} live on version {live.version or 0 if live else 0}"
+    )
+    replay = next((r for r in runs if r.state == REPLAYING), None)
+    if replay is not None:
+        newest = replay.max_event_time
+        behind = f"{(now - newest.replace(tzinfo=UTC)).total_seconds():.0f}s" if newest else "?"
+        text += (
+            f"; replay run {replay.generation} into version {replay.version} catching up: "
+            f"lag {replay.kafka_lag}, event time {behind} behind now, "
+            f"{replay.processed_rows_per_s or 0:.0f} rows/s"
+        )
+    return text
 
 
 def view_progress_health(

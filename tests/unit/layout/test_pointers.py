@@ -13,11 +13,14 @@ from infra.terraform.cql import parse_create_table
 from layout import (
     PROGRESS_COLUMNS,
     PROGRESS_TABLE,
+    RUNS_COLUMNS,
     RUNS_TABLE,
+    SPEED_VERSIONS_TABLE,
     Boundary,
     PointerTables,
     missing_columns,
     read_boundaries,
+    read_speed_versions,
 )
 
 POINTERS = PointerTables("ks")
@@ -28,13 +31,14 @@ def tables():
     return {t.name: t for t in (parse_create_table(s) for s in POINTERS.create())}
 
 
-def test_five_tables_each_created_once_in_the_keyspace(tables):
+def test_six_tables_each_created_once_in_the_keyspace(tables):
     assert set(tables) == {
         "batch_days",
         "batch_boundary",
         "batch_superseded",
         PROGRESS_TABLE,
         RUNS_TABLE,
+        SPEED_VERSIONS_TABLE,
     }
     assert all(s.startswith("CREATE TABLE IF NOT EXISTS ks.") for s in POINTERS.create())
 
@@ -49,6 +53,35 @@ def test_runs_newest_first_per_checkpoint(tables):
     runs = tables[RUNS_TABLE]
     assert runs.partition_key == ("checkpoint_name",)
     assert runs.clustering_key == (("generation", "DESC"),)
+    assert dict(runs.columns) == {
+        "checkpoint_name": "text",
+        "generation": "int",
+        **RUNS_COLUMNS,
+    }
+
+
+def test_one_speed_version_pointer_per_view(tables):
+    versions = tables[SPEED_VERSIONS_TABLE]
+    assert versions.partition_key == ("view_name",) and versions.clustering_key == ()
+    assert ("version", "int") in versions.columns
+
+
+def test_a_run_update_names_only_run_columns():
+    assert POINTERS.update_run(["state", "retired_at"]) == (
+        "UPDATE ks.speed_runs SET state = ?, retired_at = ? "
+        "WHERE checkpoint_name = ? AND generation = ?"
+    )
+    with pytest.raises(ValueError, match="no columns"):
+        POINTERS.update_run(["nope"])
+
+
+def test_views_never_switched_read_version_zero():
+    rows = [SimpleNamespace(view_name="clicks", version=4)]
+    session = SimpleNamespace(execute=lambda _statement: rows)
+    assert read_speed_versions(session, "ks", ["clicks", "search_terms"]) == {
+        "clicks": 4,
+        "search_terms": 0,
+    }
 
 
 def _statements() -> dict[str, str]:
@@ -68,7 +101,7 @@ def test_every_named_statement_binds_what_it_names(name):
     if insert:
         assert len(insert.group(1).split(", ")) == len(insert.group(2).split(", "))
     else:
-        assert re.match(r"(SELECT .* FROM|UPDATE|DELETE FROM) ks\.\w+ ", statement), statement
+        assert re.match(r"(SELECT .* FROM|UPDATE|DELETE FROM) ks\.\w+( |$)", statement), statement
     assert " ks." in statement
 
 

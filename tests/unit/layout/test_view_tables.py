@@ -166,7 +166,21 @@ def test_the_stored_row_is_read_by_its_whole_primary_key():
     versioned = ViewTables(view("clicks"), "ks", "speed", versioned=True)
     assert versioned.select_stored().endswith("window_start = ? AND version = ? AND target = ?")
     assert ViewTables(view("clicks"), "ks", "speed").added_columns()["ks.speed_clicks"] == {
+        "clicks": "bigint",
         "batch_id": "bigint",
         "written_at": "timestamp",
         "checkpoint_id": "int",
     }
+
+
+def test_a_replay_writes_its_version_into_tables_of_their_own():
+    v3 = ViewTables(view("clicks"), "ks", "speed", table_version=3)
+    assert (v3.by_key, v3.by_minute) == ("ks.speed_v3_clicks", "ks.speed_v3_clicks_by_minute")
+    assert v3.insert_by_minute().startswith("INSERT INTO ks.speed_v3_clicks_by_minute (")
+    assert v3.drop() == [
+        "DROP TABLE IF EXISTS ks.speed_v3_clicks",
+        "DROP TABLE IF EXISTS ks.speed_v3_clicks_by_minute",
+    ]
+    assert ViewTables(view("clicks"), "ks", "speed", table_version=0).by_key == "ks.speed_clicks"
+    with pytest.raises(ValueError, match="0 or more"):
+        ViewTables(view("clicks"), "ks", "speed", table_version=-1)

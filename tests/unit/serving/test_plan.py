@@ -26,7 +26,14 @@ def test_range_entirely_before_the_boundary_reads_batch_only() -> None:
 
 def test_range_entirely_after_the_boundary_reads_speed_only() -> None:
     reads = key_reads(_t(11), _t(12), boundary=_t(10), versions=VERSIONS)
-    assert [(r.layer, r.version, r.lo, r.hi) for r in reads] == [("speed", None, _t(11), _t(12))]
+    assert [(r.layer, r.version, r.lo, r.hi) for r in reads] == [("speed", 0, _t(11), _t(12))]
+
+
+def test_speed_reads_name_the_version_the_pointer_gives() -> None:
+    reads = key_reads(_t(9, 30), _t(10, 30), boundary=_t(10), versions=VERSIONS, speed_version=3)
+    assert {(r.layer, r.version) for r in reads} == {("batch", 11), ("speed", 3)}
+    minutes = minute_reads(_t(9, 59), _t(10, 1), _t(10), VERSIONS, speed_version=3)
+    assert [(r.layer, r.version) for r in minutes] == [("batch", 11), ("speed", 3)]
 
 
 def test_straddling_range_splits_exactly_at_the_boundary() -> None:

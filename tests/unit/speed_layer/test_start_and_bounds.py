@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.settings import LakeSettings, Settings, SpeedSettings
-from speed_layer.__main__ import supervise
+from speed_layer.service import supervise
 from speed_layer.start import StartPosition, floor_of, parse_from, spark_offsets, window_seconds
 
 
@@ -64,14 +64,15 @@ class _Query:
 def test_supervise_reports_a_failure_even_when_every_query_ended():
     # Every query died between two polls (a Cassandra outage), or --drain ended them.
     queries = [_Query("a", False, "NoHostAvailable"), _Query("b", False), _Query("c", False)]
-    assert [q.name for q in supervise(queries, threading.Event(), 0.01)] == ["a"]
+    assert [q.name for q in supervise(lambda: queries, threading.Event(), 0.01)] == ["a"]
 
 
 def test_supervise_returns_no_failure_when_all_ended_cleanly_or_a_stop_was_asked():
-    assert supervise([_Query("a", False), _Query("b", False)], threading.Event(), 0.01) == []
+    ended = [_Query("a", False), _Query("b", False)]
+    assert supervise(lambda: ended, threading.Event(), 0.01) == []
     stopping = threading.Event()
     stopping.set()
-    assert supervise([_Query("a", True)], stopping, 0.01) == []
+    assert supervise(lambda: [_Query("a", True)], stopping, 0.01) == []
 
 
 def test_bound_event_time_drops_and_counts_the_future_and_what_lies_before_the_floor(spark):

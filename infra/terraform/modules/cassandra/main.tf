@@ -86,6 +86,14 @@ data "aws_iam_policy_document" "read_write" {
     resources = [local.keyspace_arn, "${local.keyspace_arn}table/*"]
   }
 
+  # The speed job owns its output tables: it creates its version's tables at start, a
+  # Kappa replay's new version, adds a view's new measure, and drops superseded versions.
+  statement {
+    sid       = "SpeedJobOwnsItsTables"
+    actions   = ["cassandra:Create", "cassandra:Alter", "cassandra:Drop"]
+    resources = ["${local.keyspace_arn}table/speed_*"]
+  }
+
   statement {
     sid       = "DriverReadsSystemTables"
     actions   = ["cassandra:Select"]

@@ -1,0 +1,244 @@
+"""Kappa reprocessing: replay the retained log into a new version of the speed tables.
+
+Kreps' recipe, as the speed job runs it (:mod:`speed_layer.service`):
+
+1. ``python -m speed_layer replay --from earliest|TIMESTAMP`` records a run
+   in state ``replaying`` with a new output version ``N`` and creates the
+   tables ``speed_vN_<view>`` (:func:`request_replay`);
+2. the running speed job sees it within ``replay_poll_s`` and starts a
+   second streaming query, from the chosen offsets into version N, beside
+   the live one; its catch-up (Kafka lag, newest event time, rates) is
+   written to its ``speed_runs`` row and shown by ``platformctl status``;
+3. once its lag stays within ``replay_max_lag`` records for
+   ``replay_sustain_s`` (:class:`CatchUp`), the job switches: every view's
+   ``speed_versions`` pointer moves to N in one logged batch, the replay
+   becomes the live run and the old query stops (:func:`switch`); serving
+   reads the pointer (cached for ``pointer_cache_s``) and says the version
+   in every answer;
+4. the old version's tables are dropped ``replay_grace_s`` later, when no
+   reader can still hold the old pointer (:func:`drop_superseded`).
+
+Until the switch, serving reads the old version, so a dashboard never sees
+a half-rebuilt table. The same path changes a view's definition (the new
+code's views write the new version whole) and repairs a damaged speed layer
+(lost rows, a bad checkpoint): nothing is repaired in place.
+
+A replay that starts after the beginning of the log has a floor
+(:mod:`speed_layer.start`): windows before it would be missing from the new
+version, so it is refused while the floor lies after a view's batch
+boundary (serving would show the hole), unless forced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from layout import PointerTables, ViewTables, create_tables, create_view_tables
+from layout.pointers import read_boundaries, read_speed_versions
+from speed_layer.start import (
+    ABANDONED,
+    LIVE,
+    REPLAYING,
+    RETIRED,
+    StartPosition,
+    current_start,
+    parse_from,
+    pending_replay,
+    read_runs,
+    record_start,
+    update_run,
+)
+from views import VIEWS, ViewSpec
+
+if TYPE_CHECKING:
+    from cassandra.cluster import Session
+
+__all__ = [
+    "CatchUp",
+    "ReplayRefused",
+    "abandon_replay",
+    "drop_superseded",
+    "request_replay",
+    "switch",
+]
+
+_log = get_logger(__name__)
+
+
+class ReplayRefused(RuntimeError):
+    """The replay cannot start as asked (one is already running, or it would leave a hole)."""
+
+
+def request_replay(
+    settings: Settings,
+    from_offsets: str,
+    *,
+    force: bool = False,
+    views: Sequence[ViewSpec] = VIEWS,
+) -> StartPosition:
+    """Record a replay from ``from_offsets`` into a new version and create its tables."""
+    from core.cassandra import connect
+    from speed_layer.reset import start_point
+
+    request = parse_from(from_offsets)
+    create_tables(settings, views)
+    cluster, session = connect(settings.cassandra)
+    try:
+        pending = pending_replay(session, settings)
+        if pending is not None:
+            raise ReplayRefused(
+                f"replay run {pending.generation} into version {pending.version} is "
+                "already catching up; wait for its switch or abandon it "
+                "(python -m speed_layer replay --abandon)"
+            )
+        runs = read_runs(session, settings)
+        pointed = read_speed_versions(session, settings.cassandra.keyspace, [v.name for v in views])
+        point = start_point(settings, request, from_offsets)
+        if point["floor"] is not None and not force:
+            _refuse_hole(settings, point["floor"], [v.name for v in views], session)
+        replay = StartPosition(
+            generation=max((r.generation for r in runs), default=0) + 1,
+            created_at=datetime.now(UTC),
+            version=max([0, *(r.version for r in runs), *pointed.values()]) + 1,
+            state=REPLAYING,
+            **point,
+        )
+        for spec in views:
+            tables = ViewTables(
+                spec, settings.cassandra.keyspace, "speed", table_version=replay.version
+            )
+            create_view_tables(session, tables, settings.speed.ttl_s)
+        record_start(session, settings, replay)
+    finally:
+        cluster.shutdown()
+    log_event(
+        _log,
+        "speed.replay_requested",
+        generation=replay.generation,
+        version=replay.version,
+        starting_offsets=replay.starting_offsets,
+        floor=replay.floor.isoformat() if replay.floor else None,
+    )
+    return replay
+
+
+def _refuse_hole(settings: Settings, floor: datetime, views: list[str], session: Session) -> None:
+    boundaries = read_boundaries(settings.cassandra, views, session=session)
+    for name, boundary in boundaries.items():
+        if boundary is None or boundary.at < floor:
+            after = "every window" if boundary is None else f"windows from {boundary.at:%F %T}"
+            raise ReplayRefused(
+                f"the replay would write windows from {floor:%F %T} on, but serving reads "
+                f"{after} of {name!r} from the speed layer: the new version would miss the "
+                "windows in between. Replay from earlier (--from earliest), or pass --force."
+            )
+
+
+def abandon_replay(settings: Settings) -> StartPosition | None:
+    """Give up the replay catching up (the job stops its query; its tables are dropped after
+    the grace period). Returns it, or None when there was none."""
+    from core.cassandra import connect
+
+    cluster, session = connect(settings.cassandra)
+    try:
+        replay = pending_replay(session, settings)
+        if replay is not None:
+            now = datetime.now(UTC)
+            update_run(session, settings, replay.generation, state=ABANDONED, retired_at=now)
+            log_event(_log, "speed.replay_abandoned", generation=replay.generation)
+        return replay
+    finally:
+        cluster.shutdown()
+
+
+@dataclass
+class CatchUp:
+    """Whether a replay has caught up: its lag within ``max_lag`` for ``sustain_s`` in a row.
+
+    >>> c = CatchUp(max_lag=10, sustain_s=5)
+    >>> c.observe(500, 0.0), c.observe(3, 1.0), c.observe(2, 5.0), c.observe(0, 6.0)
+    (False, False, False, True)
+    >>> c.observe(11, 7.0), c.since is None
+    (False, True)
+    """
+
+    max_lag: int
+    sustain_s: float
+    since: float | None = None
+    """When the lag last came within ``max_lag`` (monotonic seconds); None: it is not."""
+
+    def observe(self, lag: int | None, now: float) -> bool:
+        if lag is None or lag > self.max_lag:
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = now
+        return now - self.since >= self.sustain_s
+
+
+def switch(
+    session: Session,
+    settings: Settings,
+    live: StartPosition,
+    replay: StartPosition,
+    views: Sequence[ViewSpec],
+) -> datetime:
+    """Point every view at the replay's version (one logged batch: all or none), make the
+    replay the live run and retire the old one. Returns the moment of the switch."""
+    from cassandra.query import BatchStatement, BatchType
+
+    now = datetime.now(UTC)
+    pointer = session.prepare(PointerTables(settings.cassandra.keyspace).insert_speed_version)
+    batch = BatchStatement(batch_type=BatchType.LOGGED)
+    for spec in views:
+        batch.add(pointer, (spec.name, replay.version, replay.generation, now))
+    session.execute(batch)
+    update_run(session, settings, replay.generation, state=LIVE, switched_at=now)
+    update_run(session, settings, live.generation, state=RETIRED, retired_at=now)
+    log_event(
+        _log,
+        "speed.replay_switched",
+        generation=replay.generation,
+        version=replay.version,
+        previous_version=live.version,
+        views=[spec.name for spec in views],
+    )
+    return now
+
+
+def drop_superseded(
+    session: Session, settings: Settings, views: Sequence[ViewSpec], now: datetime | None = None
+) -> list[int]:
+    """Drop the tables of versions retired or abandoned at least ``replay_grace_s`` ago that
+    no live or replaying run writes; returns the versions dropped."""
+    now = now or datetime.now(UTC)
+    grace = timedelta(seconds=settings.speed.replay_grace_s)
+    runs = read_runs(session, settings)
+    in_use = {current_start(session, settings).version}
+    replay = pending_replay(session, settings)
+    if replay is not None:
+        in_use.add(replay.version)
+    in_use |= set(
+        read_speed_versions(session, settings.cassandra.keyspace, [v.name for v in views]).values()
+    )
+    dropped = []
+    for run in runs:
+        due = run.retired_at is not None and now - run.retired_at >= grace
+        if run.state not in (RETIRED, ABANDONED) or run.dropped_at is not None or not due:
+            continue
+        if run.version not in in_use:
+            for spec in views:
+                tables = ViewTables(
+                    spec, settings.cassandra.keyspace, "speed", table_version=run.version
+                )
+                for statement in tables.drop():
+                    session.execute(statement)
+            dropped.append(run.version)
+            log_event(_log, "speed.version_dropped", version=run.version, generation=run.generation)
+        update_run(session, settings, run.generation, dropped_at=now)
+    return dropped

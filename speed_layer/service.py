@@ -1,0 +1,198 @@
+"""The speed job as a service: the live run's query, and a replay's beside it until it switches.
+
+:class:`SpeedService` is what ``python -m speed_layer`` runs. It starts the
+live run's query (:func:`speed_layer.job.start_queries`) and then, every
+``replay_poll_s``, does what the run records in ``speed_runs`` ask for
+(:mod:`speed_layer.replay`):
+
+- a replay was requested: start its query in the same Spark application
+  (one JVM: on a laptop both fit in the driver's memory; they share its
+  cores, so the live query's micro-batches are slower while the replay
+  catches up);
+- the replay has caught up (:class:`speed_layer.replay.CatchUp`): switch
+  the pointers, stop the old query, report the new run's progress as the
+  views' (:meth:`ProgressRecorder.go_live`);
+- the replay was abandoned: stop its query;
+- a superseded version's grace period is over: drop its tables.
+
+A query that fails ends the service with an error (the supervisor restarts
+it), as before: the checkpoints resume both runs where they were.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from speed_layer.job import ProgressRecorder, start_queries
+from speed_layer.replay import CatchUp, drop_superseded, switch
+from speed_layer.start import LIVE, REPLAYING, StartPosition, current_start, pending_replay
+from views import VIEWS, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["SpeedService", "supervise"]
+
+_log = get_logger(__name__)
+
+
+class SpeedService:
+    """The live run's query, a replay's query while one catches up, and the switch between."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        *,
+        views: Sequence[ViewSpec] = VIEWS,
+        available_now: bool = False,
+    ) -> None:
+        from core.cassandra import connect
+
+        self.spark, self.settings, self.views = spark, settings, tuple(views)
+        self.available_now = available_now
+        self._cluster, self.session = connect(settings.cassandra)
+        self.live: StartPosition = current_start(self.session, settings)
+        self.replay: StartPosition | None = None
+        self.queries: dict[int, StreamingQuery] = {}
+        """The running queries by run generation."""
+        self.recorder = ProgressRecorder(
+            settings, self.live.generation, self.views, live_query=self.live.query_name
+        )
+        self._catch_up = CatchUp(settings.speed.replay_max_lag, settings.speed.replay_sustain_s)
+        self._polled = 0.0
+
+    def start(self) -> None:
+        self.spark.streams.addListener(self.recorder.listener())
+        self._start(self.live)
+        if not self.available_now:
+            self.poll()
+
+    def _start(self, run: StartPosition) -> None:
+        (query,) = start_queries(
+            self.spark,
+            self.settings,
+            views=self.views,
+            available_now=self.available_now,
+            start=run,
+        )
+        self.queries[run.generation] = query
+
+    def poll(self) -> None:
+        """Do what the runs ask for: start, switch or stop a replay; drop superseded versions."""
+        self._polled = time.monotonic()
+        wanted = pending_replay(self.session, self.settings)
+        if self.replay is not None and (
+            wanted is None or wanted.generation != self.replay.generation
+        ):
+            self._stop_replay()  # abandoned (or replaced by an operator)
+        if self.replay is None and wanted is not None:
+            self.replay = wanted
+            self.recorder.follow_replay(wanted.query_name, wanted.generation)
+            self._catch_up.since = None
+            self._start(wanted)
+            log_event(
+                _log,
+                "speed.replay_started",
+                generation=wanted.generation,
+                version=wanted.version,
+                requested=wanted.requested,
+            )
+        if self.replay is not None and self._caught_up():
+            self._switch()
+        drop_superseded(self.session, self.settings, self.views)
+
+    def _caught_up(self) -> bool:
+        if self.recorder.replay_progress_at is None:
+            return False
+        return self._catch_up.observe(self.recorder.replay_lag, time.monotonic())
+
+    def _switch(self) -> None:
+        assert self.replay is not None
+        old, new = self.live, self.replay
+        switch(self.session, self.settings, old, new, self.views)
+        self.recorder.go_live(new.query_name, new.generation)
+        self.live, self.replay = new, None
+        query = self.queries.pop(old.generation, None)
+        if query is not None:
+            query.stop()
+        self.live = replace(new, state=LIVE)
+
+    def _stop_replay(self) -> None:
+        assert self.replay is not None
+        query = self.queries.pop(self.replay.generation, None)
+        if query is not None and query.isActive:
+            query.stop()
+        log_event(_log, "speed.replay_stopped", generation=self.replay.generation)
+        self.recorder.follow_replay(None)
+        self.replay = None
+
+    def supervise(self, stopping: threading.Event, poll_s: float = 1.0) -> list[StreamingQuery]:
+        """Run until a stop is asked, every query ended, or one failed; return the failed ones.
+        Between checks, :meth:`poll` every ``replay_poll_s`` (not when draining)."""
+        return supervise(lambda: list(self.queries.values()), stopping, poll_s, self._tick)
+
+    def _tick(self) -> None:
+        if self.available_now:
+            return
+        if time.monotonic() - self._polled >= self.settings.speed.replay_poll_s:
+            try:
+                self.poll()
+            except Exception as exc:  # a Cassandra hiccup must not stop the streams
+                log_event(_log, "speed.poll_failed", logging.WARNING, error=repr(exc))
+
+    def stop(self) -> bool:
+        """Stop every query gracefully (the current micro-batch finishes, the checkpoint
+        commits) and wait for their last progress; False if it was not recorded in time."""
+        queries = list(self.queries.values())
+        for query in queries:
+            if query.isActive:
+                query.stop()
+        return self.recorder.wait_for(queries)
+
+    def close(self) -> None:
+        self.recorder.close()
+        self._cluster.shutdown()
+
+    @property
+    def replaying(self) -> bool:
+        return self.replay is not None and self.replay.state == REPLAYING
+
+
+class _Query(Protocol):
+    name: str
+
+    @property
+    def isActive(self) -> bool: ...
+
+    def exception(self) -> Any: ...
+
+
+def supervise(
+    queries: Callable[[], Sequence[_Query]],
+    stopping: threading.Event,
+    poll_s: float = 1.0,
+    tick: Callable[[], None] = lambda: None,
+) -> list[Any]:
+    """Wait until a stop is asked, every query ended, or one failed; return the failed ones.
+
+    A query that ended with an exception is a failure even when every other
+    query ended too (a Cassandra outage kills them all between two polls;
+    ``--drain`` ends them all by design). ``queries`` is asked at every check
+    (a switch replaces them); ``tick`` runs between checks.
+    """
+    while True:
+        current = queries()
+        failed = [q for q in current if not q.isActive and q.exception() is not None]
+        if failed or all(not q.isActive for q in current) or stopping.is_set():
+            return failed
+        tick()
+        stopping.wait(poll_s)
