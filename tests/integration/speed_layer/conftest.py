@@ -61,15 +61,18 @@ def speed_settings(
 
 @pytest.fixture
 def read_view(cassandra_session):
-    """``read_view(settings, view)`` -> {(minute, key): row} from the by-key table."""
+    """``read_view(settings, view)`` -> {(minute, key): row} from the by-key table of the
+    version serving reads (``speed_versions``)."""
 
     def read(settings: Settings, view: str) -> dict:
+        from layout import ViewTables, read_speed_versions
         from views import view as view_spec
 
         spec = view_spec(view)
-        rows = cassandra_session.execute(
-            f"SELECT * FROM {settings.cassandra.keyspace}.speed_{view}"
-        )
+        keyspace = settings.cassandra.keyspace
+        (version,) = read_speed_versions(cassandra_session, keyspace, [view]).values()
+        tables = ViewTables(spec, keyspace, "speed", table_version=version)
+        rows = cassandra_session.execute(f"SELECT * FROM {tables.by_key}")
         return {(row.window_start, *(getattr(row, k) for k in spec.keys)): row for row in rows}
 
     return read
