@@ -69,9 +69,11 @@ class SpeedService:
         )
         self._catch_up = CatchUp(settings.speed.replay_max_lag, settings.speed.replay_sustain_s)
         self._polled = 0.0
+        self._listener = None
 
     def start(self) -> None:
-        self.spark.streams.addListener(self.recorder.listener())
+        self._listener = self.recorder.listener()
+        self.spark.streams.addListener(self._listener)
         self._start(self.live)
         if not self.available_now:
             self.poll()
@@ -159,6 +161,8 @@ class SpeedService:
         return self.recorder.wait_for(queries)
 
     def close(self) -> None:
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
         self.recorder.close()
         self._cluster.shutdown()
 

@@ -169,3 +169,52 @@ class SpeedJob:
 @pytest.fixture
 def speed_job() -> SpeedJob:
     return SpeedJob()
+
+
+@pytest.fixture
+def replay_settings(speed_settings: Settings) -> Settings:
+    """``speed_settings`` with short replay catch-up, grace and poll periods, so a Kappa
+    replay switches within a test."""
+    speed = speed_settings.speed.model_copy(
+        update={
+            "replay_max_lag": 0,
+            "replay_sustain_s": 3.0,
+            "replay_grace_s": 5.0,
+            "replay_poll_s": 1.0,
+        }
+    )
+    return speed_settings.model_copy(update={"speed": speed})
+
+
+@pytest.fixture
+def speed_version(cassandra_session):
+    """``speed_version(settings, view)``: the version of the speed tables serving reads."""
+    from layout import read_speed_versions
+
+    def read(settings: Settings, view: str) -> int:
+        keyspace = settings.cassandra.keyspace
+        return read_speed_versions(cassandra_session, keyspace, [view])[view]
+
+    return read
+
+
+@pytest.fixture
+def wait_for():
+    """``wait_for(check, timeout_s, what, job=None)``: poll ``check`` until truthy; fail with
+    the job's log when it exits or time runs out."""
+
+    def wait(check, timeout_s: float, what: str, job: subprocess.Popen | None = None):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            if job is not None and job.poll() is not None:
+                tail = SpeedJob.log_tail(job)
+                pytest.fail(f"the speed job exited ({job.returncode}) waiting for {what}:\n{tail}")
+            time.sleep(0.5)
+        pytest.fail(
+            f"timed out waiting for {what}" + (f":\n{SpeedJob.log_tail(job)}" if job else "")
+        )
+
+    return wait

@@ -23,19 +23,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 MINUTE = 60_000
 
 
-def replay_settings(settings: Settings) -> Settings:
-    """Short catch-up, grace and poll periods, so a switch happens within a test."""
-    speed = settings.speed.model_copy(
-        update={
-            "replay_max_lag": 0,
-            "replay_sustain_s": 3.0,
-            "replay_grace_s": 5.0,
-            "replay_poll_s": 1.0,
-        }
-    )
-    return settings.model_copy(update={"speed": speed})
-
-
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "speed_layer", *args],
@@ -67,32 +54,12 @@ class LiveTraffic(threading.Thread):
             time.sleep(0.5)
 
 
-def speed_version(session, settings: Settings, view: str) -> int:
-    from layout import read_speed_versions
-
-    return read_speed_versions(session, settings.cassandra.keyspace, [view])[view]
-
-
 def tables_of(session, settings: Settings) -> set[str]:
     rows = session.execute(
         "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
         (settings.cassandra.keyspace,),
     )
     return {row.table_name for row in rows}
-
-
-def wait_for(check, timeout_s: float, what: str, job=None, log_tail=None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        if job is not None and job.poll() is not None:
-            pytest.fail(
-                f"the speed job exited ({job.returncode}) waiting for {what}:\n{log_tail(job)}"
-            )
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}" + (f":\n{log_tail(job)}" if job else ""))
 
 
 class Dashboard:
@@ -128,11 +95,9 @@ def _buckets(answer: dict) -> dict[str, int]:
 
 
 def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
-    speed_settings, speed_job, cassandra_session, views_match_truth
+    replay_settings, speed_job, cassandra_session, views_match_truth, speed_version, wait_for
 ):
-    from speed_layer.service import SpeedService  # noqa: F401  (the job's own code path)
-
-    settings = replay_settings(speed_settings)
+    settings = replay_settings
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     start = now - timedelta(minutes=12)
     history = generate(SimulatorConfig(seed=41, events=1500, rate=5.0, start=start))
@@ -147,7 +112,7 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
             rows = cassandra_session.execute(f"SELECT events FROM {site}")
             return sum(r.events for r in rows) >= sum(closed.values())
 
-        wait_for(history_counted, 240, "the live run to count the history", job, speed_job.log_tail)
+        wait_for(history_counted, 240, "the live run to count the history", job)
 
         traffic_start = datetime.now(UTC)
         live = generate(SimulatorConfig(seed=42, events=600, rate=10.0, start=traffic_start))
@@ -166,9 +131,9 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
 
         def switched() -> bool:
             summaries.append(runs_summary(settings, datetime.now(UTC)))
-            return speed_version(cassandra_session, settings, "site_activity") == 1
+            return speed_version(settings, "site_activity") == 1
 
-        wait_for(switched, 300, "the replay to switch", job, speed_job.log_tail)
+        wait_for(switched, 300, "the replay to switch", job)
         assert any("replay run 1 into version 1 catching up" in s for s in summaries), summaries
         assert "run 1 live on version 1" in runs_summary(settings, datetime.now(UTC))
 
@@ -178,7 +143,6 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
             60,
             "the old version to be dropped",
             job,
-            speed_job.log_tail,
         )
         assert "speed_v1_site_activity_by_minute" in tables_of(cassandra_session, settings)
 
