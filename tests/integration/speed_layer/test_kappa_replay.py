@@ -105,6 +105,7 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
     closed = build_truth(history).events_per_minute  # windows long past the watermark
 
     job = speed_job.start(settings)
+    dashboard = None
     try:
         site = f"{settings.cassandra.keyspace}.speed_site_activity"
 
@@ -154,12 +155,11 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
             answer = dashboard.answers[-1] if dashboard.answers else None
             return answer is not None and sum(_buckets(answer).values()) == truth.valid_events
 
-        wait_for(
-            all_counted, 180, "the new version to count the live traffic", job, speed_job.log_tail
-        )
-        dashboard.stop.set()
-        dashboard.thread.join(30)
+        wait_for(all_counted, 180, "the new version to count the live traffic", job)
     finally:
+        if dashboard is not None:
+            dashboard.stop.set()
+            dashboard.thread.join(30)
         job.send_signal(signal.SIGTERM)
         code = job.wait(120)
     assert code == 0, speed_job.log_tail(job)
