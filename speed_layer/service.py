@@ -16,7 +16,11 @@ live run's query (:func:`speed_layer.job.start_queries`) and then, every
 - a superseded version's grace period is over: drop its tables.
 
 A query that fails ends the service with an error (the supervisor restarts
-it), as before: the checkpoints resume both runs where they were.
+it), as before: the checkpoints resume both runs where they were. One
+exception: while a replay runs, a live query that fails (or cannot start,
+say on a damaged checkpoint) is let go with an error logged, and the replay
+takes over when it has caught up: a replay is how a damaged speed layer is
+repaired.
 """
 
 from __future__ import annotations
@@ -69,14 +73,45 @@ class SpeedService:
         )
         self._catch_up = CatchUp(settings.speed.replay_max_lag, settings.speed.replay_sustain_s)
         self._polled = 0.0
-        self._listener = None
+        self._listener: Any = None
 
     def start(self) -> None:
         self._listener = self.recorder.listener()
         self.spark.streams.addListener(self._listener)
-        self._start(self.live)
+        try:
+            self._start(self.live)
+        except Exception as exc:
+            # A damaged live run (a bad checkpoint) is repaired by a replay: keep going when
+            # one is asked for, serving the live version's rows until it switches.
+            if self.available_now or pending_replay(self.session, self.settings) is None:
+                raise
+            self._live_failed(exc)
         if not self.available_now:
             self.poll()
+
+    def _live_failed(self, error: object) -> None:
+        log_event(
+            _log,
+            "speed.live_failed",
+            logging.ERROR,
+            generation=self.live.generation,
+            error=str(error)[:2000],
+            fix="a replay is catching up and takes over when it has; serving keeps the live "
+            "version's rows until then",
+        )
+
+    def _running(self) -> list[StreamingQuery]:
+        """The queries to supervise; a failed live query is let go while a replay runs."""
+        live = self.queries.get(self.live.generation)
+        if (
+            live is not None
+            and self.replay is not None
+            and not live.isActive
+            and live.exception() is not None
+        ):
+            self._live_failed(live.exception())
+            del self.queries[self.live.generation]
+        return list(self.queries.values())
 
     def _start(self, run: StartPosition) -> None:
         (query,) = start_queries(
@@ -140,7 +175,7 @@ class SpeedService:
     def supervise(self, stopping: threading.Event, poll_s: float = 1.0) -> list[StreamingQuery]:
         """Run until a stop is asked, every query ended, or one failed; return the failed ones.
         Between checks, :meth:`poll` every ``replay_poll_s`` (not when draining)."""
-        return supervise(lambda: list(self.queries.values()), stopping, poll_s, self._tick)
+        return supervise(self._running, stopping, poll_s, self._tick)
 
     def _tick(self) -> None:
         if self.available_now:

@@ -174,3 +174,37 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
 
     # The new version holds every view exactly, for the whole retained log.
     views_match_truth(truth, settings)
+
+
+def test_a_damaged_checkpoint_is_repaired_by_a_replay(
+    replay_settings, speed_job, cassandra_session, views_match_truth, speed_version, wait_for
+):
+    """The live run cannot start (its checkpoint is corrupt); a replay rebuilds the views
+    into a new version and the job runs on it."""
+    from pathlib import Path
+
+    settings = replay_settings
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=15)
+    events = generate(SimulatorConfig(seed=61, events=900, rate=5.0, start=start))
+    produce_direct(events, settings)
+    speed_job.drain(settings)
+
+    offsets = Path(settings.lake.checkpoint_root) / settings.speed.checkpoint_name / "views/offsets"
+    newest = max(offsets.iterdir(), key=lambda f: int(f.name) if f.name.isdigit() else -1)
+    newest.write_text("not an offset log\n")
+    broken = speed_job.start(settings)
+    assert broken.wait(300) != 0, "a corrupt checkpoint must stop the job, not be skipped"
+
+    done = run_cli(settings, "replay", "--from", "earliest")
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = speed_job.start(settings)
+    try:
+        wait_for(lambda: speed_version(settings, "page_activity") == 1, 300, "the switch", job)
+        assert (
+            "speed.live_failed" in speed_job.log_tail(job) or "live_failed" in job.log.read_text()
+        )
+    finally:
+        job.send_signal(signal.SIGTERM)
+        code = job.wait(120)
+    assert code == 0, speed_job.log_tail(job)
+    views_match_truth(build_truth(events), settings)
