@@ -6,7 +6,8 @@ whether it is required, and its accepted values) in
 the contract may only change compatibly: add optional fields, add accepted
 values, loosen nothing a reader relies on. Removing a field, retyping it,
 changing whether it is required or dropping an accepted value is breaking and
-needs a new major version (a new topic).
+needs a new major version (``v<N+1>.odcs.yaml``) on a topic of its own, which
+runs beside the old one (``docs/operations.md``, "Changing a contract").
 
     python -m data_contracts check      # every contract vs its published versions
     python -m data_contracts publish    # freeze the current versions (never overwrites)
@@ -15,12 +16,13 @@ needs a new major version (a new topic).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from open_data_contract_standard.model import SchemaProperty
 
-from data_contracts.contract import CONTRACTS_DIR, Contract, ContractError
+from data_contracts.contract import CONTRACTS_DIR, Contract, ContractError, load_contract
 
 __all__ = [
     "FieldShape",
@@ -101,8 +103,30 @@ def published_shapes(contract: Contract) -> dict[str, dict[str, FieldShape]]:
     return shapes
 
 
+def _topic_of_major(topic: str, major: int) -> str | None:
+    """``topic`` with its major-version suffix set to ``major``; None without such a suffix.
+
+    >>> _topic_of_major("web.events.v1", 2)
+    'web.events.v2'
+    """
+    match = re.fullmatch(r"(.*[._-]v)[0-9]+", topic)
+    return f"{match[1]}{major}" if match else None
+
+
+def _shared_topic(contract: Contract) -> list[str]:
+    """The other major versions of the contract that name its Kafka topic."""
+    others = []
+    for path in sorted((CONTRACTS_DIR / contract.name).glob("v*.odcs.yaml")):
+        major = int(path.name.split(".")[0][1:])
+        if major != contract.major:
+            others.append(load_contract(contract.name, major))
+    return [other.ref for other in others if other.topic == contract.topic]
+
+
 def check_compatibility(contract: Contract) -> None:
-    """Raise ContractError if the contract breaks any published version of its major line."""
+    """Raise ContractError if the contract breaks any published version of its major line,
+    or names the topic of another of its major versions (a major version has a topic of
+    its own, so the readers of one never receive the events of another)."""
     current = shape_of(contract)
     report = []
     for version, shape in published_shapes(contract).items():
@@ -110,11 +134,24 @@ def check_compatibility(contract: Contract) -> None:
             report.append(f"published version {version} was edited in place")
         report += [f"vs {version}: {problem}" for problem in breaking_changes(shape, current)]
     if report:
+        major = contract.major + 1
+        topic = _topic_of_major(contract.topic, major) or "of its own"
         raise ContractError(
             f"{contract.ref} breaks its published versions:\n  - "
             + "\n  - ".join(report)
-            + f"\nKeep {contract.major}.x compatible, or publish a new major version "
-            f"(v{contract.major + 1}.odcs.yaml, a new topic)."
+            + f"\nKeep {contract.major}.x compatible (add optional fields, add accepted "
+            f"values), or make the change a new major version: "
+            f"data_contracts/{contract.name}/v{major}.odcs.yaml, version {major}.0.0, on a "
+            f"new topic {topic}, run beside {contract.topic} "
+            '(docs/operations.md, "Changing a contract").'
+        )
+    shared = _shared_topic(contract)
+    if shared:
+        own = _topic_of_major(contract.topic, contract.major) or "a topic of its own"
+        raise ContractError(
+            f"{contract.ref} writes to {contract.topic}, the topic of {', '.join(shared)}: "
+            f"each major version has its own topic; set customProperties kafka.topic "
+            f"(and the schema's physicalName) to {own}."
         )
 
 

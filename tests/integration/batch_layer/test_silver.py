@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from confluent_kafka import Producer
+from open_data_contract_standard.model import OpenDataContractStandard
 
 from batch_layer.bronze import ingest_bronze
 from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import build_silver
+from data_contracts import Contract
+from data_contracts.compat import published_shapes, shape_of
+from data_contracts.contract import CONTRACTS_DIR
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 
@@ -136,3 +141,99 @@ def test_silver_keeps_the_whole_event_for_sql(spark, lake_settings):
     from batch_layer.quality import check_silver
 
     assert check_silver(spark, lake_settings, WEB_EVENTS, run_id="whole-events").passed
+
+
+def _readers_of_1_0() -> Contract:
+    """The contract as readers had it before 1.1.0: the published 1.0.0 shape."""
+    document = yaml.safe_load((CONTRACTS_DIR / "web_events" / "v1.odcs.yaml").read_text())
+    document["version"] = "1.0.0"
+    props = next(p for p in document["schema"][0]["properties"] if p["name"] == "properties")
+    props["properties"] = [p for p in props["properties"] if p["name"] != "engaged_ms"]
+    contract = Contract("web_events", OpenDataContractStandard.model_validate(document))
+    assert shape_of(contract) == published_shapes(contract)["1.0.0"]
+    return contract
+
+
+def test_engaged_time_of_1_1_becomes_a_typed_silver_column(spark, lake_settings, monkeypatch):
+    """``properties.engaged_ms`` (contract 1.1) in silver, across the readers' upgrade.
+
+    Silver built by readers still on 1.0 has no such column; the first run on 1.1 adds it
+    (the days built before hold it null), the 1.1 quality gate passes, and rebuilding a
+    day from bronze types the values its raw records always held. Gold does not change.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    import batch_layer.silver as silver_module
+    from batch_layer.gold import build_gold, gold_path
+    from batch_layer.quality import check_silver
+    from batch_layer.silver import silver_path
+    from ingest.simulator.direct import produce_payloads
+    from views import view
+
+    now = datetime.now(UTC)
+    early, late = now - timedelta(days=2), now - timedelta(hours=1)
+
+    def page(n: int, at: datetime, engaged_ms: float | None = None) -> tuple[dict, datetime]:
+        properties = {"path": "/pricing"} | (
+            {"engaged_ms": engaged_ms} if engaged_ms is not None else {}
+        )
+        call = {"type": "page", "messageId": f"p{n}", "anonymousId": f"a{n}"}
+        return call | {"timestamp": at.isoformat(), "properties": properties}, at
+
+    def engaged_by_event() -> dict[str, tuple[float | None, float | None]]:
+        """Event id -> (silver's typed column, the value in its payload)."""
+        rows = (
+            spark.read.format("delta")
+            .load(silver_path(lake_settings, WEB_EVENTS))
+            .select(
+                "event_id",
+                F.col("properties.engaged_ms").alias("column"),
+                F.expr("payload:properties.engaged_ms::double").alias("payload"),
+            )
+        )
+        return {r.event_id: (r.column, r.payload) for r in rows.collect()}
+
+    produce_payloads([page(1, early, 1500.0), page(2, early)], lake_settings, "site")
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
+    with monkeypatch.context() as readers_on_1_0:
+        readers_on_1_0.setattr(silver_module, "load_contract", lambda *_: _readers_of_1_0())
+        build_silver(spark, lake_settings, spec=WEB_EVENTS)
+    silver = spark.read.format("delta").load(silver_path(lake_settings, WEB_EVENTS))
+    assert "engaged_ms" not in silver.schema["properties"].dataType.fieldNames()
+
+    # Readers on 1.1; events of another day arrive.
+    produce_payloads([page(3, late, 2500.5), page(4, late)], lake_settings, "site")
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
+    assert build_silver(spark, lake_settings, spec=WEB_EVENTS).dates == (late.date(),)
+    silver = spark.read.format("delta").load(silver_path(lake_settings, WEB_EVENTS))
+    assert silver.schema["properties"].dataType["engaged_ms"].dataType == T.DoubleType()
+    assert engaged_by_event() == {
+        "p1": (None, 1500.0),  # its day was built by 1.0 readers: only the payload has it
+        "p2": (None, None),
+        "p3": (2500.5, 2500.5),
+        "p4": (None, None),
+    }
+    assert check_silver(spark, lake_settings, WEB_EVENTS, run_id="engaged-1-1").passed
+
+    # Rebuilding the earlier day from bronze (a backfill) types what its records hold.
+    build_silver(spark, lake_settings, [early.date()], spec=WEB_EVENTS)
+    assert engaged_by_event()["p1"] == (1500.0, 1500.0)
+
+    # A view-style aggregation over silver reads the column; the views' gold is unchanged.
+    silver = spark.read.format("delta").load(silver_path(lake_settings, WEB_EVENTS))
+    engaged = F.col("properties.engaged_ms")
+    per_page = (
+        silver.where(F.col("type") == "page")
+        .groupBy(F.col("properties.path").alias("path"))
+        .agg(F.count(engaged).alias("n"), F.sum(engaged).alias("total"))
+    )
+    assert [tuple(r) for r in per_page.collect()] == [("/pricing", 2, 4000.5)]
+    build_gold(spark, lake_settings, [early.date(), late.date()], spec=WEB_EVENTS)
+    spec = view("page_activity")
+    gold = spark.read.format("delta").load(gold_path(lake_settings, spec))
+    assert not [c for c in gold.columns if "engaged" in c]
+    assert set(spec.columns) <= set(gold.columns)
+    assert gold.agg(F.sum("page_views")).first()[0] == 4

@@ -44,11 +44,11 @@ def test_official_segment_library_delivers_enriched_events(collector, consume):
     assert record.key() == b"anon-1"
     assert page["event_id"] == page["messageId"]
     assert page["source_id"] == "test-site"
-    assert page["contract_version"] == "1.0.0"
+    assert page["contract_version"] == "1.1.0"
     assert page["receivedAt"].endswith("Z") and page["timestamp"].endswith("Z")
     assert page["context"]["library"]["name"] == "analytics-python"
     headers = dict(record.headers())
-    assert headers["contract"] == b"web-events/1.0.0"
+    assert headers["contract"] == b"web-events/1.1.0"
     assert headers["event_id"] == page["event_id"].encode()
     assert events["track"][0].key() == b"user-7"
 
@@ -94,6 +94,33 @@ def test_mixed_batch_splits_valid_and_invalid_and_keeps_order(collector, consume
     assert {p["reason"] for p in parsed} == set(reasons.values())
     assert {"payload", "reason", "detail", "contract", "received_at", "source_id"} <= set(parsed[0])
     assert "not an event" in [p["payload"] for p in parsed]
+
+
+def test_engaged_time_of_1_1_is_accepted_when_sent_and_optional(collector, consume):
+    with_it = _page(1, "u1") | {"messageId": "engaged"}
+    with_it["properties"] |= {"engaged_ms": 4250.5}
+    without = _page(2, "u1") | {"messageId": "plain"}  # as every 1.0 producer sends
+    wrong = _page(3, "u1") | {"messageId": "wrong"}
+    wrong["properties"] |= {"engaged_ms": "4 s"}
+    answer = httpx.post(
+        f"{collector.url}/v1/batch", json={"batch": [with_it, without, wrong]}, auth=AUTH
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["accepted"] == 2
+    assert [(r["index"], r["reason"]) for r in answer.json()["rejected"]] == [
+        (2, "invalid:properties.engaged_ms")
+    ]
+
+    accepted = consume(collector.settings, collector.settings.kafka.events_topic, 2)
+    events = {json.loads(r.value())["messageId"]: (r, json.loads(r.value())) for r in accepted}
+    assert set(events) == {"engaged", "plain"}
+    assert events["engaged"][1]["properties"]["engaged_ms"] == 4250.5
+    assert "engaged_ms" not in events["plain"][1]["properties"]
+    for record, event in events.values():
+        assert event["contract_version"] == "1.1.0"
+        assert dict(record.headers())["contract"] == b"web-events/1.1.0"
+    (letter,) = consume(collector.settings, collector.settings.kafka.dlq_topic, 1)
+    assert json.loads(letter.value())["payload"]["properties"]["engaged_ms"] == "4 s"
 
 
 def test_single_invalid_call_is_400_and_dead_lettered(collector, consume):

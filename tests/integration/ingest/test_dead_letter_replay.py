@@ -142,7 +142,7 @@ def test_dead_letters_replayed_after_a_fix_arrive_once(local_platform, unique_na
         received = parse_ts(value["receivedAt"], "receivedAt")
         assert value["timestamp"] == format_ts(received - timedelta(hours=age))
         assert (value["source_id"], value["event_id"]) == ("test-site", message_id)
-        assert headers["contract"] == b"web-events/1.0.0"
+        assert headers["contract"] == b"web-events/1.1.0"
         assert headers["source_id"] == b"test-site"
         assert headers["event_id"] == message_id.encode()
         assert headers["replayed_from"].startswith(f"{dlq_topic}/".encode())

@@ -46,6 +46,16 @@ def edited(**fields: dict[str, Any]) -> Contract:
     return contract_of(document)
 
 
+def removed(*paths: str) -> Contract:
+    """The contract without the fields at ``paths`` (dotted)."""
+    document = copy.deepcopy(RAW)
+    for path in paths:
+        *parents, name = path.split(".")
+        holder = _field(document, ".".join(parents)) if parents else document["schema"][0]
+        holder["properties"] = [p for p in holder["properties"] if p["name"] != name]
+    return contract_of(document)
+
+
 def handling(anonymise: object = None, expose: object = None) -> list[dict[str, Any]]:
     """A field's ``customProperties`` stating ``anonymise`` and ``exposeInSql`` (when given)."""
     items = [] if anonymise is None else [{"property": "anonymise", "value": anonymise}]

@@ -40,7 +40,7 @@ def validate(contract, request):
 
 
 def test_contract_is_odcs_and_describes_the_kafka_record(contract):
-    assert contract.ref == "web-events/1.0.0"
+    assert contract.ref == "web-events/1.1.0"
     assert contract.topic == "web.events.v1"
     assert "anonymousId" in contract.custom_property("kafka.key")
     assert all(p.description for p in contract.properties), "every field states its meaning"
@@ -54,6 +54,12 @@ def test_an_event_is_identified_by_its_source_and_id(contract):
 
 def test_valid_event_passes(validate):
     validate(copy.deepcopy(VALID))
+
+
+def test_engaged_time_is_optional_since_1_1(validate):
+    validate(_mutate("properties.engaged_ms", 1234.5))
+    validate(_mutate("properties.engaged_ms", 0))
+    validate(copy.deepcopy(VALID) | {"contract_version": "1.0.0"})  # as 1.0 producers send
 
 
 def _mutate(path: str, value: object) -> dict:
@@ -78,6 +84,8 @@ def _mutate(path: str, value: object) -> dict:
         (_mutate("type", "group"), "rule:group_has_group_id"),
         (_mutate("type", "pageview"), "invalid:type"),
         (_mutate("properties.load_time_ms", -1), "invalid:properties.load_time_ms"),
+        (_mutate("properties.engaged_ms", -1), "invalid:properties.engaged_ms"),
+        (_mutate("properties.engaged_ms", "1200"), "invalid:properties.engaged_ms"),
         (_mutate("properties.results_count", "3"), "invalid:properties.results_count"),
         (_mutate("timestamp", "yesterday"), "invalid:timestamp"),
         (_mutate("event_id", KeyError), "missing:event_id"),
@@ -118,6 +126,7 @@ def test_spark_schema_is_derived_from_the_contract(contract):
     props = schema["properties"].dataType
     assert props["load_time_ms"].dataType == T.DoubleType()
     assert props["results_count"].dataType == T.LongType()
+    assert props["engaged_ms"].dataType == T.DoubleType()
     assert schema["traits"].dataType == T.StringType()  # free-form JSON kept as text
     assert schema["context"].dataType["page"].dataType["path"].dataType == T.StringType()
 
@@ -150,6 +159,20 @@ def test_compatible_changes_pass(contract):
     enum = (*before["type"].enum, "page_leave")
     after["type"] = FieldShape("string", True, enum)
     assert breaking_changes(before, after) == []
+
+
+def test_every_reader_and_writer_of_major_1_gets_the_newest_minor(contract):
+    from batch_layer.pipelines import WEB_EVENTS
+    from core.collector_settings import CollectorSettings
+    from data_contracts.compat import published_shapes
+    from ingest.intake import Intake
+    from speed_layer.job import EVENTS_CONTRACT
+
+    newest = max(published_shapes(contract), key=lambda v: tuple(map(int, v.split("."))))
+    assert contract.version == newest == "1.1.0"
+    assert Intake.of_collector(CollectorSettings()).contract.version == newest
+    assert EVENTS_CONTRACT.version == newest
+    assert load_contract(WEB_EVENTS.contract, WEB_EVENTS.contract_major).version == newest
 
 
 def test_unknown_contract_names_what_exists():

@@ -66,7 +66,7 @@ def _rules(suite) -> Counter:
 
 
 def test_suite_has_one_expectation_per_contract_rule(suite, contract):
-    assert suite.name == "web-events-1.0.0"
+    assert suite.name == "web-events-1.1.0"
     assert suite.meta["not_checked"] == []
     assert _rules(suite) == {
         "schema": 1,
@@ -74,8 +74,8 @@ def test_suite_has_one_expectation_per_contract_rule(suite, contract):
         "enum": 1,
         "minLength": 8,
         "maxLength": 31,
-        "minimum": 2,
-        "maximum": 1,
+        "minimum": 3,  # load_time_ms, engaged_ms, results_count
+        "maximum": 2,  # load_time_ms, engaged_ms
         "pattern": 1,
         "primaryKey": 1,
         "identity": 1,
@@ -84,7 +84,7 @@ def test_suite_has_one_expectation_per_contract_rule(suite, contract):
         "group_has_group_id": 1,
     }
     for expectation in suite.expectations:
-        assert expectation.meta["contract"] == "web-events/1.0.0"
+        assert expectation.meta["contract"] == "web-events/1.1.0"
         assert expectation.meta["field"]
 
 
@@ -132,7 +132,7 @@ def test_nested_required_field_only_where_its_object_is_present(contract):
         e
         for e in suite.expectations
         if e.meta
-        == {"contract": "web-events/1.0.0", "field": "properties.path", "rule": "required"}
+        == {"contract": "web-events/1.1.0", "field": "properties.path", "rule": "required"}
     ]
     assert path_required.row_condition == Column("properties").is_not_null()
     assert suite.meta["not_checked"] == ["odd"]

@@ -52,7 +52,7 @@ def test_accepted_record_is_keyed_by_user_with_contract_headers(intake):
     record = routed.accepted[0]
     assert record.key == b"u-1"  # userId wins over anonymousId
     headers = dict(record.headers)
-    assert headers["contract"] == b"web-events/1.0.0"
+    assert headers["contract"] == b"web-events/1.1.0"
     assert headers["event_id"] == b"m"
     assert json.loads(record.value)["source_id"] == "site"
 
@@ -65,7 +65,7 @@ def test_dead_letter_keeps_the_original_payload_and_reason(intake):
     assert letter["reason"] == "rule:identity"
     assert letter["detail"] == routed.rejections[0].detail
     assert letter["detail"].startswith("Every event names its user")
-    assert letter["contract"] == "web-events/1.0.0"
+    assert letter["contract"] == "web-events/1.1.0"
     assert letter["received_at"] == "2026-05-01T12:00:00.000Z"
     assert routed.dead_letters[0].key == b"lost?"
     assert dict(routed.dead_letters[0].headers)["reason"] == b"rule:identity"
