@@ -16,7 +16,6 @@ __all__ = [
     "connect",
     "ensure_keyspace",
     "execute_all",
-    "fetch_one_each",
     "process_session",
     "replication_cql",
     "view_row_values",
@@ -119,27 +118,6 @@ def execute_all(
     for ok, result in results:
         if not ok:
             raise result
-
-
-def fetch_one_each(
-    session: Session,
-    statement: PreparedStatement,
-    args: Sequence[Sequence[Any]],
-    concurrency: int = 64,
-) -> list[Any]:
-    """Execute ``statement`` once per tuple of ``args``, many in flight; the first row of each
-    result (None when it has none), in the order of ``args``. Raises the first error."""
-    from cassandra.concurrent import execute_concurrent_with_args
-
-    results = execute_concurrent_with_args(
-        session, statement, args, concurrency=concurrency, raise_on_first_error=True
-    )
-    rows = []
-    for ok, result in results:
-        if not ok:
-            raise result
-        rows.append(result.one())
-    return rows
 
 
 def view_row_values(

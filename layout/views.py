@@ -259,15 +259,17 @@ class ViewTables:
         columns = ", ".join([*self.spec.keys, *self._known(measures)])
         return f"SELECT {columns} FROM {self.by_minute} WHERE {self._minute_partition()}"
 
-    def select_stored(self) -> str:
-        """One row's measures and the write that made it, from the by-minute table.
+    def select_stored_window(self) -> str:
+        """Every row of one window, with its measures and the write that made it, from the
+        by-minute table (one partition: a micro-batch's fold reads each window it touches
+        once, not each row).
 
-        Bound values: ``(window_start[, version], *keys)``; columns: the measures,
-        then the layer's :attr:`LayerShape.written_by`.
+        Bound values: ``(window_start[, version])``; columns: the keys, the measures, then
+        the layer's :attr:`LayerShape.written_by`.
         """
-        columns = ", ".join([*self._measures(), *(name for name, _ in self.shape.written_by)])
-        where = _equal(["window_start", *self._version(), *self.spec.keys])
-        return f"SELECT {columns} FROM {self.by_minute} WHERE {where}"
+        written_by = [name for name, _ in self.shape.written_by]
+        columns = ", ".join([*self.spec.keys, *self._measures(), *written_by])
+        return f"SELECT {columns} FROM {self.by_minute} WHERE {self._minute_partition()}"
 
     def added_columns(self) -> dict[str, dict[str, str]]:
         """Per table, the columns a table created by an older release may lack and that can

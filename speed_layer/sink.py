@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from core.cassandra import execute_all, fetch_one_each, process_session, view_row_values
+from core.cassandra import execute_all, process_session, view_row_values
 from core.log import get_logger, log_event
 from core.settings import CassandraSettings
 from layout import ViewTables
@@ -145,18 +145,38 @@ def fold_rows(
     partials = [view_row_values(row, tables.spec.keys, measures) for row in rows]
     if not partials:
         return 0
-    select = _prepared(session, tables.select_stored())
-    stored = fetch_one_each(
-        session, select, [(start, *keys) for start, keys, _ in partials], concurrency
-    )
+    stored = _stored_rows(session, tables, sorted({start for start, _, _ in partials}), concurrency)
     folded = []
-    for (start, keys, values), row in zip(partials, stored, strict=True):
+    for start, keys, values in partials:
+        row = stored.get((start, *keys))
         old = None if row is None else [getattr(row, m) for m in measures]
         old_fence = None if row is None else (row.checkpoint_id, row.batch_id)
         merged = fold(kinds, values, old, old_fence, fence)
         if merged is not None:
             folded.append((start, keys, merged))
     return _write(session, tables, folded, fence, concurrency)
+
+
+def _stored_rows(
+    session: Any, tables: ViewTables, windows: Sequence[datetime], concurrency: int
+) -> dict[tuple[Any, ...], Any]:
+    """The stored rows of ``windows``, by ``(window_start, *keys)``: one partition read per
+    window (a micro-batch's partials of a window are most of its keys; a read per row cost a
+    round trip each, and made a replay over a day of windows Cassandra-bound)."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    select = _prepared(session, tables.select_stored_window())
+    keys = tables.spec.keys
+    results = execute_concurrent_with_args(
+        session, select, [(w,) for w in windows], concurrency=concurrency, raise_on_first_error=True
+    )
+    stored = {}
+    for window, (ok, result) in zip(windows, results, strict=True):
+        if not ok:
+            raise result
+        for row in result:  # pages beyond the first are fetched as the loop reaches them
+            stored[(window, *(getattr(row, k) for k in keys))] = row
+    return stored
 
 
 def write_rows(

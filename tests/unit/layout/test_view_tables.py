@@ -157,14 +157,14 @@ def test_a_view_added_to_the_registry_gets_its_tables(monkeypatch):
     assert [t.spec.name for t in view_tables("ks", "speed")][-1] == "every_kind"
 
 
-def test_the_stored_row_is_read_by_its_whole_primary_key():
+def test_the_stored_rows_of_a_window_are_one_partition_read():
     tables = ViewTables(view("clicks"), "ks", "speed")
-    assert tables.select_stored() == (
-        "SELECT clicks, batch_id, written_at, checkpoint_id FROM ks.speed_clicks_by_minute "
-        "WHERE window_start = ? AND target = ?"
+    assert tables.select_stored_window() == (
+        "SELECT target, clicks, batch_id, written_at, checkpoint_id FROM "
+        "ks.speed_clicks_by_minute WHERE window_start = ?"
     )
     versioned = ViewTables(view("clicks"), "ks", "speed", versioned=True)
-    assert versioned.select_stored().endswith("window_start = ? AND version = ? AND target = ?")
+    assert versioned.select_stored_window().endswith("WHERE window_start = ? AND version = ?")
     assert ViewTables(view("clicks"), "ks", "speed").added_columns()["ks.speed_clicks"] == {
         "clicks": "bigint",
         "batch_id": "bigint",
