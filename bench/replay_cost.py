@@ -95,6 +95,22 @@ def _replay_row(session, settings: Settings, generation: int):
     ).one()
 
 
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory of every process in a process group (the job's Python and its JVM)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    return round(total / 2**20, 1)
+
+
 def first_pass(session, settings: Settings, job: subprocess.Popen, records: int) -> float:
     """Seconds until the live run has read the whole log (its lag at 0 after a batch)."""
     started = time.monotonic()
@@ -125,7 +141,9 @@ def replay(session, settings: Settings, job: subprocess.Popen) -> dict:
     generation = 1
     print(f"[bench] {done.stdout.strip()}", flush=True)
     started = caught = None
+    peak_rss = 0.0
     while True:
+        peak_rss = max(peak_rss, group_rss_mb(job.pid))
         if job.poll() is not None:
             raise RuntimeError(f"the speed job exited with {job.returncode}")
         now = time.monotonic() - t0
@@ -147,6 +165,7 @@ def replay(session, settings: Settings, job: subprocess.Popen) -> dict:
         "caught_up_s": round(caught, 1) if caught else None,
         "switched_s": round(switched, 1),
         "caught_up_to_switch_s": round(switched - caught, 1) if caught else None,
+        "job_rss_mb_peak_during_replay": peak_rss,
     }
 
 
@@ -194,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         first_s = first_pass(session, settings, job, records)
         before = _totals(session, settings, 0)
+        rss_alone = group_rss_mb(job.pid)
         print(f"[bench] first pass: {records:,} records in {first_s:.1f}s", flush=True)
         timings = replay(session, settings, job)
         after = _totals(session, settings, 1)
@@ -207,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             "records": records,
             "first_pass_s": round(first_s, 1),
             "first_pass_events_per_s": round(records / first_s),
+            "job_rss_mb_live_only": rss_alone,
             "replay": timings,
             "replay_events_per_s": round(records / replay_s) if replay_s > 0 else None,
             "raw_read_events_per_s": raw["events_per_s"],
