@@ -1,0 +1,76 @@
+"""Asking for a Kappa replay: what is refused, what is recorded, what is dropped and when."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ingest.simulator import SimulatorConfig, generate
+from ingest.simulator.direct import produce_direct
+
+pytestmark = pytest.mark.integration
+
+
+def _tables(session, keyspace: str) -> set[str]:
+    rows = session.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
+    )
+    return {row.table_name for row in rows}
+
+
+def test_one_replay_at_a_time_and_an_abandoned_one_is_dropped_after_its_grace(
+    replay_settings, cassandra_session
+):
+    from speed_layer.replay import ReplayRefused, abandon_replay, drop_superseded, request_replay
+    from speed_layer.reset import ResetRefused, reset
+    from speed_layer.start import ABANDONED, REPLAYING, pending_replay, read_runs
+    from views import VIEWS
+
+    settings, keyspace = replay_settings, replay_settings.cassandra.keyspace
+    first = request_replay(settings, "earliest")
+    assert (first.generation, first.version, first.state, first.floor) == (1, 1, REPLAYING, None)
+    assert {"speed_v1_clicks", "speed_v1_clicks_by_minute"} <= _tables(cassandra_session, keyspace)
+    assert pending_replay(cassandra_session, settings).generation == first.generation
+
+    with pytest.raises(ReplayRefused, match="already catching up"):
+        request_replay(settings, "earliest")
+    with pytest.raises(ResetRefused, match="abandon it first"):
+        reset(settings, "earliest", force=True)
+
+    assert abandon_replay(settings).generation == first.generation
+    assert pending_replay(cassandra_session, settings) is None
+    (run,) = [r for r in read_runs(cassandra_session, settings) if r.generation == 1]
+    assert run.state == ABANDONED and run.retired_at is not None
+
+    # Kept through the grace period (a reader may still hold it), dropped after it.
+    assert drop_superseded(cassandra_session, settings, VIEWS) == []
+    later = datetime.now(UTC) + timedelta(seconds=settings.speed.replay_grace_s + 1)
+    assert drop_superseded(cassandra_session, settings, VIEWS, now=later) == [1]
+    assert not {t for t in _tables(cassandra_session, keyspace) if t.startswith("speed_v1_")}
+    assert "speed_clicks" in _tables(cassandra_session, keyspace)  # the live version stays
+
+    # The next replay takes the next version: a dropped one is never reused.
+    assert request_replay(settings, "earliest").version == 2
+
+
+def test_a_replay_that_would_leave_a_hole_before_the_boundary_is_refused(
+    replay_settings, cassandra_session
+):
+    from layout import PointerTables
+    from speed_layer.replay import ReplayRefused, request_replay
+
+    settings = replay_settings
+    start = datetime.now(UTC) - timedelta(hours=2)
+    produce_direct(generate(SimulatorConfig(seed=3, events=50, start=start)), settings)
+    boundary = start.replace(minute=0, second=0, microsecond=0)
+    insert = cassandra_session.prepare(PointerTables(settings.cassandra.keyspace).insert_boundary)
+    for view in ("page_activity", "site_activity", "clicks", "search_terms"):
+        cassandra_session.execute(insert, (view, boundary, 1, "test", datetime.now(UTC)))
+
+    # From an hour ago: windows between the boundary and then would be missing.
+    an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    with pytest.raises(ReplayRefused, match="miss the windows in between"):
+        request_replay(settings, an_hour_ago)
+    forced = request_replay(settings, an_hour_ago, force=True)
+    assert forced.floor is not None and forced.floor > boundary
