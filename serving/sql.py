@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.settings import Settings
-from layout import ViewTables, read_boundaries
+from layout import ViewTables, read_boundaries, read_speed_versions
 from serving.timerange import MINUTE_MS, from_ms, to_ms
 from views import VIEWS, ViewSpec
 from views.kinds import kind
@@ -74,7 +74,8 @@ def gold_frame(spark: SparkSession, settings: Settings, spec: ViewSpec) -> DataF
 def speed_frame(
     spark: SparkSession, settings: Settings, spec: ViewSpec, lo: int, hi: int
 ) -> DataFrame:
-    """Speed rows of windows ``[lo, hi)`` read from Cassandra, one window partition each."""
+    """Speed rows of windows ``[lo, hi)`` read from Cassandra, one window partition each, in
+    the version of the speed tables ``speed_versions`` names."""
     from cassandra.concurrent import execute_concurrent_with_args
 
     from core.cassandra import connect
@@ -84,7 +85,9 @@ def speed_frame(
     rows: list[tuple[Any, ...]] = []
     cluster, session = connect(settings.cassandra)
     try:
-        tables = ViewTables(spec, settings.cassandra.keyspace, "speed")
+        keyspace = settings.cassandra.keyspace
+        (version,) = read_speed_versions(session, keyspace, [spec.name]).values()
+        tables = ViewTables(spec, keyspace, "speed", table_version=version)
         select = session.prepare(tables.select_minute([m.name for m in spec.measures]))
         results = execute_concurrent_with_args(
             session, select, minutes, concurrency=128, raise_on_first_error=True
