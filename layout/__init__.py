@@ -21,6 +21,7 @@ from layout.pointers import (
     PointerTables,
     missing_columns,
     read_boundaries,
+    read_watermarks,
 )
 from layout.views import LAYERS, Layer, LayerShape, ViewTables, view_tables
 
@@ -42,5 +43,6 @@ __all__ = [
     "gold_path",
     "missing_columns",
     "read_boundaries",
+    "read_watermarks",
     "view_tables",
 ]
