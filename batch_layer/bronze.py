@@ -24,6 +24,10 @@ commit metadata: partition -> [first lost offset, first kept offset)) and
 logs ``bronze.retention_gap``. Failing forever on records Kafka no longer
 has would stall bronze without bringing them back.
 
+Each run also records the speed layer's watermark per view, read just
+before it fixes its end (``speed_watermarks`` in the commit metadata):
+publish never moves a boundary past it (:mod:`batch_layer.publish`).
+
 A quiet run (nothing new) appends an empty commit carrying the same run
 number and range with a newer ``as_of``. It has no transaction id, so it
 may land after a concurrent run's newer append: the recorded run is
@@ -46,6 +50,7 @@ from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.suppressions import read_suppressions
+from layout import read_watermarks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,6 +63,8 @@ __all__ = [
     "earliest_offsets",
     "ingest_bronze",
     "resume_offsets",
+    "speed_watermarks",
+    "speed_watermarks_at",
     "stable_end",
 ]
 
@@ -125,6 +132,40 @@ def bronze_as_of(spark: SparkSession, path: str) -> datetime | None:
     return max(times, default=None)
 
 
+def speed_watermarks_at(metas: list[dict], as_of: datetime) -> dict[str, datetime]:
+    """The speed watermarks recorded by the newest run that fixed its end at or before ``as_of``.
+
+    A run reads them before fixing its end, so every record past that end
+    reaches the speed layer when its watermark is at least these (it only
+    moves forward). A run recorded before bronze kept them gives ``{}``.
+
+    >>> at = lambda h, m: datetime(2024, 5, 1, h, m, tzinfo=UTC).isoformat()
+    >>> metas = [
+    ...     {"run": 1, "as_of": at(10, 0), "speed_watermarks": {"clicks": at(9, 50)}},
+    ...     {"run": 2, "as_of": at(10, 30), "speed_watermarks": {"clicks": at(10, 18)}},
+    ... ]
+    >>> speed_watermarks_at(metas, datetime.fromisoformat(at(10, 30)))["clicks"].isoformat()
+    '2024-05-01T10:18:00+00:00'
+    >>> speed_watermarks_at(metas, datetime.fromisoformat(at(10, 29)))["clicks"].isoformat()
+    '2024-05-01T09:50:00+00:00'
+    >>> speed_watermarks_at([{"run": 1, "as_of": at(10, 0)}], datetime.fromisoformat(at(11, 0)))
+    {}
+    """
+    runs = [m for m in metas if "as_of" in m and datetime.fromisoformat(m["as_of"]) <= as_of]
+    if not runs:
+        return {}
+    newest = max(runs, key=lambda m: datetime.fromisoformat(m["as_of"]))
+    return {
+        view: datetime.fromisoformat(at) for view, at in newest.get("speed_watermarks", {}).items()
+    }
+
+
+def speed_watermarks(spark: SparkSession, path: str, as_of: datetime) -> dict[str, datetime]:
+    """Per view, the speed layer's watermark when bronze fixed the end ``as_of`` stands for
+    (:func:`speed_watermarks_at`); views without a speed layer are left out."""
+    return speed_watermarks_at(_metas(spark, path), as_of)
+
+
 def _watermarks(settings: Settings, topic: str, timeout_s: float) -> dict[int, tuple[int, int]]:
     """Each partition's (low, high) watermark now."""
     from confluent_kafka import Consumer, TopicPartition
@@ -177,6 +218,8 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
 
     The run's ``as_of`` (when the stable end was fixed) is recorded with the
     range: every record Kafka held at that moment is in bronze after the run.
+    So are the speed layer's watermarks read just before
+    (:func:`speed_watermarks`), which publish never moves a boundary past.
     A run with nothing new records a new ``as_of`` too (an empty commit), so
     the boundary can move while the site is quiet.
     """
@@ -187,12 +230,18 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
     path = bronze_path(settings, spec)
     topic = spec.topic_of(settings)
     run, recorded = committed_range(spark, path)
+    speed = read_watermarks(settings.cassandra, spec.views)  # before the end is fixed
     as_of = datetime.now(UTC)
     end = stable_end(settings, topic)
     start, gap = resume_offsets(recorded, earliest_offsets(settings, topic), end)
     if gap:
         _log_gap(path, topic, gap)
-    base = {"topic": topic, "start": start, "end": end} | ({"gap": gap} if gap else {})
+    base = {
+        "topic": topic,
+        "start": start,
+        "end": end,
+        "speed_watermarks": {view: at.isoformat() for view, at in speed.items()},
+    } | ({"gap": gap} if gap else {})
     if all(start[p] >= end[p] for p in end):
         if run > 0:
             _touch(spark, path, base | {"run": run}, as_of)

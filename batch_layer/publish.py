@@ -16,7 +16,20 @@ The switch is atomic per day and never shows half a day:
    recorded in ``batch_superseded`` for the maintenance DAG to delete later);
 3. ``batch_boundary(view)`` moves forward to the end of the newest complete
    period: ``floor(as_of - lateness, period)``, where ``as_of`` is when
-   bronze fixed the end of the log gold was computed from.
+   bronze fixed the end of the log gold was computed from, but never past
+   ``floor(speed watermark, period)``, the speed layer's watermark for the
+   view that bronze read just before fixing that end.
+
+Why the watermark: the speed layer counts every event at or after its
+watermark, and serving reads windows before the boundary from batch only.
+An event that reached Kafka after bronze's end, later than ``lateness`` but
+not later than the watermark, is counted by the speed layer and not by this
+publish; with the boundary past its window it would be hidden until the next
+run. Every such event reaches the speed layer when its watermark is at least
+the one bronze read (it only moves forward, and persists in the job's
+checkpoint, so a stopped job resumes from it), so its window is at or after
+the boundary: nothing the speed layer counted is ever hidden. A view the
+speed layer never recorded progress for keeps the ``as_of`` rule.
 
 Publish loads the gold runs no publish consumed (by ledger entry id), only
 once the latest gold gate checked and passed exactly those; otherwise it
@@ -30,6 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from batch_layer.bronze import bronze_path, speed_watermarks
 from batch_layer.gold import gold_path, require_gate
 from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.pipelines import PipelineSpec
@@ -41,7 +55,7 @@ from layout import PointerTables, ViewTables, read_boundaries
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
 
-__all__ = ["PublishRun", "boundary_for", "publish"]
+__all__ = ["PublishRun", "boundary_for", "held_to_watermark", "publish"]
 
 _log = get_logger(__name__)
 
@@ -73,7 +87,35 @@ def boundary_for(as_of: datetime, lateness_s: int, period: str) -> datetime:
     """
     if as_of.tzinfo is None:
         raise ValueError(f"as_of {as_of.isoformat()} has no time zone; pass an aware datetime.")
-    t = as_of.astimezone(UTC) - timedelta(seconds=lateness_s)
+    return _period_start(as_of.astimezone(UTC) - timedelta(seconds=lateness_s), period)
+
+
+def held_to_watermark(boundary: datetime, watermark: datetime | None, period: str) -> datetime:
+    """``boundary``, held back to the start of the period holding the speed ``watermark``.
+
+    >>> b = datetime(2024, 5, 1, 10, tzinfo=UTC)
+    >>> held_to_watermark(b, datetime(2024, 5, 1, 9, 53, 20, tzinfo=UTC), "minute").isoformat()
+    '2024-05-01T09:53:00+00:00'
+    >>> held_to_watermark(b, datetime(2024, 5, 1, 9, 53, 20, tzinfo=UTC), "hour").isoformat()
+    '2024-05-01T09:00:00+00:00'
+    >>> held_to_watermark(b, datetime(2024, 5, 1, 10, 20, tzinfo=UTC), "hour").isoformat()
+    '2024-05-01T10:00:00+00:00'
+    >>> held_to_watermark(b, None, "hour").isoformat()  # no speed layer
+    '2024-05-01T10:00:00+00:00'
+
+    The speed layer counts events at or after its watermark; their windows
+    start at or after the held boundary, so serving reads them from speed.
+    """
+    if watermark is None:
+        return boundary
+    return min(boundary, _period_start(watermark, period))
+
+
+def _period_start(t: datetime, period: str) -> datetime:
+    """The start of the UTC ``period`` holding ``t`` (aware)."""
+    if t.tzinfo is None:
+        raise ValueError(f"{t.isoformat()} has no time zone; pass an aware datetime.")
+    t = t.astimezone(UTC)
     if period == "minute":
         return t.replace(second=0, microsecond=0)
     if period == "hour":
@@ -123,6 +165,8 @@ def publish(
     if days:
         require_gate(entries, "gold", "gold")
     as_of = max((e.as_of for e in golds if e.as_of), default=None)
+    watermarks = speed_watermarks(spark, bronze_path(settings, spec), as_of) if as_of else {}
+    held: dict[str, dict[str, datetime]] = {}  # the views whose speed watermark held them back
     version = int(datetime.now(UTC).timestamp() * 1000)
     keyspace = settings.cassandra.keyspace
     cassandra = settings.cassandra
@@ -157,8 +201,17 @@ def publish(
             previous = published[view.name] and published[view.name].at
             boundary = previous
             if as_of is not None:
-                candidate = boundary_for(as_of, settings.batch.lateness_s, settings.batch.period)
-                boundary = max(candidate, previous) if previous else candidate
+                period = settings.batch.period
+                candidate = boundary_for(as_of, settings.batch.lateness_s, period)
+                watermark = watermarks.get(view.name)
+                boundary = held_to_watermark(candidate, watermark, period)
+                boundary = max(boundary, previous) if previous else boundary
+                if watermark is not None and boundary < candidate:
+                    held[view.name] = {
+                        "speed_watermark": watermark,
+                        "as_of_rule": candidate,
+                        "boundary": boundary,
+                    }
                 session.execute(
                     set_boundary, (view.name, boundary, version, run_id, datetime.now(UTC))
                 )
@@ -172,10 +225,21 @@ def publish(
             datetime.now(UTC),
             days,
             as_of,
-            detail={"version": version, "rows": rows, "boundaries": boundaries},
+            detail={"version": version, "rows": rows, "boundaries": boundaries}
+            | ({"held_by_speed": held} if held else {}),
             consumed=tuple(e.entry_id for e in work),
         )
     )
+    if held:
+        log_event(
+            _log,
+            "publish.boundary_held",
+            pipeline=spec.name,
+            run_id=run_id,
+            why="the speed layer counts events at or after its watermark; a boundary past it "
+            "would hide those that arrived after bronze's end until the next run",
+            views={name: {k: v.isoformat() for k, v in h.items()} for name, h in held.items()},
+        )
     log_event(
         _log,
         "publish.done",

@@ -24,6 +24,7 @@ from layout.pointers import (
     missing_columns,
     read_boundaries,
     read_speed_versions,
+    read_watermarks,
 )
 from layout.views import LAYERS, Layer, LayerShape, ViewTables, view_tables
 
@@ -50,5 +51,6 @@ __all__ = [
     "missing_columns",
     "read_boundaries",
     "read_speed_versions",
+    "read_watermarks",
     "view_tables",
 ]

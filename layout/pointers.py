@@ -17,7 +17,9 @@ Speed bookkeeping (written by the speed layer):
 - ``speed_progress``: per view, the last micro-batch written, the newest
   event time and watermark it reflected and when, rates, Kafka lag, the
   cumulative rows dropped, and the run it belongs to, so freshness is a
-  single-row read (serving, ``platformctl status``, ``speed_layer reset``);
+  single-row read (serving, ``platformctl status``, ``speed_layer reset``;
+  bronze records the watermarks, :func:`read_watermarks`, which publish never
+  moves a boundary past);
 - ``speed_runs``: one row per run (checkpoint generation) of the speed
   layer, newest first: where it starts reading, its floor, the output
   version it writes, its state (``live``, ``replaying``, ``retired``,
@@ -56,6 +58,7 @@ __all__ = [
     "missing_columns",
     "read_boundaries",
     "read_speed_versions",
+    "read_watermarks",
 ]
 
 BOUNDARY_TABLE = "batch_boundary"
@@ -403,3 +406,36 @@ def read_speed_versions(session: Any, keyspace: str, views: Iterable[str]) -> di
         for row in session.execute(PointerTables(keyspace).select_speed_versions)
     }
     return {name: found.get(name, 0) for name in views}
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def read_watermarks(
+    cassandra: CassandraSettings, views: Iterable[str], *, session: Any = None
+) -> dict[str, datetime]:
+    """Per view the speed layer ever recorded progress for, its watermark (UTC).
+
+    The speed layer counts an event only if its event time is at or after the
+    watermark, which only moves forward within a run (it lives in the job's
+    checkpoint, so a stopped job resumes from it). A row without a watermark
+    reads as the epoch: that job may still count an event of any time. A view
+    without a row is left out (no speed layer ever ran for it).
+
+    Reads with ``session`` when given, else on a connection of its own.
+    """
+    if session is None:
+        from core.cassandra import connect
+
+        cluster, own = connect(cassandra)
+        try:
+            return read_watermarks(cassandra, views, session=own)
+        finally:
+            cluster.shutdown()
+    wanted = set(views)
+    select = PointerTables(cassandra.keyspace).select_progress(("watermark",))
+    return {
+        row.view_name: _utc(row.watermark) or _EPOCH
+        for row in session.execute(select)
+        if row.view_name in wanted
+    }

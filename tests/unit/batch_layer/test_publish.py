@@ -1,4 +1,5 @@
-"""Where the batch boundary lands: the end of the newest UTC period complete at ``as_of``."""
+"""Where the batch boundary lands: the end of the newest UTC period complete at ``as_of``,
+never past the speed layer's watermark."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from batch_layer.publish import boundary_for
+from batch_layer.publish import boundary_for, held_to_watermark
 
 
 def utc(*parts: int) -> datetime:
@@ -89,3 +90,52 @@ def test_a_naive_as_of_is_refused():
 def test_an_unknown_period_says_which_exist():
     with pytest.raises(ValueError, match="Unknown period 'week': minute, hour or day"):
         boundary_for(AS_OF, 0, "week")
+
+
+def test_an_event_inside_the_watermark_but_older_than_the_lateness_stays_on_the_speed_side():
+    # The newest event is 10:07; the speed layer's watermark is 10 minutes behind it. An
+    # event of 10:00 arriving now is counted by the speed layer, so its window must not
+    # lie before the boundary, which the as_of rule alone (10:02) would put after it.
+    as_of = utc(2024, 5, 1, 10, 7, 30)
+    watermark = utc(2024, 5, 1, 9, 57)
+    event = utc(2024, 5, 1, 10)
+    by_as_of = boundary_for(as_of, 300, "minute")
+    assert by_as_of == utc(2024, 5, 1, 10, 2) > event
+    assert held_to_watermark(by_as_of, watermark, "minute") == utc(2024, 5, 1, 9, 57) <= event
+
+
+@pytest.mark.parametrize("period", ["minute", "hour", "day"])
+def test_every_event_the_speed_layer_counts_lies_at_or_after_the_held_boundary(period):
+    size = {"minute": 60, "hour": 3600, "day": 86400}[period]
+    for step in range(0, 2 * 86400, 541):  # ~320 instants over two days
+        as_of = utc(2024, 5, 1, 0, 0, 13) + timedelta(seconds=step)
+        by_as_of = boundary_for(as_of, 300, period)
+        for behind_s in (0, 299, 600, 601, 3600, 5 * 86400):
+            watermark = as_of - timedelta(seconds=behind_s, microseconds=1)
+            boundary = held_to_watermark(by_as_of, watermark, period)
+            assert boundary <= by_as_of and boundary <= watermark
+            assert boundary.timestamp() % size == 0 and boundary.utcoffset() == timedelta(0)
+            # the speed layer counts an event at the watermark: its minute is not hidden
+            assert watermark.replace(second=0, microsecond=0) >= boundary
+            # and the boundary is held no further back than the watermark's period
+            assert boundary == by_as_of or boundary + timedelta(seconds=size) > watermark
+
+
+def test_a_watermark_past_the_as_of_rule_or_no_speed_layer_keeps_the_as_of_rule():
+    by_as_of = utc(2024, 5, 1, 10)
+    assert held_to_watermark(by_as_of, utc(2024, 5, 1, 10, 30), "hour") == by_as_of
+    assert held_to_watermark(by_as_of, utc(2024, 5, 1, 10), "minute") == by_as_of
+    assert held_to_watermark(by_as_of, None, "hour") == by_as_of
+
+
+def test_a_watermark_that_never_moved_holds_the_boundary_at_the_epoch():
+    # A speed layer that has seen no event yet counts events of any time.
+    epoch = utc(1970, 1, 1)
+    assert held_to_watermark(utc(2024, 5, 1, 10), epoch, "day") == epoch
+
+
+def test_the_watermark_is_floored_to_utc_periods_whatever_its_zone():
+    watermark = datetime(2024, 5, 1, 12, 40, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+    assert held_to_watermark(utc(2024, 5, 2), watermark, "hour") == utc(2024, 5, 1, 7)
+    with pytest.raises(ValueError, match="no time zone"):
+        held_to_watermark(utc(2024, 5, 2), datetime(2024, 5, 1, 7, 10), "hour")
