@@ -15,6 +15,8 @@ from layout.pointers import (
     DAYS_TABLE,
     PROGRESS_COLUMNS,
     PROGRESS_TABLE,
+    RECONCILE_COLUMNS,
+    RECONCILE_TABLE,
     RUNS_COLUMNS,
     RUNS_TABLE,
     SPEED_VERSIONS_TABLE,
@@ -23,6 +25,8 @@ from layout.pointers import (
     PointerTables,
     missing_columns,
     read_boundaries,
+    read_live_floor,
+    read_reconcile_results,
     read_speed_versions,
 )
 from layout.views import LAYERS, Layer, LayerShape, ViewTables, view_tables
@@ -33,6 +37,8 @@ __all__ = [
     "LAYERS",
     "PROGRESS_COLUMNS",
     "PROGRESS_TABLE",
+    "RECONCILE_COLUMNS",
+    "RECONCILE_TABLE",
     "RUNS_COLUMNS",
     "RUNS_TABLE",
     "SPEED_VERSIONS_TABLE",
@@ -49,6 +55,8 @@ __all__ = [
     "gold_path",
     "missing_columns",
     "read_boundaries",
+    "read_live_floor",
+    "read_reconcile_results",
     "read_speed_versions",
     "view_tables",
 ]
