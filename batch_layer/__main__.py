@@ -1,7 +1,9 @@
 """``python -m batch_layer STEP``: one step of a batch pipeline (what each DAG task runs).
 
 Steps, in pipeline order: ``bronze``, ``silver``, ``check_silver``, ``gold``,
-``check_gold``, ``publish``; ``all`` runs them in that order. Maintenance:
+``check_gold``, ``publish``, then ``reconcile`` (the published batch rows
+against the speed rows, :mod:`batch_layer.reconcile`); ``all`` runs them in
+that order. Maintenance:
 ``optimize``, ``vacuum``, ``drop_superseded``. ``forget --user ID`` erases a
 user from the lake (:mod:`batch_layer.forget`); ``check_silver``, ``gold``,
 ``check_gold`` and ``publish`` then republish the days it names
@@ -9,7 +11,9 @@ user from the lake (:mod:`batch_layer.forget`); ``check_silver``, ``gold``,
 pipeline ledger, so any step can be rerun alone; ``--dates`` makes ``silver``
 reprocess those days from bronze (a backfill), and the steps after it pick
 them up. The last line on stdout is a JSON summary; the exit code is 0 on
-success, 3 when a quality gate failed, 1 on any other error.
+success, 3 when a quality gate failed, 4 when the speed and batch views
+disagree beyond the threshold (the report goes to stderr first), 1 on any
+other error.
 
 This file is also the application the DAGs hand to ``spark-submit``.
 """
@@ -28,10 +32,14 @@ from batch_layer.pipelines import PIPELINES, pipeline
 from core.log import configure_logging, get_logger, log_event
 
 PIPELINE_STEPS = ("bronze", "silver", "check_silver", "gold", "check_gold", "publish")
+RECONCILE_STEP = "reconcile"
+"""After a publish: the published batch rows against the speed rows still held."""
+ALL_STEPS = (*PIPELINE_STEPS, RECONCILE_STEP)
 MAINTENANCE_STEPS = ("optimize", "vacuum", "drop_superseded")
 FORGET_STEPS = ("forget", "check_silver", "gold", "check_gold", "publish")
 """Forgetting a user, then the gated path that republishes the days it touched."""
 EXIT_GATE_FAILED = 3
+EXIT_DRIFT = 4
 
 _log = get_logger("batch_layer")
 
@@ -100,6 +108,10 @@ def run_step(
         return quality.check_gold(spark, settings, spec, run_id)
     if step == "publish":
         return publish.publish(spark, settings, spec, run_id)
+    if step == RECONCILE_STEP:
+        from batch_layer.reconcile import reconcile
+
+        return reconcile(spark, settings, spec, run_id)
     if step == "optimize":
         return maintenance.optimize(spark, settings, spec)
     if step == "vacuum":
@@ -126,8 +138,10 @@ def run_steps(
     dates: Any = None,
     user: str | None = None,
 ) -> tuple[dict[str, Any], int]:
-    """Run ``steps`` in order; (the JSON summary, the exit code). Stops at a failed gate."""
+    """Run ``steps`` in order; (the JSON summary, the exit code). Stops at a failed gate or
+    when the views of the two layers disagree (the report goes to stderr)."""
     from batch_layer.quality import QualityGateFailed
+    from batch_layer.reconcile import LayersDisagree
 
     summary: dict[str, Any] = {"pipeline": spec.name, "run_id": run_id, "steps": {}}
     try:
@@ -142,14 +156,16 @@ def run_steps(
         log_event(_log, "batch.gate_failed", error=str(failed))
         summary["failed"] = str(failed)
         return summary, EXIT_GATE_FAILED
+    except LayersDisagree as drift:
+        print(str(drift), file=sys.stderr, flush=True)
+        summary["failed"] = str(drift).split("\n", 1)[0]
+        return summary, EXIT_DRIFT
     return summary, 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batch_layer", description=__doc__)
-    parser.add_argument(
-        "step", choices=(*PIPELINE_STEPS, "all", *MAINTENANCE_STEPS, FORGET_STEPS[0])
-    )
+    parser.add_argument("step", choices=(*ALL_STEPS, "all", *MAINTENANCE_STEPS, FORGET_STEPS[0]))
     parser.add_argument(
         "--pipeline", default=PIPELINES[0].name, choices=[p.name for p in PIPELINES]
     )
@@ -175,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings()
     spec = pipeline(args.pipeline).validate()
     run_id = args.run_id or time.strftime("manual__%Y-%m-%dT%H:%M:%S")
-    steps = PIPELINE_STEPS if args.step == "all" else (args.step,)
+    steps = ALL_STEPS if args.step == "all" else (args.step,)
     spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}")
     try:
         summary, code = run_steps(spark, settings, steps, spec, run_id, args.dates, args.user)

@@ -12,7 +12,9 @@ row of its own consumed:
 - the gate validates the rows gold has not consumed (silver) or publish has
   not (gold), and names them in its own ``consumed``;
 - publish loads the gold rows no publish consumed, once the latest gold gate
-  passed on them.
+  passed on them;
+- reconcile compares the days of the publish rows no passed reconcile
+  consumed (a failed one consumes nothing, so its windows are compared again).
 
 Work is matched by id, never by clock: a silver row appended while gold runs
 is not among what that gold run consumed, so the next gold run takes it.
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Entry", "Ledger", "covers", "ledger_path", "pending", "pending_days"]
 
-STEPS = ("silver", "gold", "gate", "publish")
+STEPS = ("silver", "gold", "gate", "publish", "reconcile")
 
 
 def _new_id() -> str:

@@ -16,6 +16,7 @@ __all__ = [
     "connect",
     "ensure_keyspace",
     "execute_all",
+    "fetch_all",
     "process_session",
     "replication_cql",
     "view_row_values",
@@ -118,6 +119,27 @@ def execute_all(
     for ok, result in results:
         if not ok:
             raise result
+
+
+def fetch_all(
+    session: Session,
+    reads: Sequence[tuple[PreparedStatement, Sequence[Any]]],
+    concurrency: int = 64,
+) -> list[list[Any]]:
+    """Execute each ``(statement, values)``, many in flight; every row of each result (all its
+    pages), in the order of ``reads``. Raises the first error.
+
+    For reading many partitions whole (e.g. every key of each minute window).
+    """
+    from cassandra.concurrent import execute_concurrent
+
+    results = execute_concurrent(session, reads, concurrency=concurrency, raise_on_first_error=True)
+    rows = []
+    for ok, result in results:
+        if not ok:
+            raise result
+        rows.append(list(result))  # further pages are fetched here
+    return rows
 
 
 def view_row_values(

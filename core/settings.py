@@ -260,6 +260,16 @@ class BatchSettings(_Section):
     this and ``vacuum_retention_hours``): erased rows leave the storage only then."""
     superseded_version_grace_s: int = Field(default=3600, ge=0)
     """Published batch versions replaced longer ago than this are deleted from Cassandra."""
+    reconcile_max_differing_windows: int = Field(default=0, ge=0)
+    """The ``reconcile`` step fails (exit code 4, an alert) when, for any view, more closed
+    windows than this differ between the published batch rows and the speed rows."""
+    reconcile_margin_s: int = Field(default=60, ge=0)
+    """Slack on the clock-derived edges of a reconciliation: an event counts as possibly late
+    for the speed layer from ``watermark - future tolerance - margin`` behind its
+    ``receivedAt``, and windows are compared up to ``batch cut - watermark - margin``."""
+    reconcile_ttl_margin_s: int = Field(default=3600, ge=0)
+    """Windows older than ``now - speed TTL + this`` are not reconciled: their speed rows may
+    expire while the step reads them."""
     spark_submit: str = str(PROJECT_ROOT / ".venv" / "bin" / "spark-submit")
     """The ``spark-submit`` the DAGs run jobs with (the Spark environment's, not Airflow's)."""
 

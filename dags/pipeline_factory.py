@@ -10,14 +10,19 @@ For a :class:`batch_layer.pipelines.PipelineSpec` named ``P``:
 - ``P_ingest`` (the pipeline's schedule, hourly by default): bronze -> silver
   -> check_silver; a passed check updates the ``P.silver`` asset;
 - ``P_views`` (scheduled on ``P.silver``, data-aware): gold -> check_gold ->
-  publish; updates ``P.gold`` and ``P.boundary``;
+  publish -> reconcile; updates ``P.gold`` and ``P.boundary``; reconcile
+  compares the published batch rows with the speed rows still held and fails
+  (exit code 4, a report in the task log) when they drift;
 - ``P_backfill`` (manual, params ``start``/``end``): the whole chain with
-  silver reprocessing those days from bronze; rerunning it is safe;
+  silver reprocessing those days from bronze, then reconcile; rerunning it is
+  safe;
 - ``P_maintenance`` (daily by default): OPTIMIZE, VACUUM, dropping superseded batch
   versions from Cassandra;
 - ``P_forget`` (manual; param ``user``): forget a user (``batch_layer/forget.py``)
   -> check_silver -> gold -> check_gold -> publish: the days that held the
-  user's events are recomputed and republished through both gates.
+  user's events are recomputed and republished through both gates. No
+  reconcile: the speed rows keep the user's events until their TTL, so those
+  days would differ (reconcile leaves the days a forget republished out).
 
 Every task of a pipeline's DAGs runs in the pipeline's Airflow pool
 (``spec.pool``, one slot, created by ``platformctl up airflow``): the DAGs
@@ -29,7 +34,9 @@ comes from the ``spark_platform`` connection (``AIRFLOW_CONN_SPARK_PLATFORM``,
 set from ``WAP_SPARK__MASTER``); the ``WAP_*`` settings reach the job through
 the worker's environment, never through the DAG (no secrets in task
 parameters). A failed quality gate exits with code 3, fails its task and so
-stops the chain before publish: the boundary does not move.
+stops the chain before publish: the boundary does not move. A reconcile that
+finds drift exits with code 4 after publish: the boundary has moved (the
+batch rows are right), the alert is about the speed rows.
 """
 
 from __future__ import annotations
@@ -126,13 +133,15 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
     with DAG(
         f"{spec.name}_views",
         schedule=[silver],
-        description=f"{spec.name}: silver -> gold -> published batch views and boundary",
+        description=f"{spec.name}: silver -> gold -> published batch views and boundary, "
+        "reconciled with the speed views",
         **common,
     ) as views:
         chain(
             _step(settings, spec, "gold"),
             _step(settings, spec, "check_gold", outlets=[gold], retries=0),
             _step(settings, spec, "publish", outlets=[boundary]),
+            _step(settings, spec, "reconcile", retries=0),
         )
     dags[views.dag_id] = views
 
@@ -158,6 +167,7 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
             _step(settings, spec, "gold"),
             _step(settings, spec, "check_gold", outlets=[gold], retries=0),
             _step(settings, spec, "publish", outlets=[boundary]),
+            _step(settings, spec, "reconcile", retries=0),
         )
     dags[backfill.dag_id] = backfill
 

@@ -28,6 +28,12 @@ Speed bookkeeping (written by the speed layer):
   must read (:attr:`layout.views.ViewTables.table_version`); a Kappa replay
   writes a new version and switches these pointers once it has caught up.
 
+The reconciliation (written by the batch layer's ``reconcile`` step, read by
+serving and ``platformctl status``):
+
+- ``reconcile_results``: per view, the last comparison of the published
+  batch rows with the speed rows on closed windows (:data:`RECONCILE_COLUMNS`).
+
 Every statement takes ``?`` markers: prepare it, then bind.
 
 >>> PointerTables("ks").select_days
@@ -49,6 +55,8 @@ __all__ = [
     "DAYS_TABLE",
     "PROGRESS_COLUMNS",
     "PROGRESS_TABLE",
+    "RECONCILE_COLUMNS",
+    "RECONCILE_TABLE",
     "RUNS_COLUMNS",
     "RUNS_TABLE",
     "SPEED_VERSIONS_TABLE",
@@ -57,6 +65,8 @@ __all__ = [
     "PointerTables",
     "missing_columns",
     "read_boundaries",
+    "read_live_floor",
+    "read_reconcile_results",
     "read_speed_versions",
     "read_watermarks",
 ]
@@ -67,6 +77,7 @@ SUPERSEDED_TABLE = "batch_superseded"
 PROGRESS_TABLE = "speed_progress"
 RUNS_TABLE = "speed_runs"
 SPEED_VERSIONS_TABLE = "speed_versions"
+RECONCILE_TABLE = "reconcile_results"
 
 RUNS_COLUMNS = {
     "starting_offsets": "text",
@@ -112,6 +123,29 @@ rates, cumulative rows dropped (late, future, before the run's floor) and reject
 of :data:`views.input.REJECT_REASONS`), the run it belongs to."""
 
 
+RECONCILE_COLUMNS = {
+    "checked_at": "timestamp",
+    "run_id": "text",
+    "window_from": "timestamp",
+    "window_to": "timestamp",
+    "windows_compared": "int",
+    "windows_differing": "int",
+    "rows_compared": "bigint",
+    "rows_differing": "bigint",
+    "rows_skipped_late": "bigint",
+    "largest_difference": "double",
+    "largest_at": "text",
+    "speed_version": "int",
+    "max_differing_windows": "int",
+    "passed": "boolean",
+    "report": "text",
+}
+"""``reconcile_results``, per view: the last reconciliation, when and by which run, the
+windows ``[window_from, window_to)`` it covered, what it compared and found (the largest
+relative difference and where: window, key, measure, batch vs speed), the speed version it
+read, the threshold it was held to, whether it passed, and the report's path."""
+
+
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
@@ -155,10 +189,15 @@ class PointerTables:
     def speed_versions(self) -> str:
         return f"{self.keyspace}.{SPEED_VERSIONS_TABLE}"
 
+    @property
+    def reconcile(self) -> str:
+        return f"{self.keyspace}.{RECONCILE_TABLE}"
+
     def create(self) -> list[str]:
         """Every CREATE TABLE of the pointer and bookkeeping tables (idempotent)."""
         progress = ", ".join(f"{name} {cql}" for name, cql in PROGRESS_COLUMNS.items())
         runs = ", ".join(f"{name} {cql}" for name, cql in RUNS_COLUMNS.items())
+        reconcile = ", ".join(f"{name} {cql}" for name, cql in RECONCILE_COLUMNS.items())
         return [
             f"CREATE TABLE IF NOT EXISTS {self.progress} (view_name text PRIMARY KEY, {progress})",
             f"CREATE TABLE IF NOT EXISTS {self.runs} (checkpoint_name text, generation int, "
@@ -173,6 +212,8 @@ class PointerTables:
             "boundary timestamp, version bigint, run_id text, published_at timestamp)",
             f"CREATE TABLE IF NOT EXISTS {self.superseded} (view_name text, day date, "
             "version bigint, superseded_at timestamp, PRIMARY KEY ((view_name), day, version))",
+            f"CREATE TABLE IF NOT EXISTS {self.reconcile} (view_name text PRIMARY KEY, "
+            f"{reconcile})",
         ]
 
     # -- batch_days ---------------------------------------------------------------------------
@@ -329,6 +370,26 @@ class PointerTables:
             f"switched_at) VALUES ({_marks(4)})"
         )
 
+    # -- reconcile_results --------------------------------------------------------------------
+
+    @property
+    def insert_reconcile(self) -> str:
+        """A view's last reconciliation. Binds ``(view_name, *RECONCILE_COLUMNS)``."""
+        columns = ("view_name", *RECONCILE_COLUMNS)
+        return (
+            f"INSERT INTO {self.reconcile} ({', '.join(columns)}) VALUES ({_marks(len(columns))})"
+        )
+
+    @property
+    def select_reconcile(self) -> str:
+        """A view's last reconciliation, :data:`RECONCILE_COLUMNS` (timestamps in epoch ms).
+        Binds ``(view_name,)``."""
+        columns = ", ".join(
+            f"toUnixTimestamp({c})" if cql == "timestamp" else c
+            for c, cql in RECONCILE_COLUMNS.items()
+        )
+        return f"SELECT {columns} FROM {self.reconcile} WHERE view_name = ?"
+
 
 def missing_columns(
     session: Any,
@@ -439,3 +500,27 @@ def read_watermarks(
         for row in session.execute(select)
         if row.view_name in wanted
     }
+
+
+def read_live_floor(session: Any, keyspace: str, checkpoint_name: str) -> datetime | None:
+    """The floor of the speed layer's live run: the newest run in state ``live`` (or recorded
+    before states existed), as ``speed_layer.start.current_start`` picks it. Windows before
+    the floor are not the live run's to write; None: it writes every window."""
+    select = session.prepare(PointerTables(keyspace).select_runs)
+    for row in session.execute(select, (checkpoint_name,)):  # newest first
+        if row.state in (None, "live"):
+            return _utc(row.floor)
+    return None
+
+
+def read_reconcile_results(
+    session: Any, keyspace: str, views: Iterable[str]
+) -> dict[str, dict[str, Any] | None]:
+    """Per view name, its last reconciliation as :data:`RECONCILE_COLUMNS` (timestamps in
+    epoch ms), or None when it was never reconciled."""
+    select = session.prepare(PointerTables(keyspace).select_reconcile)
+    out: dict[str, dict[str, Any] | None] = {}
+    for name in views:
+        row = session.execute(select, (name,)).one()
+        out[name] = None if row is None else dict(zip(RECONCILE_COLUMNS, row, strict=True))
+    return out

@@ -2,7 +2,8 @@
 
 Every data route is ``GET`` and needs a read-only analyst token
 (``Authorization: Bearer <token>``, from ``settings.serving.api_tokens``);
-``/health`` and the dashboard page need none (the page asks for a token).
+``/health``, ``/metrics`` (Prometheus) and the dashboard page need none (the
+page asks for a token).
 Times are ISO 8601 (UTC when no zone is given) or ``now``/``now-15m``/``now-2h``;
 a range holds the 1-minute windows whose start lies in ``[start, end)``.
 Windows before a view's batch boundary are answered from the batch view
@@ -29,6 +30,7 @@ from core.settings import Settings
 from serving.errors import QueryError
 from serving.freshness import FreshnessRules
 from serving.merge import DEFAULT_QUANTILES
+from serving.metrics import ServingMetrics
 from serving.query import Limits, Queries
 from serving.store import ServingStore
 from serving.timerange import parse_instant
@@ -101,6 +103,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         max_top_minutes=serving.max_top_minutes,
     )
     state: dict[str, Any] = {}
+    metrics = ServingMetrics()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -251,9 +254,11 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
 
     @app.get(
         "/health",
-        summary="Cassandra reachable? Boundary and freshness per view",
-        description="200 with status ok; 503 when Cassandra cannot be read or a view's "
-        "speed-side event time is ahead of now (status error, message names the views).",
+        summary="Cassandra reachable? Boundary, freshness and reconciliation per view",
+        description="200 with status ok, or degraded when a view's batch boundary is old or "
+        "its last reconciliation found the speed and batch views apart; 503 when Cassandra "
+        "cannot be read or a view's speed-side event time is ahead of now (status error, "
+        "message names the views).",
     )
     async def health() -> Response:
         try:
@@ -261,6 +266,17 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         except Exception as exc:  # the driver's NoHostAvailable, timeouts
             return _error(503, "unavailable", f"Cassandra cannot be read: {exc}")
         return _Json(answer, 503 if answer["status"] == "error" else 200)
+
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics: the last reconciliation of the two layers, per view",
+        response_class=Response,
+    )
+    async def prometheus() -> Response:
+        q: Queries = state["queries"]
+        pointers = await q.store.pointers()
+        metrics.observe({name: p.reconciled for name, p in pointers.views.items()})
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     page = _DASHBOARD.read_text() if _DASHBOARD.exists() else "<p>dashboard missing</p>"
 

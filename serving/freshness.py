@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 __all__ = [
     "FreshnessRules",
     "boundary_age_s",
+    "drift_message",
     "health_status",
+    "reconciliation",
     "speed_freshness",
     "unavailable",
     "unavailable_span",
@@ -172,3 +174,45 @@ def health_status(
     if stale:
         return "degraded", "; ".join(stale)
     return "ok", None
+
+
+def reconciliation(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A view's last reconciliation as ``/health`` shows it (None: never reconciled)."""
+    if row is None:
+        return None
+    return {
+        "checked_at": _when(row["checked_at"]),
+        "windows": [_when(row["window_from"]), _when(row["window_to"])],
+        "windows_compared": row["windows_compared"],
+        "windows_differing": row["windows_differing"],
+        "rows_skipped_late": row["rows_skipped_late"],
+        "largest_difference": row["largest_difference"],
+        "largest_at": row["largest_at"],
+        "speed_version": row["speed_version"],
+        "passed": row["passed"],
+        "report": row["report"],
+    }
+
+
+def drift_message(reconciled: Mapping[str, Mapping[str, Any] | None]) -> str | None:
+    """Which views' last reconciliation found the layers apart beyond the threshold, and what
+    to do (None: none did).
+
+    >>> drift_message({"clicks": {"passed": False, "windows_differing": 3,
+    ...                           "windows_compared": 60, "largest_at": "2026-...",
+    ...                           "max_differing_windows": 0}, "site_activity": None})[:62]
+    'clicks: 3 of 60 reconciled windows differ between the speed an'
+    """
+    drifting = [
+        f"{view}: {row['windows_differing']} of {row['windows_compared']} reconciled windows "
+        f"differ between the speed and batch views (at most {row['max_differing_windows']} "
+        f"allowed; largest: {row['largest_at']})"
+        for view, row in reconciled.items()
+        if row is not None and row.get("passed") is False
+    ]
+    if not drifting:
+        return None
+    return "; ".join(drifting) + (
+        "; replay the speed layer (python -m speed_layer replay --from earliest), then "
+        "re-run the reconcile task (docs/operations.md)"
+    )

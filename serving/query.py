@@ -24,7 +24,9 @@ from serving.errors import QueryError
 from serving.freshness import (
     FreshnessRules,
     boundary_age_s,
+    drift_message,
     health_status,
+    reconciliation,
     speed_freshness,
     unavailable,
     unavailable_span,
@@ -430,17 +432,25 @@ class Queries:
         return answer
 
     async def health(self) -> dict[str, Any]:
-        """Boundary and speed freshness of every view (re-reads the pointers if stale).
+        """Boundary, speed freshness and the last reconciliation of every view (re-reads the
+        pointers if stale).
 
         ``status`` is ``error`` when a view's event time is ahead of now, ``degraded``
-        when a view's batch boundary is older than the rules allow (``message`` names
-        the views and why), else ``ok``.
+        when a view's batch boundary is older than the rules allow or its last
+        reconciliation found the layers apart (``message`` names the views and why),
+        else ``ok``.
         """
         pointers = await self.store.pointers()
-        context = self._context(pointers, list(self.store.views), self.now_ms())
+        views = list(self.store.views)
+        context = self._context(pointers, views, self.now_ms())
         status, message = health_status(context["freshness"], context["boundary_age_s"], self.rules)
+        code = {"error": "speed_event_time", "degraded": "batch_boundary_old"}.get(status)
+        drift = drift_message({name: pointers.views[name].reconciled for name in views})
+        if drift is not None and status != "error":
+            status, message = "degraded", "; ".join(filter(None, (message, drift)))
+            code = code or "layers_disagree"
         answer: dict[str, Any] = {"status": status, "cassandra": "reachable"}
         if message is not None:
-            code = "speed_event_time" if status == "error" else "batch_boundary_old"
             answer |= {"error": code, "message": message}
-        return answer | context
+        reconciled = {name: reconciliation(pointers.views[name].reconciled) for name in views}
+        return answer | context | {"reconciled": reconciled}

@@ -9,7 +9,8 @@ that asked, so a request costs no thread of its own.
 Two small caches keep the hot path to the rows it must read:
 
 - the *pointers* (per view: the batch boundary, the version of each day,
-  the speed tables' version, the speed layer's progress) are re-read at most every
+  the speed tables' version, the speed layer's progress, the last
+  reconciliation of the two layers) are re-read at most every
   ``pointer_cache_s`` seconds, boundary first, then days, so a cached
   boundary never runs ahead of the day versions the batch layer wrote
   before it; a new speed version's statements are prepared when its
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from layout import PointerTables, ViewTables, read_speed_versions
+from layout import RECONCILE_COLUMNS, PointerTables, ViewTables, read_speed_versions
 from serving.lru import Lru
 from views import VIEWS, ViewSpec
 
@@ -54,6 +55,9 @@ class ViewPointers:
     """Records in Kafka the speed query has not read yet."""
     speed_version: int = 0
     """The version of the speed tables to read (``speed_versions``; a Kappa replay switches it)."""
+    reconciled: Mapping[str, Any] | None = None
+    """The view's last reconciliation of the two layers (``reconcile_results``: its
+    :data:`layout.RECONCILE_COLUMNS`, times in epoch ms); None: never reconciled."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ class ServingStore:
         self._days = self._prepare(pointers.select_days)
         self._progress = self._prepare(pointers.select_freshness_ms)
         self._speed_version = self._prepare(pointers.select_speed_version)
+        self._reconciled = self._prepare(pointers.select_reconcile)
         self._speed_prepared: set[tuple[str, int]] = set()
         versions = read_speed_versions(session, keyspace, list(self.views))
         for spec in views:
@@ -244,10 +249,11 @@ class ServingStore:
         names = list(self.views)
         run = self._run
         # Boundary strictly before days: publish writes days first, then the boundary.
-        boundaries, progress, speed = await asyncio.gather(
+        boundaries, progress, speed, reconciled = await asyncio.gather(
             asyncio.gather(*(run(self._boundary, (n,)) for n in names)),
             asyncio.gather(*(run(self._progress, (n,)) for n in names)),
             asyncio.gather(*(run(self._speed_version, (n,)) for n in names)),
+            asyncio.gather(*(run(self._reconciled, (n,)) for n in names)),
         )
         days = await asyncio.gather(*(run(self._days, (n,)) for n in names))
         versions = {
@@ -255,6 +261,7 @@ class ServingStore:
         }
         await self._prepare_speed(versions)
         views = {}
+        checks = dict(zip(names, reconciled, strict=True))
         for name, b_rows, d_rows, p_rows in zip(names, boundaries, days, progress, strict=True):
             newest = watermark = heartbeat = lag = None
             if p_rows:
@@ -267,6 +274,9 @@ class ServingStore:
                 heartbeat=heartbeat,
                 kafka_lag=lag,
                 speed_version=versions[name],
+                reconciled=dict(zip(RECONCILE_COLUMNS, checks[name][0], strict=True))
+                if checks[name]
+                else None,
             )
         return Pointers(views, int(time.time() * 1000), time.monotonic())
 

@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.settings import KafkaSettings, Settings
 from layout.pointers import PointerTables
+from views.common import interval_seconds
 
 if TYPE_CHECKING:
     from cassandra.cluster import Session
@@ -71,8 +71,6 @@ __all__ = [
     "update_run",
     "window_seconds",
 ]
-
-_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 LIVE, REPLAYING, RETIRED, ABANDONED = "live", "replaying", "retired", "abandoned"
 """The states of a run (``speed_runs.state``; a run recorded before states existed is live)."""
@@ -134,15 +132,12 @@ def parse_from(text: str) -> str | datetime:
 
 
 def window_seconds(window: str) -> int:
-    """``"1 minute"`` -> 60: the length of a view's window.
+    """``"1 minute"`` -> 60: the length of a view's window (:func:`views.common.interval_seconds`).
 
     >>> window_seconds("5 minutes")
     300
     """
-    match = re.fullmatch(r"\s*(\d+)\s+(second|minute|hour|day)s?\s*", window)
-    if match is None:
-        raise ValueError(f"cannot read the window {window!r}; expected e.g. '1 minute'")
-    return int(match[1]) * _UNITS[match[2]]
+    return interval_seconds(window)
 
 
 def floor_of(start: datetime | None, tolerance: timedelta, window_s: int) -> datetime | None:

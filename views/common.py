@@ -7,6 +7,7 @@ are plain Spark expressions: they work on batch and streaming DataFrames alike.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ __all__ = [
     "HLL_LG_K",
     "WINDOW",
     "identity",
+    "interval_seconds",
     "minute_window",
     "normalise_query",
     "url_host",
@@ -33,8 +35,22 @@ WINDOW = "1 minute"
 HLL_LG_K = 12
 """log2 of the HLL sketches' register count: relative standard error ~1.6% (1.04 / 2**6)."""
 
+_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
 # Python's str.split() whitespace: Java's Unicode \s plus the ASCII separators \x1c-\x1f.
 _WHITESPACE = r"(?U)[\s\x1c-\x1f]+"
+
+
+def interval_seconds(text: str) -> int:
+    """``"10 minutes"`` -> 600: a window or watermark as Spark writes it, in seconds.
+
+    >>> interval_seconds("1 minute"), interval_seconds("10 minutes")
+    (60, 600)
+    """
+    match = re.fullmatch(r"\s*(\d+)\s+(second|minute|hour|day)s?\s*", text)
+    if match is None:
+        raise ValueError(f"cannot read the window {text!r}; expected e.g. '1 minute'")
+    return int(match[1]) * _UNITS[match[2]]
 
 
 def identity() -> Column:

@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120
 
 RUNNER = Path(__file__).parents[1] / "airflow_runner.py"
 INGEST = ("bronze", "silver", "check_silver")
-VIEWS = ("gold", "check_gold", "publish")
+VIEWS = ("gold", "check_gold", "publish", "reconcile")
 
 
 @pytest.fixture
@@ -108,6 +108,7 @@ folder = Path(conf.get("core", "dags_folder"))
 bag = BundleDagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
 tasks = [(d.dag_id, t) for d in bag.dags.values() for t in d.tasks]
 pools = {f"{dag_id}.{t.task_id}": [t.pool, t.pool_slots] for dag_id, t in tasks}
+upstream = {f"{dag_id}.{t.task_id}": sorted(t.upstream_task_ids) for dag_id, t in tasks}
 spark = sorted(m for m in sys.modules if m.split(".")[0] in {"pyspark", "py4j", "delta", "views"})
 errors = {k: str(v) for k, v in bag.import_errors.items()}
 # The forget DAGs' tasks rendered as a run with params {"user": ...} renders them.
@@ -126,7 +127,8 @@ forget = {
     for d in bag.dags.values()
     if d.dag_id.endswith("_forget")
 }
-print(json.dumps({"errors": errors, "pools": pools, "spark_modules": spark, "forget": forget}))
+print(json.dumps({"errors": errors, "pools": pools, "upstream": upstream,
+                  "spark_modules": spark, "forget": forget}))
 """
 
 
@@ -153,8 +155,19 @@ def test_every_task_of_a_pipeline_runs_in_its_one_pool(parsed_dags: dict):
     their steps (over one ledger and one set of tables) never run at the same time."""
     for spec in PIPELINES:
         tasks = {k: v for k, v in parsed_dags["pools"].items() if k.startswith(f"{spec.name}_")}
-        assert len(tasks) == 3 + 3 + 6 + 3 + 5
+        assert len(tasks) == 3 + 4 + 7 + 3 + 5
         assert set(map(tuple, tasks.values())) == {(spec.pool, 1)}
+
+
+def test_every_dag_that_publishes_for_the_schedule_reconciles_after_publish(parsed_dags: dict):
+    """``P_views`` and ``P_backfill`` end with ``publish`` -> ``reconcile``; ``P_forget`` does
+    not reconcile (the speed rows keep a forgotten user's events until their TTL)."""
+    upstream = parsed_dags["upstream"]
+    for spec in PIPELINES:
+        for dag in (f"{spec.name}_views", f"{spec.name}_backfill"):
+            assert upstream[f"{dag}.reconcile"] == ["publish"]
+            assert not [t for t, before in upstream.items() if "reconcile" in before]
+        assert f"{spec.name}_forget.reconcile" not in upstream
 
 
 def test_parsing_the_dags_imports_no_spark_code(parsed_dags: dict):

@@ -52,9 +52,11 @@ def test_every_project_table_is_a_keyspaces_table(terraform_root):
         for column in tables[name]["columns"]:
             assert f"{column['name']} {column['type']}" in statement
     # The speed job owns its view tables (versions come and go with replays).
-    assert not set(tables) - {PROGRESS_TABLE, RUNS_TABLE, SPEED_VERSIONS_TABLE} - {
-        n for n in tables if not n.startswith("speed_")
-    }
+    assert (
+        not set(tables)
+        - {PROGRESS_TABLE, RUNS_TABLE, SPEED_VERSIONS_TABLE}
+        - {n for n in tables if not n.startswith("speed_")}
+    )
 
 
 def test_speed_timeseries_table_keeps_its_keys_order_and_ttl():

@@ -13,6 +13,8 @@ from infra.terraform.cql import parse_create_table
 from layout import (
     PROGRESS_COLUMNS,
     PROGRESS_TABLE,
+    RECONCILE_COLUMNS,
+    RECONCILE_TABLE,
     RUNS_COLUMNS,
     RUNS_TABLE,
     SPEED_VERSIONS_TABLE,
@@ -31,7 +33,7 @@ def tables():
     return {t.name: t for t in (parse_create_table(s) for s in POINTERS.create())}
 
 
-def test_six_tables_each_created_once_in_the_keyspace(tables):
+def test_seven_tables_each_created_once_in_the_keyspace(tables):
     assert set(tables) == {
         "batch_days",
         "batch_boundary",
@@ -39,6 +41,7 @@ def test_six_tables_each_created_once_in_the_keyspace(tables):
         PROGRESS_TABLE,
         RUNS_TABLE,
         SPEED_VERSIONS_TABLE,
+        RECONCILE_TABLE,
     }
     assert all(s.startswith("CREATE TABLE IF NOT EXISTS ks.") for s in POINTERS.create())
 
@@ -47,6 +50,15 @@ def test_progress_has_one_row_per_view_and_every_declared_column(tables):
     progress = tables[PROGRESS_TABLE]
     assert progress.partition_key == ("view_name",) and progress.clustering_key == ()
     assert dict(progress.columns) == {"view_name": "text", **PROGRESS_COLUMNS}
+
+
+def test_reconcile_results_have_one_row_per_view_read_and_written_whole(tables):
+    results = tables[RECONCILE_TABLE]
+    assert results.partition_key == ("view_name",) and results.clustering_key == ()
+    assert dict(results.columns) == {"view_name": "text", **RECONCILE_COLUMNS}
+    marks = POINTERS.insert_reconcile.split("VALUES")[1].count("?")
+    assert marks == 1 + len(RECONCILE_COLUMNS)
+    assert "toUnixTimestamp(checked_at)" in POINTERS.select_reconcile
 
 
 def test_runs_newest_first_per_checkpoint(tables):

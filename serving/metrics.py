@@ -1,0 +1,80 @@
+"""Serving's Prometheus metrics: what the last reconciliation of the two layers found, per view.
+
+On a registry of its own (no globals), filled from the pointers serving
+already caches (``reconcile_results`` is read with the boundary and the
+speed progress, at most every ``pointer_cache_s``), so a scrape costs no
+Cassandra read of its own. Every worker answers the same values.
+
+- ``wap_reconcile_windows_compared{view}``: closed windows the last run compared;
+- ``wap_reconcile_windows_differing{view}``: of those, windows where the
+  batch and speed rows differ;
+- ``wap_reconcile_largest_difference{view}``: the largest relative
+  difference of any compared value (1: a row on one side only);
+- ``wap_reconcile_drift{view}``: 1 when the windows differing exceed the
+  step's threshold (the alert), else 0;
+- ``wap_reconcile_checked_timestamp_seconds{view}``: when it ran (alert when
+  it stops running: ``time() - ... > 2 * schedule``).
+
+A view never reconciled has none of these series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+__all__ = ["ServingMetrics"]
+
+
+class ServingMetrics:
+    """The gauges of one serving worker."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.compared = Gauge(
+            "wap_reconcile_windows_compared",
+            "Closed windows the last reconciliation compared",
+            ["view"],
+            registry=r,
+        )
+        self.differing = Gauge(
+            "wap_reconcile_windows_differing",
+            "Closed windows where the batch and speed rows differed at the last reconciliation",
+            ["view"],
+            registry=r,
+        )
+        self.largest = Gauge(
+            "wap_reconcile_largest_difference",
+            "Largest relative difference of a compared value (1: a row on one side only)",
+            ["view"],
+            registry=r,
+        )
+        self.drift = Gauge(
+            "wap_reconcile_drift",
+            "1 when the last reconciliation found more differing windows than allowed",
+            ["view"],
+            registry=r,
+        )
+        self.checked = Gauge(
+            "wap_reconcile_checked_timestamp_seconds",
+            "When the view was last reconciled (Unix time)",
+            ["view"],
+            registry=r,
+        )
+
+    def observe(self, reconciled: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """Set the gauges from each view's last reconciliation (``reconcile_results``)."""
+        for view, row in reconciled.items():
+            if row is None:
+                continue
+            self.compared.labels(view).set(row["windows_compared"] or 0)
+            self.differing.labels(view).set(row["windows_differing"] or 0)
+            self.largest.labels(view).set(row["largest_difference"] or 0.0)
+            self.drift.labels(view).set(0 if row["passed"] else 1)
+            self.checked.labels(view).set((row["checked_at"] or 0) / 1000)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,80 @@
+"""What serving says of the last reconciliation of the two layers: /health and its metrics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from layout import RECONCILE_COLUMNS
+from serving.freshness import drift_message, reconciliation
+from serving.metrics import ServingMetrics
+
+CHECKED = int(datetime(2026, 11, 23, 10, 7, tzinfo=UTC).timestamp() * 1000)
+
+
+def row(**given) -> dict:
+    """A ``reconcile_results`` row as serving reads it (times in epoch ms)."""
+    base = dict.fromkeys(RECONCILE_COLUMNS)
+    return (
+        base
+        | {
+            "checked_at": CHECKED,
+            "window_from": CHECKED - 3_600_000,
+            "window_to": CHECKED - 660_000,
+            "windows_compared": 49,
+            "windows_differing": 0,
+            "rows_skipped_late": 3,
+            "largest_difference": 0.0,
+            "max_differing_windows": 0,
+            "passed": True,
+            "speed_version": 1,
+        }
+        | given
+    )
+
+
+def test_no_message_while_every_reconciled_view_passed():
+    assert drift_message({"clicks": row(), "page_activity": None}) is None
+
+
+def test_a_drifting_view_is_named_with_its_windows_and_what_to_do():
+    bad = row(passed=False, windows_differing=3, largest_difference=1.0, largest_at="w k only")
+    message = drift_message({"clicks": row(), "page_activity": bad})
+    assert message == (
+        "page_activity: 3 of 49 reconciled windows differ between the speed and batch views "
+        "(at most 0 allowed; largest: w k only); replay the speed layer (python -m speed_layer "
+        "replay --from earliest), then re-run the reconcile task (docs/operations.md)"
+    )
+
+
+def test_health_shows_each_reconciliation_with_iso_times():
+    shown = reconciliation(row())
+    assert shown is not None
+    assert shown["checked_at"] == "2026-11-23T10:07:00Z"
+    assert shown["windows"] == ["2026-11-23T09:07:00Z", "2026-11-23T09:56:00Z"]
+    assert shown["passed"] and shown["speed_version"] == 1
+    assert reconciliation(None) is None
+
+
+def test_metrics_carry_every_reconciled_view_and_the_drift_flag():
+    metrics = ServingMetrics()
+    metrics.observe(
+        {
+            "clicks": row(),
+            "page_activity": row(passed=False, windows_differing=3, largest_difference=1.0),
+            "search_terms": None,
+        }
+    )
+    samples = {
+        (s.name, s.labels["view"]): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    assert samples[("wap_reconcile_windows_compared", "clicks")] == 49
+    assert samples[("wap_reconcile_windows_differing", "page_activity")] == 3
+    assert samples[("wap_reconcile_largest_difference", "page_activity")] == 1.0
+    assert samples[("wap_reconcile_drift", "page_activity")] == 1
+    assert samples[("wap_reconcile_drift", "clicks")] == 0
+    assert samples[("wap_reconcile_checked_timestamp_seconds", "clicks")] == CHECKED / 1000
+    assert not [key for key in samples if key[1] == "search_terms"]
