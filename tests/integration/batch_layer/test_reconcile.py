@@ -22,7 +22,8 @@ from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
 from layout import PointerTables, ViewTables, read_reconcile_results
 from tests.integration.speed_layer.conftest import SpeedJob
-from tests.integration.speed_layer.test_kappa_replay import replay_settings, wait_for
+from tests.integration.speed_layer.conftest import wait_until as wait_for
+from tests.integration.speed_layer.conftest import with_short_replays as replay_settings
 from views import view
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]

@@ -171,11 +171,10 @@ def speed_job() -> SpeedJob:
     return SpeedJob()
 
 
-@pytest.fixture
-def replay_settings(speed_settings: Settings) -> Settings:
-    """``speed_settings`` with short replay catch-up, grace and poll periods, so a Kappa
-    replay switches within a test."""
-    speed = speed_settings.speed.model_copy(
+def with_short_replays(settings: Settings) -> Settings:
+    """``settings`` with short replay catch-up, grace and poll periods, so a Kappa replay
+    switches within a test."""
+    speed = settings.speed.model_copy(
         update={
             "replay_max_lag": 0,
             "replay_sustain_s": 3.0,
@@ -183,7 +182,13 @@ def replay_settings(speed_settings: Settings) -> Settings:
             "replay_poll_s": 1.0,
         }
     )
-    return speed_settings.model_copy(update={"speed": speed})
+    return settings.model_copy(update={"speed": speed})
+
+
+@pytest.fixture
+def replay_settings(speed_settings: Settings) -> Settings:
+    """``speed_settings`` with short replay periods (:func:`with_short_replays`)."""
+    return with_short_replays(speed_settings)
 
 
 @pytest.fixture
@@ -198,23 +203,23 @@ def speed_version(cassandra_session):
     return read
 
 
+def wait_until(check, timeout_s: float, what: str, job=None, log_tail=None):
+    """Poll ``check`` until truthy; fail with the job's log when it exits or time runs out."""
+    log_tail = log_tail or SpeedJob.log_tail
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        if job is not None and job.poll() is not None:
+            pytest.fail(
+                f"the speed job exited ({job.returncode}) waiting for {what}:\n{log_tail(job)}"
+            )
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}" + (f":\n{log_tail(job)}" if job else ""))
+
+
 @pytest.fixture
 def wait_for():
-    """``wait_for(check, timeout_s, what, job=None)``: poll ``check`` until truthy; fail with
-    the job's log when it exits or time runs out."""
-
-    def wait(check, timeout_s: float, what: str, job: subprocess.Popen | None = None):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = check()
-            if found:
-                return found
-            if job is not None and job.poll() is not None:
-                tail = SpeedJob.log_tail(job)
-                pytest.fail(f"the speed job exited ({job.returncode}) waiting for {what}:\n{tail}")
-            time.sleep(0.5)
-        pytest.fail(
-            f"timed out waiting for {what}" + (f":\n{SpeedJob.log_tail(job)}" if job else "")
-        )
-
-    return wait
+    """``wait_for(check, timeout_s, what, job=None)``: :func:`wait_until`."""
+    return wait_until
