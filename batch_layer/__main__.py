@@ -165,9 +165,7 @@ def run_steps(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batch_layer", description=__doc__)
-    parser.add_argument(
-        "step", choices=(*ALL_STEPS, "all", *MAINTENANCE_STEPS, FORGET_STEPS[0])
-    )
+    parser.add_argument("step", choices=(*ALL_STEPS, "all", *MAINTENANCE_STEPS, FORGET_STEPS[0]))
     parser.add_argument(
         "--pipeline", default=PIPELINES[0].name, choices=[p.name for p in PIPELINES]
     )

@@ -65,7 +65,7 @@ def test_help_lists_every_step_and_exits_zero(capsys):
     assert "exit code is 0 on success, 3 when a quality gate failed" in text
     assert "4 when the speed and batch views disagree" in text
     assert (cli.EXIT_GATE_FAILED, cli.EXIT_DRIFT) == (3, 4)
-    assert cli.ALL_STEPS == (*PIPELINE_STEPS, "reconcile")
+    assert cli.ALL_STEPS[-1] == "reconcile" and cli.ALL_STEPS[:-1] == PIPELINE_STEPS
 
 
 @pytest.mark.parametrize(

@@ -64,9 +64,7 @@ def test_days_a_forget_republished_are_left_out():
 
 def test_the_next_run_resumes_at_what_both_layers_closed():
     boundary = Boundary(datetime.fromtimestamp((D0 + 10 * HOUR) / 1000, UTC), 1, "r", None)
-    ranges, resume, note = _plan(
-        boundary, D0 + 9 * HOUR, D0 + 12 * HOUR, None, {D}, 0, set()
-    )
+    ranges, resume, note = _plan(boundary, D0 + 9 * HOUR, D0 + 12 * HOUR, None, {D}, 0, set())
     assert ranges == [(D0, D0 + 9 * HOUR)] and resume == D0 + 9 * HOUR and note == ""
     ranges, resume, note = _plan(boundary, None, D0 + 12 * HOUR, D0 + HOUR, {D}, 0, set())
     assert ranges == [] and resume == D0 + HOUR
