@@ -3,8 +3,8 @@
 Steps, in pipeline order: ``bronze``, ``silver``, ``check_silver``, ``gold``,
 ``check_gold``, ``publish``, then ``reconcile`` (the published batch rows
 against the speed rows, :mod:`batch_layer.reconcile`); ``all`` runs them in
-that order. Maintenance:
-``optimize``, ``vacuum``, ``drop_superseded``. ``forget --user ID`` erases a
+that order. Maintenance: ``optimize``, ``vacuum``, ``drop_superseded``.
+``forget --user ID`` erases a
 user from the lake (:mod:`batch_layer.forget`); ``check_silver``, ``gold``,
 ``check_gold`` and ``publish`` then republish the days it names
 (:data:`FORGET_STEPS`). Each step finds its work in the

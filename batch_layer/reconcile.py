@@ -100,7 +100,8 @@ class LayersDisagree(RuntimeError):
 class ReconcileRun:
     passed: bool
     views: dict[str, dict[str, Any]]
-    """Per view: what was compared and found (:meth:`ViewDrift.as_dict`, examples left out)."""
+    """Per view: what was compared and found (:meth:`ViewDrift.as_dict` without its lists of
+    windows and rows) and ``resume_at``, where the next run starts (epoch ms)."""
     report_path: str | None
 
 
@@ -322,8 +323,8 @@ def reconcile(
         _record(session, keyspace, run_id, now, results, threshold, str(path))
     finally:
         cluster.shutdown()
-    summaries = {
-        r.view: {k: v for k, v in r.as_dict().items() if k != "examples"}
+    summaries = {  # the lists of windows and rows stay in the report
+        r.view: {k: v for k, v in r.as_dict().items() if k not in ("examples", "differing_windows")}
         | {"resume_at": plans[r.view][1]}
         for r in results
     }
@@ -340,7 +341,7 @@ def reconcile(
         )
     )
     for r in results:
-        figures = {k: v for k, v in summaries[r.view].items() if k != "differing_windows"}
+        figures = summaries[r.view]
         log_event(_log, "reconcile.checked", pipeline=spec.name, run_id=run_id, **figures)
         if r.windows_differing > threshold:
             log_event(

@@ -59,10 +59,13 @@ def test_help_lists_every_step_and_exits_zero(capsys):
         main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for step in (*PIPELINE_STEPS, "all", *MAINTENANCE_STEPS, "forget"):
+    for step in (*PIPELINE_STEPS, "reconcile", "all", *MAINTENANCE_STEPS, "forget"):
         assert step in out
-    assert "exit code is 0 on success, 3 when a quality gate failed" in " ".join(out.split())
-    assert cli.EXIT_GATE_FAILED == 3
+    text = " ".join(out.split())
+    assert "exit code is 0 on success, 3 when a quality gate failed" in text
+    assert "4 when the speed and batch views disagree" in text
+    assert (cli.EXIT_GATE_FAILED, cli.EXIT_DRIFT) == (3, 4)
+    assert cli.ALL_STEPS[-1] == "reconcile" and cli.ALL_STEPS[:-1] == PIPELINE_STEPS
 
 
 @pytest.mark.parametrize(
