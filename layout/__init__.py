@@ -3,9 +3,10 @@
 The speed layer, the batch layer and serving take their tables and CQL from
 here and from nowhere else: :mod:`layout.views` (a view's two tables in a
 layer), :mod:`layout.pointers` (the batch pointers and the speed
-bookkeeping), :mod:`layout.ddl` (creating all of them), and the one lake
-table both sides use, gold (:mod:`layout.lake`). Importing it needs
-neither Spark nor a Cassandra driver.
+bookkeeping), :mod:`layout.reads` (the reads of those pointers),
+:mod:`layout.ddl` (creating all of them), and the one lake table both
+sides use, gold (:mod:`layout.lake`). Importing it needs neither Spark nor
+a Cassandra driver.
 """
 
 from layout.ddl import create_statements, create_tables, create_view_tables, ensure_columns
@@ -21,9 +22,11 @@ from layout.pointers import (
     RUNS_TABLE,
     SPEED_VERSIONS_TABLE,
     SUPERSEDED_TABLE,
-    Boundary,
     PointerTables,
     missing_columns,
+)
+from layout.reads import (
+    Boundary,
     read_boundaries,
     read_live_floor,
     read_reconcile_results,

@@ -16,8 +16,8 @@ from layout.pointers import (
     RUNS_TABLE,
     PointerTables,
     missing_columns,
-    read_speed_versions,
 )
+from layout.reads import read_speed_versions
 from layout.views import ViewTables, view_tables
 
 if TYPE_CHECKING:

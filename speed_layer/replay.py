@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import PointerTables, ViewTables, create_tables, create_view_tables
-from layout.pointers import read_boundaries, read_speed_versions
+from layout.reads import read_boundaries, read_speed_versions
 from speed_layer.start import (
     ABANDONED,
     LIVE,
