@@ -38,6 +38,7 @@ import uuid
 from pathlib import Path
 
 from bench.batch_throughput import _produce, _topic_settings, simulated_day
+from bench.procs import group_rss_mb
 from bench.speed_freshness import ceiling
 from core.settings import PROJECT_ROOT, LakeSettings, Settings, load_settings, settings_env
 from platformctl import platform
@@ -93,22 +94,6 @@ def _replay_row(session, settings: Settings, generation: int):
         f"{settings.cassandra.keyspace}.speed_runs WHERE checkpoint_name = %s AND generation = %s",
         (settings.speed.checkpoint_name, generation),
     ).one()
-
-
-def group_rss_mb(pgid: int) -> float:
-    """Resident memory of every process in a process group (the job's Python and its JVM)."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    return round(total / 2**20, 1)
 
 
 def first_pass(session, settings: Settings, job: subprocess.Popen, records: int) -> float:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.procs import group_cpu_seconds
 from bench.speed_log import fold_stages, percentile
 from core.settings import (
     PROJECT_ROOT,
@@ -233,23 +234,6 @@ def sample_lag(session, keyspace: str, produced: Produced, lock: threading.Lock)
     return worst
 
 
-def _group_cpu_seconds(pgid: int) -> float:
-    """User + system CPU of every process in a process group (the driver and its JVM)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
-
-
 def _batch_durations(session, keyspace: str, seen: set[int], into: list[int]) -> None:
     """Durations of the micro-batches not seen yet (one query: every view row has its batch)."""
     for row in session.execute(
@@ -298,7 +282,7 @@ def run_steps(settings: Settings, rates: list[float], seconds: float, target_s: 
             seen_batches: set[int] = set()
             _batch_durations(session, keyspace, seen_batches, [])
             log_offset = log.stat().st_size
-            cpu_before, wall_before = _group_cpu_seconds(job.pid), time.monotonic()
+            cpu_before, wall_before = group_cpu_seconds(job.pid), time.monotonic()
             producer.start()
             warmup = min(15.0, seconds / 4)  # the first batches plan and warm the JVM
             while producer.is_alive():
@@ -309,7 +293,7 @@ def run_steps(settings: Settings, rates: list[float], seconds: float, target_s: 
                 _batch_durations(session, keyspace, seen_batches, batches)
                 if job.poll() is not None:
                     raise RuntimeError(f"the speed job exited:\n{log.read_text()[-3000:]}")
-            cpu = _group_cpu_seconds(job.pid) - cpu_before
+            cpu = group_cpu_seconds(job.pid) - cpu_before
             wall = time.monotonic() - wall_before
             step = {
                 "rate": rate,
