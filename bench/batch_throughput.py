@@ -79,6 +79,15 @@ def simulated_day(events: int, seed: int) -> list:
     )
 
 
+def produce_day(settings: Settings, events: int, seed: int) -> dict[int, int]:
+    """Simulate a day of ``events`` (:func:`simulated_day`) and produce it to the settings'
+    topic, with progress lines; return the topic's end offsets."""
+    started = time.perf_counter()
+    day = simulated_day(events, seed)
+    print(f"[bench] generated {len(day):,} messages in {time.perf_counter() - started:.1f}s")
+    return _produce(day, settings)
+
+
 def _topic_settings(base: Settings, topic: str) -> Settings:
     """``base`` reading ``topic`` (dead letters to ``<topic>.dlq``)."""
     kafka = base.kafka.model_dump() | {"events_topic": topic, "dlq_topic": f"{topic}.dlq"}

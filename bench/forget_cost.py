@@ -35,17 +35,15 @@ import json
 import os
 import shutil
 import statistics
-import time
 import uuid
 from typing import Any
 
 from bench.batch_throughput import (
     PIPELINE,
     Meter,
-    _produce,
     _with_lake,
+    produce_day,
     run_pipeline,
-    simulated_day,
 )
 from core.settings import KafkaSettings, Settings, load_settings
 from platformctl import platform
@@ -184,11 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     print(f"[bench] run {run}, load average {load_before[0]:.2f}, lake {root}", flush=True)
 
-    started = time.perf_counter()
-    events = simulated_day(args.events, args.seed)
-    print(f"[bench] generated {len(events):,} messages in {time.perf_counter() - started:.1f}s")
-    end = _produce(events, settings)
-    del events
+    end = produce_day(settings, args.events, args.seed)
 
     spark = build_spark_session(base, app_name="bench-forget-cost")
     meter = Meter(spark)

@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.batch_throughput import DAY, Meter, _produce, _with_lake, run_pipeline, simulated_day
+from bench.batch_throughput import DAY, Meter, _with_lake, produce_day, run_pipeline
 from core.settings import KafkaSettings, Settings, load_settings
 from platformctl import platform
 
@@ -199,11 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     print(f"[bench] run {run}, load average {load_before[0]:.2f}, lake {root}", flush=True)
 
-    started = time.perf_counter()
-    events = simulated_day(args.events, args.seed)
-    print(f"[bench] generated {len(events):,} messages in {time.perf_counter() - started:.1f}s")
-    end = _produce(events, settings)
-    del events
+    end = produce_day(settings, args.events, args.seed)
 
     spark = build_spark_session(base, app_name="bench-reconcile-cost")
     meter = Meter(spark)

@@ -37,7 +37,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.batch_throughput import _produce, _topic_settings, simulated_day
+from bench.batch_throughput import _topic_settings, produce_day
 from bench.procs import group_rss_mb
 from bench.speed_freshness import ceiling
 from core.settings import PROJECT_ROOT, LakeSettings, Settings, load_settings, settings_env
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     job = None
     try:
         print(f"[bench] simulating {args.events:,} events", flush=True)
-        end = _produce(simulated_day(args.events, args.seed), settings)
+        end = produce_day(settings, args.events, args.seed)
         records = sum(end.values())
         folder.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as handle:
