@@ -21,8 +21,8 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
@@ -31,7 +31,7 @@ from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import rejects_path, silver_path
 from core.log import get_logger, log_event
 from core.settings import Settings
-from layout import PointerTables, ViewTables
+from layout import GRAINS, PointerTables, ViewTables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,14 +97,37 @@ def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> list[
     return done
 
 
+_WINDOWS_PER_DAY = {"minute": 1440, "hour": 24, "day": 1}
+
+
+def _drop_version(session: Any, tables: ViewTables, day: date, version: int) -> None:
+    """Delete one version of one day from a view's two batch tables of one grain."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    step = timedelta(days=1) / _WINDOWS_PER_DAY[tables.grain]
+    windows = [(midnight + i * step, version) for i in range(_WINDOWS_PER_DAY[tables.grain])]
+    keys = session.prepare(tables.select_minute(()))
+    found: set[tuple] = set()
+    for _ok, result in execute_concurrent_with_args(
+        session, keys, windows, concurrency=64, raise_on_first_error=True
+    ):
+        found.update(tuple(r) for r in result)
+    drop_key = session.prepare(tables.delete_day())
+    execute_concurrent_with_args(
+        session, drop_key, [(*k, day, version) for k in found], concurrency=64
+    )
+    execute_concurrent_with_args(
+        session, session.prepare(tables.delete_minute()), windows, concurrency=64
+    )
+
+
 def drop_superseded(settings: Settings, spec: PipelineSpec) -> int:
     """Delete batch versions replaced longer ago than the grace period; return how many.
 
     A listed version that its day's pointer still names is kept (and logged as
     ``maintenance.superseded_still_served``): it is what serving reads.
     """
-    from cassandra.concurrent import execute_concurrent_with_args
-
     from core.cassandra import connect
 
     keyspace = settings.cassandra.keyspace
@@ -117,10 +140,7 @@ def drop_superseded(settings: Settings, spec: PipelineSpec) -> int:
         pointer = session.prepare(pointers.select_day)
         forget = session.prepare(pointers.delete_superseded)
         for view in spec.view_specs:
-            tables = ViewTables(view, keyspace, "batch")
-            minute_keys = session.prepare(tables.select_minute(()))
-            drop_minute = session.prepare(tables.delete_minute())
-            drop_key = session.prepare(tables.delete_day())
+            grains = [ViewTables(view, keyspace, "batch", grain=grain) for grain in GRAINS]
             for row in session.execute(listed, (view.name,)):
                 if row.superseded_at.replace(tzinfo=UTC) > cutoff:
                     continue
@@ -138,17 +158,8 @@ def drop_superseded(settings: Settings, spec: PipelineSpec) -> int:
                         "before moving the pointer); kept until a publish replaces it",
                     )
                     continue
-                midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
-                minutes = [(midnight + timedelta(minutes=m), row.version) for m in range(1440)]
-                found: set[tuple] = set()
-                for _ok, result in execute_concurrent_with_args(
-                    session, minute_keys, minutes, concurrency=64, raise_on_first_error=True
-                ):
-                    found.update(tuple(r) for r in result)
-                execute_concurrent_with_args(
-                    session, drop_key, [(*k, day, row.version) for k in found], concurrency=64
-                )
-                execute_concurrent_with_args(session, drop_minute, minutes, concurrency=64)
+                for tables in grains:
+                    _drop_version(session, tables, day, row.version)
                 session.execute(forget, (view.name, day, row.version))
                 dropped += 1
     finally:

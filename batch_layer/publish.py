@@ -11,7 +11,10 @@ to the speed tables, with the same partition design. Analysts keep Delta
 The switch is atomic per day and never shows half a day:
 
 1. every row of the day is written under a new ``version`` (a fresh partition
-   nobody reads yet);
+   nobody reads yet), with the day's rollups: its hour and day rows, each the
+   merge of the gold minute rows it covers (:func:`views.merge.merge_partials`,
+   the views' own merge rules), into the rollup tables of
+   :attr:`layout.views.ViewTables.grain`, under the same version;
 2. ``batch_days(view, day)`` is pointed at the new version (the old one is
    recorded in ``batch_superseded`` for the maintenance DAG to delete later);
 3. ``batch_boundary(view)`` moves forward to the end of the newest complete
@@ -50,7 +53,8 @@ from batch_layer.pipelines import PipelineSpec
 from core.cassandra import execute_all, process_session, view_row_values
 from core.log import get_logger, log_event
 from core.settings import CassandraSettings, Settings
-from layout import PointerTables, ViewTables, read_boundaries
+from layout import GRAINS, PointerTables, ViewTables, read_boundaries
+from views.merge import merge_partials
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -181,15 +185,19 @@ def publish(
         published = read_boundaries(cassandra, spec.views, session=session)
         boundaries: dict[str, datetime | None] = {}
         for view in spec.view_specs:
-            tables = ViewTables(view, keyspace, "batch")
             if days:
                 gold = spark.read.format("delta").load(gold_path(settings, view))
                 chosen = gold.where(F.col("window_date").isin(list(days)))
+                for grain in GRAINS:
+                    tables = ViewTables(view, keyspace, "batch", grain=grain)
+                    rows_at = (
+                        chosen if grain == "minute" else merge_partials(chosen, view, period=grain)
+                    )
 
-                def write(part: Iterable[Row], tables: ViewTables = tables) -> None:
-                    _write_rows(part, tables, cassandra, version)
+                    def write(part: Iterable[Row], tables: ViewTables = tables) -> None:
+                        _write_rows(part, tables, cassandra, version)
 
-                chosen.foreachPartition(write)
+                    rows_at.foreachPartition(write)
                 per_day = dict(chosen.groupBy("window_date").count().collect())
                 old = {r.day.date(): r.version for r in session.execute(current_day, (view.name,))}
                 now = datetime.now(UTC)

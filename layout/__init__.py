@@ -33,11 +33,12 @@ from layout.reads import (
     read_speed_versions,
     read_watermarks,
 )
-from layout.views import LAYERS, Layer, LayerShape, ViewTables, view_tables
+from layout.views import GRAINS, LAYERS, Grain, Layer, LayerShape, ViewTables, view_tables
 
 __all__ = [
     "BOUNDARY_TABLE",
     "DAYS_TABLE",
+    "GRAINS",
     "LAYERS",
     "PROGRESS_COLUMNS",
     "PROGRESS_TABLE",
@@ -48,6 +49,7 @@ __all__ = [
     "SPEED_VERSIONS_TABLE",
     "SUPERSEDED_TABLE",
     "Boundary",
+    "Grain",
     "Layer",
     "LayerShape",
     "PointerTables",

@@ -18,7 +18,7 @@ from layout.pointers import (
     missing_columns,
 )
 from layout.reads import read_speed_versions
-from layout.views import ViewTables, view_tables
+from layout.views import GRAINS, ViewTables, view_tables
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -32,9 +32,9 @@ def create_statements(
 ) -> list[str]:
     """Every CREATE TABLE (idempotent): the speed tables (version 0) of ``views`` (default
     :data:`views.registry.VIEWS`, every view a pipeline can name), rows expiring after
-    ``ttl_s``; their batch tables; then the pointer and bookkeeping tables
-    (:mod:`layout.pointers`). Serving prepares its reads of both layers' tables of every
-    view it serves, so each view gets both pairs.
+    ``ttl_s``; their batch tables, at every grain (:data:`layout.views.GRAINS`); then the
+    pointer and bookkeeping tables (:mod:`layout.pointers`). Serving prepares its reads of
+    both layers' tables of every view it serves, so each view gets both.
 
     ``speed=False`` leaves out the speed view tables: the speed job owns them (it
     creates its version's tables at start and a replay's new ones, and drops superseded
@@ -43,7 +43,11 @@ def create_statements(
     speed_tables = view_tables(keyspace, "speed", views) if speed else []
     return [
         *(s for tables in speed_tables for s in tables.create(ttl_s)),
-        *(s for tables in view_tables(keyspace, "batch", views) for s in tables.create()),
+        *(
+            s
+            for tables in view_tables(keyspace, "batch", views, grains=GRAINS)
+            for s in tables.create()
+        ),
         *PointerTables(keyspace).create(),
     ]
 
@@ -75,7 +79,7 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
         speed = [
             ViewTables(spec, keyspace, "speed", table_version=versions[spec.name]) for spec in views
         ]
-        batch = view_tables(keyspace, "batch", views)
+        batch = view_tables(keyspace, "batch", views, grains=GRAINS)
         for statement in [
             *(s for tables in speed for s in tables.create(settings.speed.ttl_s)),
             *(s for tables in batch for s in tables.create()),

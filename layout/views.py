@@ -9,6 +9,13 @@ Designed per query, so that a serving read is one partition slice:
   one row per key: "top N right now", or top N over a range, reads one
   partition per minute.
 
+The batch layer also publishes each view's **rollups**, the same two tables
+at the ``hour`` and ``day`` grain (:attr:`ViewTables.grain`:
+``batch_<view>_hours`` / ``batch_<view>_by_hour``, ``batch_<view>_days`` /
+``batch_<view>_by_day``), each row the merge of the minute rows it covers,
+under the same day version; serving reads the coarsest grain that covers
+each part of a range, so a month costs about 30 partitions, not 43,200.
+
 The layers differ in three ways, all held by :data:`LAYERS`:
 
 - **speed** rows are written as absolute values (upserts, never counter
@@ -53,9 +60,13 @@ from typing import Any, Literal
 from views.kinds import kind
 from views.spec import ViewSpec
 
-__all__ = ["LAYERS", "Layer", "LayerShape", "ViewTables", "view_tables"]
+__all__ = ["GRAINS", "LAYERS", "Grain", "Layer", "LayerShape", "ViewTables", "view_tables"]
 
 Layer = Literal["speed", "batch"]
+Grain = Literal["minute", "hour", "day"]
+GRAINS: tuple[Grain, ...] = ("minute", "hour", "day")
+"""The window widths view rows exist at: the views' own 1-minute windows, and their
+rollups (each the merge of the minute rows it covers, :func:`views.merge.merge_partials`)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,9 @@ class ViewTables:
     table_version: int = 0
     """The output version these tables hold (a Kappa replay writes a new one); 0: the
     unsuffixed tables."""
+    grain: Grain = "minute"
+    """The width of the windows the rows hold: the view's minutes, or an hour or day
+    rollup (``batch_<view>_hours`` / ``batch_<view>_by_hour``, same partitioning)."""
 
     def __post_init__(self) -> None:
         if self.layer not in LAYERS:
@@ -112,6 +126,8 @@ class ViewTables:
             object.__setattr__(self, "versioned", LAYERS[self.layer].versioned)
         if self.table_version < 0:
             raise ValueError(f"A table version is 0 or more; got {self.table_version}.")
+        if self.grain not in GRAINS:
+            raise ValueError(f"grain must be one of {', '.join(GRAINS)}; got {self.grain!r}.")
 
     @property
     def shape(self) -> LayerShape:
@@ -124,11 +140,15 @@ class ViewTables:
 
     @property
     def by_key(self) -> str:
-        return f"{self.keyspace}.{self.prefix}_{self.spec.name}"
+        """One partition per (keys, day[, version]); ``<prefix>_<view>`` for minutes,
+        ``<prefix>_<view>_hours`` / ``_days`` for the rollups."""
+        grain = "" if self.grain == "minute" else f"_{self.grain}s"
+        return f"{self.keyspace}.{self.prefix}_{self.spec.name}{grain}"
 
     @property
     def by_minute(self) -> str:
-        return f"{self.keyspace}.{self.prefix}_{self.spec.name}_by_minute"
+        """One partition per window (``_by_minute``, ``_by_hour``, ``_by_day``)."""
+        return f"{self.keyspace}.{self.prefix}_{self.spec.name}_by_{self.grain}"
 
     def _version(self) -> list[str]:
         return ["version"] if self.versioned else []
@@ -298,11 +318,20 @@ def _insert(table: str, columns: list[str]) -> str:
 
 
 def view_tables(
-    keyspace: str, layer: Layer, views: Sequence[ViewSpec] | None = None, table_version: int = 0
+    keyspace: str,
+    layer: Layer,
+    views: Sequence[ViewSpec] | None = None,
+    table_version: int = 0,
+    grains: Sequence[Grain] = ("minute",),
 ) -> list[ViewTables]:
-    """The tables of ``views`` (default: every view of :mod:`views.registry`) in one layer."""
+    """The tables of ``views`` (default: every view of :mod:`views.registry`) in one layer,
+    at each of ``grains``."""
     if views is None:
         from views import registry
 
         views = registry.VIEWS
-    return [ViewTables(spec, keyspace, layer, table_version=table_version) for spec in views]
+    return [
+        ViewTables(spec, keyspace, layer, table_version=table_version, grain=grain)
+        for spec in views
+        for grain in grains
+    ]

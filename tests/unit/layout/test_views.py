@@ -36,8 +36,9 @@ def test_every_statement_is_idempotent_and_in_the_keyspace():
         assert statement.startswith("CREATE TABLE IF NOT EXISTS analytics.")
 
 
-def test_two_tables_per_view_and_the_three_pointer_tables(tables):
-    expected = {f"batch_{v.name}{suffix}" for v in VIEWS for suffix in ("", "_by_minute")}
+def test_two_tables_per_view_and_grain_and_the_three_pointer_tables(tables):
+    suffixes = ("", "_by_minute", "_hours", "_by_hour", "_days", "_by_day")
+    expected = {f"batch_{v.name}{suffix}" for v in VIEWS for suffix in suffixes}
     assert set(tables) == expected | {"batch_days", "batch_boundary", "batch_superseded"}
     assert (DAYS_TABLE, BOUNDARY_TABLE, SUPERSEDED_TABLE) == (
         "batch_days",
@@ -58,6 +59,19 @@ def test_a_view_outside_the_registry_gets_its_tables_when_listed():
     names = {parse_create_table(s).name for s in create_statements("ks", 3600, (*VIEWS, orders))}
     assert {"batch_orders_per_minute", "batch_orders_per_minute_by_minute"} <= names
     assert "batch_clicks" in names
+    assert {"batch_orders_per_minute_hours", "batch_orders_per_minute_by_day"} <= names
+
+
+def test_a_rollup_has_the_minute_tables_partitioning_under_its_own_names():
+    minute = ViewTables(view("clicks"), "ks", "batch")
+    hour = ViewTables(view("clicks"), "ks", "batch", grain="hour")
+    assert (hour.by_key, hour.by_minute) == ("ks.batch_clicks_hours", "ks.batch_clicks_by_hour")
+    assert hour.create()[0] == minute.create()[0].replace("batch_clicks ", "batch_clicks_hours ")
+    assert hour.select_minute(["clicks"]) == (
+        "SELECT target, clicks FROM ks.batch_clicks_by_hour WHERE window_start = ? AND version = ?"
+    )
+    with pytest.raises(ValueError, match="grain must be one of minute, hour, day"):
+        ViewTables(view("clicks"), "ks", "batch", grain="week")
 
 
 @pytest.mark.parametrize("spec", VIEWS, ids=lambda v: v.name)
