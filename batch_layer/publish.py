@@ -204,7 +204,9 @@ def publish(
                 for day in days:
                     if day in old:
                         session.execute(supersede, (view.name, day, old[day], now))
-                    session.execute(set_day, (view.name, day, version, per_day.get(day, 0), now))
+                    session.execute(
+                        set_day, (view.name, day, version, per_day.get(day, 0), now, True)
+                    )
                 rows[view.name] = sum(per_day.values())
             previous = published[view.name] and published[view.name].at
             boundary = previous

@@ -283,18 +283,31 @@ class ServingSettings(_Section):
     """HTTP port of the serving API and dashboard."""
     api_tokens: dict[str, SecretStr] = {"local-analyst": SecretStr("local-dev-read-token")}
     """Analyst name -> read-only bearer token. The local default is for this machine only."""
-    max_range_days: int = Field(default=31, ge=1)
-    """Longest time range one query may ask for."""
+    max_range_days: int = Field(default=400, ge=1)
+    """Longest time range one query may ask for (whole days are read from the day rollups)."""
     max_buckets: int = Field(default=2880, ge=1)
     """Most buckets one timeseries may return (two days of minutes)."""
-    max_top_minutes: int = Field(default=2880, ge=1)
-    """Longest range of a top-N question, in minutes (it reads one partition per minute)."""
+    max_top_partitions: int = Field(default=2000, ge=1)
+    """Most partitions one top-N may read: a month costs about 200-300 (day and hour rollups,
+    minutes at the edges and after the boundary); a day published without rollups, 1,440."""
     workers: int = Field(default=2, ge=1)
     """Server processes (uvicorn workers), each with its own Cassandra session."""
     pointer_cache_s: float = Field(default=1.0, ge=0)
     """How long a worker reuses the boundary, day versions and speed progress it read."""
     batch_cache_entries: int = Field(default=4096, ge=0)
     """Published batch partition reads kept per worker (immutable per version); 0 disables."""
+    result_cache_entries: int = Field(default=4096, ge=0)
+    """Answers kept per worker for identical questions (keyed by the pointers they read, so
+    a publish or a speed micro-batch makes a new key); 0 keeps none, and identical requests
+    arriving together still share one computation."""
+    result_cache_s: float = Field(default=30.0, ge=0)
+    """Longest an answer over speed windows is reused (a new speed micro-batch seen in the
+    pointers already makes it a new question)."""
+    final_result_cache_s: float = Field(default=600.0, ge=0)
+    """Longest an answer over batch windows only (final) is reused."""
+    block_cache_entries: int = Field(default=2048, ge=0)
+    """Merged immutable top-N blocks kept per worker (runs of batch windows, closed speed
+    hours)."""
     max_boundary_age_s: float = Field(default=24 * 3600, gt=0)
     """A batch boundary older than this makes ``/health`` answer ``degraded`` (status 200).
     Keep it well below ``speed.ttl_s`` (3 days): once a boundary is older than the TTL,

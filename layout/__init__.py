@@ -13,6 +13,7 @@ from layout.ddl import create_statements, create_tables, create_view_tables, ens
 from layout.lake import gold_path
 from layout.pointers import (
     BOUNDARY_TABLE,
+    DAYS_COLUMNS,
     DAYS_TABLE,
     PROGRESS_COLUMNS,
     PROGRESS_TABLE,
@@ -37,6 +38,7 @@ from layout.views import GRAINS, LAYERS, Grain, Layer, LayerShape, ViewTables, v
 
 __all__ = [
     "BOUNDARY_TABLE",
+    "DAYS_COLUMNS",
     "DAYS_TABLE",
     "GRAINS",
     "LAYERS",

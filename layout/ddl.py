@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from layout.pointers import (
+    DAYS_COLUMNS,
+    DAYS_TABLE,
     RUNS_COLUMNS,
     RUNS_TABLE,
     PointerTables,
@@ -70,6 +72,8 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
         for statement in missing_columns(session, keyspace):  # tables of older versions
             session.execute(statement)
         for statement in missing_columns(session, keyspace, RUNS_TABLE, RUNS_COLUMNS):
+            session.execute(statement)
+        for statement in missing_columns(session, keyspace, DAYS_TABLE, DAYS_COLUMNS):
             session.execute(statement)
         if views is None:
             from views import registry

@@ -4,7 +4,9 @@ Batch pointers (written by the batch layer's publish, read by serving):
 
 - ``batch_days``: per view and day, the version serving must read (the
   atomic switch: a publish writes the new version's rows first, then these
-  pointers, then the boundary);
+  pointers, then the boundary), and whether that version has its hour and day
+  rollups (``rollups``: false or null for a day an older release published,
+  which serving answers from its minutes);
 - ``batch_boundary``: per view, the end of the newest complete, validated
   period. Serving answers windows before it from the batch tables and
   windows at or after it from the speed tables;
@@ -37,7 +39,7 @@ serving and ``platformctl status``):
 Every statement takes ``?`` markers: prepare it, then bind.
 
 >>> PointerTables("ks").select_days
-'SELECT day, version FROM ks.batch_days WHERE view_name = ?'
+'SELECT day, version, rollups FROM ks.batch_days WHERE view_name = ?'
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BOUNDARY_TABLE",
+    "DAYS_COLUMNS",
     "DAYS_TABLE",
     "PROGRESS_COLUMNS",
     "PROGRESS_TABLE",
@@ -67,6 +70,8 @@ __all__ = [
 BOUNDARY_TABLE = "batch_boundary"
 DAYS_TABLE = "batch_days"
 SUPERSEDED_TABLE = "batch_superseded"
+DAYS_COLUMNS = {"rollups": "boolean"}
+"""Columns of ``batch_days`` a table created by an older release may lack."""
 PROGRESS_TABLE = "speed_progress"
 RUNS_TABLE = "speed_runs"
 SPEED_VERSIONS_TABLE = "speed_versions"
@@ -199,7 +204,7 @@ class PointerTables:
             f"CREATE TABLE IF NOT EXISTS {self.speed_versions} (view_name text PRIMARY KEY, "
             "version int, run_generation int, switched_at timestamp)",
             f"CREATE TABLE IF NOT EXISTS {self.days} (view_name text, day date, "
-            "version bigint, rows bigint, published_at timestamp, "
+            "version bigint, rows bigint, published_at timestamp, rollups boolean, "
             "PRIMARY KEY ((view_name), day)) WITH CLUSTERING ORDER BY (day DESC)",
             f"CREATE TABLE IF NOT EXISTS {self.boundary} (view_name text PRIMARY KEY, "
             "boundary timestamp, version bigint, run_id text, published_at timestamp)",
@@ -213,8 +218,8 @@ class PointerTables:
 
     @property
     def select_days(self) -> str:
-        """``(day, version)`` of every published day of a view. Binds ``(view_name,)``."""
-        return f"SELECT day, version FROM {self.days} WHERE view_name = ?"
+        """``(day, version, rollups)`` of every published day of a view. Binds ``(view_name,)``."""
+        return f"SELECT day, version, rollups FROM {self.days} WHERE view_name = ?"
 
     @property
     def select_day(self) -> str:
@@ -223,10 +228,11 @@ class PointerTables:
 
     @property
     def insert_day(self) -> str:
-        """Point a view's day at a version. Binds ``(view_name, day, version, rows, now)``."""
+        """Point a view's day at a version. Binds ``(view_name, day, version, rows, now,
+        rollups)``; ``rollups``: the version has its hour and day rows."""
         return (
-            f"INSERT INTO {self.days} (view_name, day, version, rows, published_at) "
-            f"VALUES ({_marks(5)})"
+            f"INSERT INTO {self.days} (view_name, day, version, rows, published_at, rollups) "
+            f"VALUES ({_marks(6)})"
         )
 
     # -- batch_superseded ---------------------------------------------------------------------

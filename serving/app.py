@@ -31,7 +31,7 @@ from serving.errors import QueryError
 from serving.freshness import FreshnessRules
 from serving.merge import DEFAULT_QUANTILES
 from serving.metrics import ServingMetrics
-from serving.query import Limits, Queries
+from serving.query import CacheRules, Limits, Queries
 from serving.store import ServingStore
 from serving.timerange import parse_instant
 from views import VIEWS
@@ -97,11 +97,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     """Build the serving app; it connects to Cassandra at start-up unless ``queries`` is given."""
     serving = settings.serving
     tokens = [(name, t.get_secret_value().encode()) for name, t in serving.api_tokens.items()]
-    limits = Limits(
-        max_range_days=serving.max_range_days,
-        max_buckets=serving.max_buckets,
-        max_top_minutes=serving.max_top_minutes,
-    )
+    limits = Limits.from_settings(serving)
     state: dict[str, Any] = {}
     metrics = ServingMetrics()
 
@@ -118,7 +114,12 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
                 pointer_cache_s=serving.pointer_cache_s,
                 batch_cache_entries=serving.batch_cache_entries,
             )
-            state["queries"] = Queries(store, limits, rules=FreshnessRules.from_settings(settings))
+            state["queries"] = Queries(
+                store,
+                limits,
+                rules=FreshnessRules.from_settings(settings),
+                cache=CacheRules.from_settings(serving),
+            )
         else:
             state["queries"] = queries
         await state["queries"].store.pointers()

@@ -18,14 +18,14 @@ quantile per requested ``q`` (``m_p50``, ``m_p95`` ...), as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import datasketches as ds
 
 from views.kinds import kind, quantile_name
 from views.sketches import hll_merged
-from views.spec import Measure
+from views.spec import Measure, ViewSpec
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -34,6 +34,7 @@ __all__ = [
     "measure_names",
     "quantile_name",
     "rank_value",
+    "rollup_rows",
     "row_formatter",
     "summarise",
 ]
@@ -147,3 +148,35 @@ def rank_value(measure: Measure, values: list[Any], quantile: float) -> tuple[fl
         return behaviour.quantile(merged, quantile), behaviour.answer(merged)
     value = behaviour.answer(merged)
     return (None if value is None else float(value)), len(values)
+
+
+_TRUNCATE = {
+    "hour": lambda t: t.replace(minute=0, second=0, microsecond=0),
+    "day": lambda t: t.replace(hour=0, minute=0, second=0, microsecond=0),
+}
+
+
+def rollup_rows(spec: ViewSpec, rows: Iterable[Mapping[str, Any]], grain: str) -> list[dict]:
+    """View rows merged per ``hour`` or ``day`` and key, in plain Python: the rollups the
+    batch layer publishes (:func:`views.merge.merge_partials` in Spark), for tools and
+    tests that write view rows without Spark.
+
+    >>> from datetime import datetime
+    >>> from views import view
+    >>> rows = [{"window_start": datetime(2024, 1, 1, 10, m), "query": "a", "searches": m}
+    ...         for m in (1, 2)]
+    >>> rollup_rows(view("search_terms"), rows, "hour")
+    [{'window_start': datetime.datetime(2024, 1, 1, 10, 0), 'query': 'a', 'searches': 3}]
+    """
+    truncate = _TRUNCATE[grain]
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        key = (truncate(row["window_start"]), *(row[k] for k in spec.keys))
+        groups.setdefault(key, []).append(row)
+    out = []
+    for (start, *keys), members in groups.items():
+        merged = {
+            m.name: kind(m.kind).merge_stored([r[m.name] for r in members]) for m in spec.measures
+        }
+        out.append({"window_start": start, **dict(zip(spec.keys, keys, strict=True)), **merged})
+    return out

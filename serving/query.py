@@ -17,9 +17,9 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from serving.cache import How, SharedCache
 from serving.errors import QueryError
 from serving.freshness import (
     FreshnessRules,
@@ -36,135 +36,45 @@ from serving.merge import (
     DEFAULT_QUANTILES,
     hll_estimate,
     measure_names,
-    rank_value,
     row_formatter,
     summarise,
 )
-from serving.plan import bucket_source, key_reads, minute_reads
-from serving.store import Pointers, ServingStore
+from serving.plan import Grain, bucket_source, key_reads, window_reads, windows
+from serving.ranking import Ranking
+from serving.rules import (
+    CacheRules,
+    Limits,
+    RangeQuery,
+    check_keys,
+    check_measures,
+    check_quantiles,
+    key_dict,
+    view_spec,
+)
+from serving.store import Pointers, ServingStore, ViewPointers
 from serving.timerange import MINUTE_MS, floor, iso, step_ms
 from views import ViewSpec
 from views.kinds import kind
 from views.spec import Measure
 
-__all__ = ["Limits", "Queries", "RangeQuery", "check_quantiles"]
+__all__ = ["CacheRules", "Limits", "Queries", "RangeQuery", "check_quantiles"]
 
-_MAX_IN_FLIGHT = 256
 _FORMATTERS = 256
 """Row formatters kept per worker (one per view, measures and quantiles asked)."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one question may ask for (from :class:`core.settings.ServingSettings`)."""
-
-    max_range_days: int = 31
-    max_buckets: int = 2880
-    max_top_minutes: int = 2 * 1440
-    max_keys: int = 20
-    max_n: int = 100
-    max_quantiles: int = 10
-
-
-@dataclass(frozen=True)
-class RangeQuery:
-    """A validated range: windows whose start lies in ``[lo, hi)`` (epoch ms)."""
-
-    lo: int
-    hi: int
-
-    @classmethod
-    def checked(cls, lo: int, hi: int, limits: Limits) -> RangeQuery:
-        if hi < lo:
-            raise QueryError(
-                "invalid_range", f"end ({iso(hi)}) lies before start ({iso(lo)}); swap them."
-            )
-        days = (hi - lo) / (24 * 3600 * 1000)
-        if days > limits.max_range_days:
-            raise QueryError(
-                "range_too_large",
-                f"The range spans {days:.1f} days; at most {limits.max_range_days} are allowed. "
-                "Ask for a shorter range, or use SQL over the gold tables for longer ones.",
-            )
-        return cls(lo, hi)
-
-
-def _spec(store: ServingStore, view: str) -> ViewSpec:
-    try:
-        return store.spec(view)
-    except KeyError:
-        known = ", ".join(store.views)
-        raise QueryError("unknown_view", f"No view {view!r}; the views are: {known}.") from None
-
-
-def _key_dict(spec: ViewSpec, key: tuple[str, ...]) -> dict[str, str]:
-    return dict(zip(spec.keys, key, strict=True))
-
-
-def check_keys(spec: ViewSpec, keys: Sequence[tuple[str, ...]], limits: Limits) -> None:
-    """Every key names one value per key column of the view; not too many keys."""
-    if not keys:
-        raise QueryError(
-            "missing_key", f"Name at least one {'/'.join(spec.keys)} of view {spec.name!r}."
-        )
-    if len(keys) > limits.max_keys:
-        raise QueryError(
-            "too_many_keys", f"{len(keys)} keys asked; at most {limits.max_keys} per question."
-        )
-    for key in keys:
-        if len(key) != len(spec.keys):
-            raise QueryError(
-                "invalid_key",
-                f"View {spec.name!r} is keyed by {list(spec.keys)}; got {list(key)!r}.",
-            )
-        for value in key:
-            if not isinstance(value, str) or not value or len(value) > 2048:
-                raise QueryError(
-                    "invalid_key",
-                    f"A key is a non-empty string of at most 2048 characters; got {value!r}.",
-                )
-
-
-def check_quantiles(quantiles: Sequence[float], limits: Limits) -> tuple[float, ...]:
-    """The quantiles of kll measures one answer shows: each in [0, 1], not too many.
-
-    >>> check_quantiles([0.9, 0.99], Limits())
-    (0.9, 0.99)
-    """
-    if not quantiles:
-        raise QueryError("invalid_quantile", "Ask for at least one quantile, e.g. quantile=0.95.")
-    if len(quantiles) > limits.max_quantiles:
-        raise QueryError(
-            "too_many_quantiles",
-            f"{len(quantiles)} quantiles asked; at most {limits.max_quantiles} per question.",
-        )
-    for q in quantiles:
-        if not 0.0 <= q <= 1.0:  # also refuses NaN
-            raise QueryError(
-                "invalid_quantile",
-                f"Each quantile must lie in [0, 1] (0.95 is the 95th percentile); got {q}.",
-            )
-    return tuple(float(q) for q in quantiles)
-
-
-def _measures(spec: ViewSpec, names: Sequence[str]) -> tuple[Measure, ...]:
-    """The view's measures called ``names`` in the view's order (all for none)."""
-    if not names:
-        return spec.measures
-    known = {m.name for m in spec.measures}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise QueryError(
-            "unknown_measure",
-            f"View {spec.name!r} has no measure {unknown[0]!r}; it has: "
-            + ", ".join(m.name for m in spec.measures)
-            + ".",
-        )
-    return tuple(m for m in spec.measures if m.name in set(names))
-
-
 class Queries:
-    """The questions serving answers, over one :class:`ServingStore`."""
+    """The questions serving answers, over one :class:`ServingStore`.
+
+    Answers are shared (:class:`serving.cache.SharedCache`): identical questions
+    are computed once, keyed by the question's windows *and* the generations of
+    the pointers it read (:attr:`serving.store.ViewPointers.batch_generation`,
+    :attr:`~serving.store.ViewPointers.speed_generation`), so no answer outlives
+    a publish, a speed micro-batch or a replay's switch once the worker has
+    re-read its pointers. What depends on the clock (freshness, ages, the
+    ``unavailable`` note) is computed for every request; every answer's
+    ``cache`` says whether it was computed for it and how old it is.
+    """
 
     def __init__(
         self,
@@ -172,11 +82,15 @@ class Queries:
         limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
         rules: FreshnessRules | None = None,
+        cache: CacheRules | None = None,
     ) -> None:
         self.store = store
         self.limits = limits or Limits()
         self.clock = clock
         self.rules = rules or FreshnessRules()
+        self.cache_rules = cache or CacheRules()
+        self.results = SharedCache(self.cache_rules.entries, self.cache_rules.max_age_s)
+        self.ranking = Ranking(store, self.cache_rules.block_entries)
         self._formatters = Lru(_FORMATTERS)
 
     def _formatter(self, spec: ViewSpec, measures: tuple[Measure, ...], quantiles: Sequence[float]):
@@ -205,27 +119,54 @@ class Queries:
             "pointers_age_s": round(max(0, now - pointers.read_at) / 1000, 1),
         }
 
-    async def _gather(self, calls: list) -> list:
-        out: list = []
-        for i in range(0, len(calls), _MAX_IN_FLIGHT):
-            out += await asyncio.gather(*(c() for c in calls[i : i + _MAX_IN_FLIGHT]))
-        return out
+    async def _shared(
+        self, question: tuple, view: ViewPointers, rq: RangeQuery, now: int, compute
+    ) -> tuple[Any, dict[str, Any]]:
+        """``compute()``'s value for ``question`` over ``rq``, shared with identical requests,
+        and the answer's ``cache`` note.
+
+        The key holds the range's windows, the windows expired from speed (they
+        move with the clock), the batch pointers' generation and, when the range
+        reaches the boundary, the speed generation.
+        """
+        lo, hi = windows(rq.lo, rq.hi)
+        lost = unavailable_span(view.boundary, now, self.rules)
+        speed = view.boundary is None or hi > view.boundary
+        key = (
+            *question,
+            lo,
+            hi,
+            None if lost is None else windows(*lost),
+            view.batch_generation,
+            view.speed_generation if speed else None,
+        )
+        max_age = self.cache_rules.max_age_s if speed else self.cache_rules.final_max_age_s
+        value, how, age = await self.results.get(key, compute, max_age)
+        return value, _cache_note(how, age)
+
+    def _key_reads(self, view: ViewPointers, rq: RangeQuery, coarsest: Grain):
+        return key_reads(
+            rq.lo, rq.hi, view.boundary, view.versions, view.speed_version, view.rolled_up, coarsest
+        )
 
     async def _key_rows(
         self,
         spec: ViewSpec,
         key: tuple[str, ...],
         rq: RangeQuery,
-        pointers: Pointers,
+        view: ViewPointers,
         measures: tuple[str, ...],
+        coarsest: Grain = "minute",
     ) -> list[tuple]:
-        view = pointers.views[spec.name]
-        reads = key_reads(rq.lo, rq.hi, view.boundary, view.versions, view.speed_version)
+        """Rows ``(window_start_ms, *measures)`` of one key over ``rq``, each window of the
+        range in exactly one row, at grains up to ``coarsest``."""
         store = self.store
         parts = await asyncio.gather(
             *(
-                store.key_rows(spec.name, r.layer, key, r.day, r.version, r.lo, r.hi, measures)
-                for r in reads
+                store.key_rows(
+                    spec.name, r.layer, key, r.day, r.version, r.lo, r.hi, measures, r.grain
+                )
+                for r in self._key_reads(view, rq, coarsest)
             )
         )
         return [row for part in parts for row in part]
@@ -245,11 +186,12 @@ class Queries:
         """Per key, one bucket per ``granularity`` step of ``[lo, hi)``, zeros included.
 
         ``measures`` limits the answer (and the columns read) to those measures;
-        empty means all of them.
+        empty means all of them. Hour and day buckets of batch windows are read
+        from the rollups where a bucket is whole.
         """
-        spec = _spec(self.store, view)
+        spec = view_spec(self.store, view)
         check_keys(spec, keys, self.limits)
-        chosen = _measures(spec, measures)
+        chosen = check_measures(spec, measures)
         names = tuple(m.name for m in chosen)
         quantiles = check_quantiles(quantiles, self.limits)
         rq = RangeQuery.checked(lo, hi, self.limits)
@@ -264,14 +206,51 @@ class Queries:
             )
         pointers = await self.store.pointers()
         now = self.now_ms()
-        boundary = pointers.views[view].boundary
-        found = await asyncio.gather(*(self._key_rows(spec, k, rq, pointers, names) for k in keys))
-        lost = unavailable_span(boundary, now, self.rules) or (0, 0)
+        p = pointers.views[view]
+        keys = [tuple(k) for k in keys]
+
+        async def compute() -> list[dict[str, Any]]:
+            return await self._series(spec, keys, rq, p, now, chosen, names, quantiles, step)
+
+        question = ("timeseries", view, tuple(keys), first, step, names, quantiles)
+        series, note = await self._shared(question, p, rq, now, compute)
+        return {
+            "view": view,
+            "granularity": granularity,
+            "start": iso(rq.lo),
+            "end": iso(rq.hi),
+            **self._context(pointers, [view], now),
+            "unavailable": unavailable(p.boundary, now, self.rules, rq.lo, rq.hi),
+            "cache": note,
+            "series": series,
+        }
+
+    async def _series(
+        self,
+        spec: ViewSpec,
+        keys: list[tuple[str, ...]],
+        rq: RangeQuery,
+        p: ViewPointers,
+        now: int,
+        chosen: tuple[Measure, ...],
+        names: tuple[str, ...],
+        quantiles: tuple[float, ...],
+        step: int,
+    ) -> list[dict[str, Any]]:
+        granularity: Grain = (
+            "minute" if step == MINUTE_MS else "hour" if step < 86_400_000 else "day"
+        )
+        first = floor(rq.lo, granularity)
+        starts = range(first, rq.hi, step) if rq.hi > rq.lo else range(0)
+        found = await asyncio.gather(
+            *(self._key_rows(spec, k, rq, p, names, granularity) for k in keys)
+        )
+        lost = unavailable_span(p.boundary, now, self.rules) or (0, 0)
         sources = []
         for start in starts:
             a, b = max(start, rq.lo), min(start + step, rq.hi)
             available = max(a, lost[0]) >= min(b, lost[1])  # no window of it may have expired
-            sources.append((iso(start), bucket_source(a, b, boundary), available))
+            sources.append((iso(start), bucket_source(a, b, p.boundary), available))
         nulls = dict.fromkeys(measure_names(chosen, quantiles))
         formatter = self._formatter(spec, chosen, quantiles) if step == MINUTE_MS else None
         series = []
@@ -298,16 +277,8 @@ class Queries:
                 else:
                     bucket.update(summarise(chosen, per_bucket.get(start, ()), quantiles))
                 buckets.append(bucket)
-            series.append({"key": _key_dict(spec, key), "buckets": buckets})
-        return {
-            "view": view,
-            "granularity": granularity,
-            "start": iso(rq.lo),
-            "end": iso(rq.hi),
-            **self._context(pointers, [view], now),
-            "unavailable": unavailable(boundary, now, self.rules, rq.lo, rq.hi),
-            "series": series,
-        }
+            series.append({"key": key_dict(spec, key), "buckets": buckets})
+        return series
 
     async def top(
         self,
@@ -323,9 +294,10 @@ class Queries:
 
         Ranks on merged values: counts summed over the range, HLL sketches
         unioned, KLL sketches merged then their ``quantile`` taken (keys
-        with fewer than ``min_samples`` values are left out).
+        with fewer than ``min_samples`` values are left out). Reads whole
+        days and hours of batch windows from the rollups (:mod:`serving.ranking`).
         """
-        spec = _spec(self.store, view)
+        spec = view_spec(self.store, view)
         try:
             chosen = spec.measure(measure)
         except KeyError as error:
@@ -336,49 +308,38 @@ class Queries:
         if not 0.0 <= quantile <= 1.0:
             raise QueryError("invalid_quantile", f"quantile must lie in [0, 1]; got {quantile}.")
         rq = RangeQuery.checked(lo, hi, self.limits)
-        minutes = (rq.hi - rq.lo) / MINUTE_MS
-        if minutes > self.limits.max_top_minutes:
-            raise QueryError(
-                "range_too_large",
-                f"Top-N reads every window of its range: {minutes:.0f} minutes asked, at most "
-                f"{self.limits.max_top_minutes}. Ask for a shorter range, or use SQL over gold.",
-            )
         pointers = await self.store.pointers()
         now = self.now_ms()
         p = pointers.views[view]
-        reads = minute_reads(rq.lo, rq.hi, p.boundary, p.versions, p.speed_version)
-        provisional = any(r.layer == "speed" for r in reads) or (
-            p.boundary is None and rq.hi > rq.lo
-        )
-        lost = unavailable_span(p.boundary, now, self.rules)
-        if lost is not None:  # rank on what is still there; the answer says what is not
-            reads = [r for r in reads if r.layer == "batch" or not lost[0] <= r.minute < lost[1]]
-        store = self.store
-        parts = await self._gather(
-            [
-                lambda r=r: store.minute_rows(view, r.layer, measure, r.minute, r.version)
-                for r in reads
-            ]
-        )
-        width = len(spec.keys)
-        values: dict[tuple, list] = defaultdict(list)
-        for part in parts:
-            for row in part:
-                values[row[:width]].append(row[width])
-        ranked = []
-        for key, vals in values.items():
-            value, samples = rank_value(chosen, vals, quantile)
-            if value is not None and (not ranking.quantiles or samples >= min_samples):
-                ranked.append((value, key, samples))
-        ranked.sort(key=lambda item: (-item[0], item[1]))
-        items = []
-        for value, key, samples in ranked[:n]:
-            item = {"key": _key_dict(spec, key), "value": value}
-            if ranking.quantiles:
-                item["samples"] = samples
-            elif ranking.integral:
-                item["value"] = round(value)
-            items.append(item)
+
+        async def compute() -> tuple[list[dict[str, Any]], bool]:
+            reads = window_reads(rq.lo, rq.hi, p.boundary, p.versions, p.speed_version, p.rolled_up)
+            if len(reads) > self.limits.max_top_partitions:
+                raise QueryError(
+                    "range_too_large",
+                    f"This top-N would read {len(reads)} partitions (days published without "
+                    f"rollups are read by the minute); at most {self.limits.max_top_partitions}. "
+                    "Ask for a shorter range, or use SQL over gold.",
+                )
+            provisional = any(r.layer == "speed" for r in reads)
+            lost = unavailable_span(p.boundary, now, self.rules)
+            if lost is not None:  # rank on what is still there; the answer says what is not
+                reads = [r for r in reads if r.layer == "batch" or not lost[0] <= r.start < lost[1]]
+            ranked = await self.ranking.ranked(
+                view, chosen, len(spec.keys), reads, p.watermark, quantile, min_samples
+            )
+            items = []
+            for value, key, samples in ranked[:n]:
+                item = {"key": key_dict(spec, key), "value": value}
+                if ranking.quantiles:
+                    item["samples"] = samples
+                elif ranking.integral:
+                    item["value"] = round(value)
+                items.append(item)
+            return items, provisional
+
+        question = ("top", view, measure, n, quantile, min_samples)
+        (items, provisional), note = await self._shared(question, p, rq, now, compute)
         return {
             "view": view,
             "measure": measure,
@@ -389,28 +350,31 @@ class Queries:
             "final": not provisional,
             **self._context(pointers, [view], now),
             "unavailable": unavailable(p.boundary, now, self.rules, rq.lo, rq.hi),
+            "cache": note,
             "items": items,
         }
 
     async def reach(self, view: str, key: tuple[str, ...], lo: int, hi: int) -> dict[str, Any]:
-        """Distinct visitors of one key over ``[lo, hi)``: the union of every window's sketch."""
-        spec = _spec(self.store, view)
+        """Distinct visitors of one key over ``[lo, hi)``: the union of every window's sketch
+        (whole days and hours of batch windows from the rollups)."""
+        spec = view_spec(self.store, view)
         hll = [i for i, m in enumerate(spec.measures) if m.kind == "hll"]
         if not hll:
             raise QueryError(
                 "no_distinct_count", f"View {view!r} has no distinct-count (hll) measure."
             )
         check_keys(spec, [key], self.limits)
+        key = tuple(key)
         rq = RangeQuery.checked(lo, hi, self.limits)
         pointers = await self.store.pointers()
         now = self.now_ms()
         measure = spec.measures[hll[0]]
-        boundary = pointers.views[view].boundary
-        source = bucket_source(rq.lo, rq.hi, boundary) if rq.hi > rq.lo else "batch"
-        lost = unavailable(boundary, now, self.rules, rq.lo, rq.hi)
+        p = pointers.views[view]
+        source = bucket_source(rq.lo, rq.hi, p.boundary) if rq.hi > rq.lo else "batch"
+        lost = unavailable(p.boundary, now, self.rules, rq.lo, rq.hi)
         answer = {
             "view": view,
-            "key": _key_dict(spec, key),
+            "key": key_dict(spec, key),
             "measure": measure.name,
             "start": iso(rq.lo),
             "end": iso(rq.hi),
@@ -422,13 +386,18 @@ class Queries:
             "source": source,
             **self._context(pointers, [view], now),
             "unavailable": lost,
+            "cache": None,
         }
         if lost is None:  # a union missing some windows would be a silent undercount
-            rows = await self._key_rows(spec, key, rq, pointers, (measure.name,))
-            estimate = hll_estimate(row[1] for row in rows)
-            answer["visitors"] = round(estimate.estimate)
-            answer["lower_bound"] = round(estimate.lower)
-            answer["upper_bound"] = round(estimate.upper)
+
+            async def compute() -> tuple[int, int, int]:
+                rows = await self._key_rows(spec, key, rq, p, (measure.name,), "day")
+                estimate = hll_estimate(row[1] for row in rows)
+                return round(estimate.estimate), round(estimate.lower), round(estimate.upper)
+
+            question = ("reach", view, key)
+            found, answer["cache"] = await self._shared(question, p, rq, now, compute)
+            answer["visitors"], answer["lower_bound"], answer["upper_bound"] = found
         return answer
 
     async def health(self) -> dict[str, Any]:
@@ -454,3 +423,9 @@ class Queries:
             answer |= {"error": code, "message": message}
         reconciled = {name: reconciliation(pointers.views[name].reconciled) for name in views}
         return answer | context | {"reconciled": reconciled}
+
+
+def _cache_note(how: How, age_s: float) -> dict[str, Any]:
+    """What an answer says about its sharing: ``hit`` (not computed for this request),
+    ``shared`` (computed for an identical request at the same time) and its age."""
+    return {"hit": how != "computed", "shared": how == "shared", "age_s": round(age_s, 3)}

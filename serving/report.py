@@ -25,18 +25,20 @@ __all__ = ["demo_answers", "merged_counts"]
 async def _with_queries(settings: Settings, ask) -> Any:
     from core.cassandra import connect
     from serving.freshness import FreshnessRules
-    from serving.query import Limits, Queries
+    from serving.query import CacheRules, Limits, Queries
     from serving.store import ServingStore
 
     cluster, session = connect(settings.cassandra)
     try:
         store = ServingStore(session, settings.cassandra.keyspace, pointer_cache_s=0)
-        limits = Limits(
-            max_range_days=settings.serving.max_range_days,
-            max_buckets=settings.serving.max_buckets,
-            max_top_minutes=settings.serving.max_top_minutes,
+        return await ask(
+            Queries(
+                store,
+                Limits.from_settings(settings.serving),
+                rules=FreshnessRules.from_settings(settings),
+                cache=CacheRules(entries=0),
+            )
         )
-        return await ask(Queries(store, limits, rules=FreshnessRules.from_settings(settings)))
     finally:
         cluster.shutdown()
 

@@ -16,7 +16,11 @@ Two small caches keep the hot path to the rows it must read:
   before it; a new speed version's statements are prepared when its
   pointer is first read, before any request uses it;
 - batch partitions are immutable once their version is published, so their
-  rows are kept in a bounded LRU keyed by version.
+  rows are kept in a bounded LRU keyed by version and grain (the merges of
+  closed speed windows are kept by :mod:`serving.ranking`).
+
+Batch tables are read at every grain (:data:`layout.GRAINS`): the minutes
+and the hour and day rollups the batch layer publishes with them.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from layout import RECONCILE_COLUMNS, PointerTables, ViewTables, read_speed_versions
+from layout import GRAINS, RECONCILE_COLUMNS, PointerTables, ViewTables, read_speed_versions
 from serving.lru import Lru
 from views import VIEWS, ViewSpec
 
@@ -58,6 +62,14 @@ class ViewPointers:
     reconciled: Mapping[str, Any] | None = None
     """The view's last reconciliation of the two layers (``reconcile_results``: its
     :data:`layout.RECONCILE_COLUMNS`, times in epoch ms); None: never reconciled."""
+    rolled_up: frozenset[date] = frozenset()
+    """The days whose published version has its hour and day rollups."""
+    batch_generation: int = 0
+    """Changes whenever the boundary, a day's version or its rollups change (per worker):
+    what a cached answer over batch windows depends on."""
+    speed_generation: int = 0
+    """Changes whenever the speed version or the speed layer's progress (a micro-batch)
+    changes: what a cached answer over speed windows depends on."""
 
 
 @dataclass(frozen=True)
@@ -129,8 +141,9 @@ class ServingStore:
         self._batch_cache = Lru(batch_cache_entries)
         self._pointers: Pointers | None = None
         self._refresh: asyncio.Future | None = None
-        self._by_key: dict[tuple[str, str, int, tuple[str, ...]], Any] = {}
-        self._by_minute: dict[tuple[str, str, int, str], Any] = {}
+        self._by_key: dict[tuple[str, str, int, str, tuple[str, ...]], Any] = {}
+        self._by_window: dict[tuple[str, str, int, str, str], Any] = {}
+        self._generations: dict[str, tuple[tuple, int, tuple, int]] = {}
         pointers = PointerTables(keyspace)
         self._boundary = self._prepare(pointers.select_boundary_ms)
         self._days = self._prepare(pointers.select_days)
@@ -140,7 +153,8 @@ class ServingStore:
         self._speed_prepared: set[tuple[str, int]] = set()
         versions = read_speed_versions(session, keyspace, list(self.views))
         for spec in views:
-            self._prepare_view(spec, "batch", 0)
+            for grain in GRAINS:
+                self._prepare_view(spec, "batch", 0, grain)
             self._prepare_view(spec, "speed", versions[spec.name])
 
     def _prepare(self, cql: str) -> Any:
@@ -148,35 +162,37 @@ class ServingStore:
         statement.fetch_size = _PAGE
         return statement
 
-    def _prepare_view(self, spec: ViewSpec, layer: str, version: int) -> None:
-        """Prepare every read of one view's tables in one layer (and speed version)."""
-        self._key_statement(spec.name, layer, version, tuple(m.name for m in spec.measures))
-        tables = self._tables(spec.name, layer, version)
+    def _prepare_view(self, spec: ViewSpec, layer: str, version: int, grain: str = "minute"):
+        """Prepare every read of one view's tables in one layer, speed version and grain."""
+        measures = tuple(m.name for m in spec.measures)
+        self._key_statement(spec.name, layer, version, grain, measures)
+        tables = self._tables(spec.name, layer, version, grain)
         for m in spec.measures:
             statement = self._prepare(tables.select_minute([m.name]))
-            self._by_minute[(spec.name, layer, version, m.name)] = statement
+            self._by_window[(spec.name, layer, version, grain, m.name)] = statement
         if layer == "speed":
             self._speed_prepared.add((spec.name, version))
 
-    def _tables(self, view: str, layer: str, version: int) -> ViewTables:
+    def _tables(self, view: str, layer: str, version: int, grain: str) -> ViewTables:
         spec = self.views[view]
         if layer == "speed":
             return ViewTables(spec, self.keyspace, "speed", table_version=version)
-        return ViewTables(spec, self.keyspace, "batch")
+        return ViewTables(spec, self.keyspace, "batch", grain=grain)  # type: ignore[arg-type]
 
-    def _key_statement(self, view: str, layer: str, version: int, measures: tuple[str, ...]) -> Any:
+    def _key_statement(
+        self, view: str, layer: str, version: int, grain: str, measures: tuple[str, ...]
+    ) -> Any:
         """The by-key range read of ``measures`` (prepared once per worker and measure set).
 
         ``version``: the speed tables' version (0 for batch, whose version is a key column).
         """
-        found = self._by_key.get((view, layer, version, measures))
+        cache_key = (view, layer, version, grain, measures)
+        found = self._by_key.get(cache_key)
         if found is not None:
             return found
         # Names are checked by the query core; select_range refuses unknown ones.
-        tables = self._tables(view, layer, version)
-        statement = self._by_key[(view, layer, version, measures)] = self._prepare(
-            tables.select_range(measures)
-        )
+        tables = self._tables(view, layer, version, grain)
+        statement = self._by_key[cache_key] = self._prepare(tables.select_range(measures))
         return statement
 
     def spec(self, view: str) -> ViewSpec:
@@ -192,15 +208,16 @@ class ServingStore:
         lo: int,
         hi: int,
         measures: tuple[str, ...],
+        grain: str = "minute",
     ) -> list[tuple]:
         """Rows ``(window_start_ms, *measures)`` of one key and day, windows ``[lo, hi)``.
 
         ``version``: the batch version of the day, or the speed tables' version."""
         if layer == "speed":
-            statement = self._key_statement(view, layer, version or 0, measures)
+            statement = self._key_statement(view, layer, version or 0, "minute", measures)
             return await _await(self.session, statement, (*keys, day, lo, hi), self._profile)
-        statement = self._key_statement(view, layer, 0, measures)
-        cache_key = (view, keys, day, version, lo, hi, measures)
+        statement = self._key_statement(view, layer, 0, grain, measures)
+        cache_key = (view, keys, day, version, grain, lo, hi, measures)
         rows = self._batch_cache.get(cache_key)
         if rows is None:
             params = (*keys, day, version, lo, hi)
@@ -208,18 +225,25 @@ class ServingStore:
             self._batch_cache.put(cache_key, rows)
         return rows
 
-    async def minute_rows(
-        self, view: str, layer: str, measure: str, minute: int, version: int | None
+    async def window_rows(
+        self,
+        view: str,
+        layer: str,
+        measure: str,
+        start: int,
+        version: int | None,
+        grain: str = "minute",
     ) -> list[tuple]:
-        """Rows ``(*keys, value)`` of ``measure`` for every key of one window."""
+        """Rows ``(*keys, value)`` of ``measure`` for every key of one window of ``grain``
+        (speed windows are minutes)."""
         if layer == "speed":
-            statement = self._by_minute[(view, layer, version or 0, measure)]
-            return await _await(self.session, statement, (minute,), self._profile)
-        statement = self._by_minute[(view, layer, 0, measure)]
-        cache_key = (view, measure, minute, version)
+            statement = self._by_window[(view, layer, version or 0, "minute", measure)]
+            return await _await(self.session, statement, (start,), self._profile)
+        statement = self._by_window[(view, layer, 0, grain, measure)]
+        cache_key = (view, measure, grain, start, version)
         rows = self._batch_cache.get(cache_key)
         if rows is None:
-            rows = await _await(self.session, statement, (minute, version), self._profile)
+            rows = await _await(self.session, statement, (start, version), self._profile)
             self._batch_cache.put(cache_key, rows)
         return rows
 
@@ -266,9 +290,17 @@ class ServingStore:
             newest = watermark = heartbeat = lag = None
             if p_rows:
                 newest, watermark, heartbeat, lag = p_rows[0]
+            boundary = b_rows[0][0] if b_rows else None
+            day_versions = {_as_date(day): version for day, version, _ in d_rows}
+            rolled_up = frozenset(_as_date(day) for day, _, rollups in d_rows if rollups)
+            batch, speed = self._generation(
+                name,
+                (boundary, tuple(sorted(day_versions.items())), tuple(sorted(rolled_up))),
+                (versions[name], newest, watermark, heartbeat),
+            )
             views[name] = ViewPointers(
-                boundary=b_rows[0][0] if b_rows else None,
-                versions={_as_date(day): version for day, version in d_rows},
+                boundary=boundary,
+                versions=day_versions,
                 newest_event=newest,
                 watermark=watermark,
                 heartbeat=heartbeat,
@@ -277,6 +309,9 @@ class ServingStore:
                 reconciled=dict(zip(RECONCILE_COLUMNS, checks[name][0], strict=True))
                 if checks[name]
                 else None,
+                rolled_up=rolled_up,
+                batch_generation=batch,
+                speed_generation=speed,
             )
         return Pointers(views, int(time.time() * 1000), time.monotonic())
 
@@ -287,6 +322,21 @@ class ServingStore:
             if (name, version) not in self._speed_prepared:
                 spec = self.views[name]
                 await loop.run_in_executor(None, self._prepare_view, spec, "speed", version)
+
+    def _generation(self, view: str, batch: tuple, speed: tuple) -> tuple[int, int]:
+        """The view's batch and speed generations: each moves on when its pointers changed."""
+        before = self._generations.get(view)
+        if before is None:
+            generations = (batch, 1, speed, 1)
+        else:
+            generations = (
+                batch,
+                before[1] + (batch != before[0]),
+                speed,
+                before[3] + (speed != before[2]),
+            )
+        self._generations[view] = generations
+        return generations[1], generations[3]
 
     def _run(self, statement: Any, params: Sequence[Any]) -> asyncio.Future:
         return _await(self.session, statement, params, self._profile)

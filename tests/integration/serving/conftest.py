@@ -83,31 +83,27 @@ def _ts(value: datetime) -> datetime:
 
 @pytest.fixture(scope="module")
 def publish(serving_settings: Settings, cql) -> Callable[..., int]:
-    """``publish(view, rows, boundary, days=None, version=None)``: the batch publish protocol.
+    """``publish(view, rows, boundary, days=None, version=None, rollups=True)``: the batch
+    publish protocol.
 
     ``rows``: dicts with ``window_start``, the keys and the measures. Writes them
-    under a new version, points ``batch_days`` of ``days`` (default: the rows' days)
-    at it, then moves ``batch_boundary`` (``None`` leaves it alone). Returns the version.
+    under a new version, with their hour and day rollups (``rollups=False``: minutes
+    only, as an older release published), points ``batch_days`` of ``days`` (default:
+    the rows' days) at it, then moves ``batch_boundary`` (``None`` leaves it alone).
+    Returns the version.
     """
-    from layout import PointerTables, ViewTables
+    from layout import GRAINS, PointerTables, ViewTables
+    from serving.merge import rollup_rows
     from views import view as view_spec
 
     keyspace = serving_settings.cassandra.keyspace
     set_day = cql.prepare(PointerTables(keyspace).insert_day)
     set_boundary = cql.prepare(PointerTables(keyspace).insert_boundary)
 
-    def run(
-        view: str,
-        rows: Sequence[Mapping[str, Any]],
-        boundary: datetime | None,
-        days: Sequence[date] | None = None,
-        version: int | None = None,
-    ) -> int:
+    def write(tables, rows: Sequence[Mapping[str, Any]], version: int) -> None:
         from cassandra.concurrent import execute_concurrent_with_args
 
-        spec = view_spec(view)
-        tables = ViewTables(spec, keyspace, "batch")
-        version = version or time.time_ns() // 1000
+        spec = tables.spec
         measures = [m.name for m in spec.measures]
         by_key, by_minute = [], []
         for row in rows:
@@ -124,10 +120,25 @@ def publish(serving_settings: Settings, cql) -> Callable[..., int]:
         ):
             for ok, result in execute_concurrent_with_args(cql, cql.prepare(text), args):
                 assert ok, result
+
+    def run(
+        view: str,
+        rows: Sequence[Mapping[str, Any]],
+        boundary: datetime | None,
+        days: Sequence[date] | None = None,
+        version: int | None = None,
+        rollups: bool = True,
+    ) -> int:
+        spec = view_spec(view)
+        version = version or time.time_ns() // 1000
+        rows = [{**row, "window_start": _ts(row["window_start"])} for row in rows]
+        for grain in GRAINS if rollups else ("minute",):
+            tables = ViewTables(spec, keyspace, "batch", grain=grain)
+            write(tables, rows if grain == "minute" else rollup_rows(spec, rows, grain), version)
         now = datetime.now(UTC)
-        counts = Counter(_ts(row["window_start"]).date() for row in rows)
+        counts = Counter(row["window_start"].date() for row in rows)
         for day in days if days is not None else sorted(counts):
-            cql.execute(set_day, (view, day, version, counts.get(day, 0), now))
+            cql.execute(set_day, (view, day, version, counts.get(day, 0), now, rollups))
         if boundary is not None:
             cql.execute(set_boundary, (view, boundary, version, "test", now))
         return version

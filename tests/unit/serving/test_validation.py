@@ -6,7 +6,8 @@ import pytest
 
 from serving.errors import QueryError
 from serving.merge import row_formatter, summarise
-from serving.query import Limits, Queries, RangeQuery, _measures, check_keys, check_quantiles
+from serving.query import Limits, Queries, RangeQuery, check_keys, check_quantiles
+from serving.rules import check_measures
 from views import view
 
 DAY = 24 * 3600 * 1000
@@ -46,13 +47,13 @@ def test_injection_strings_are_valid_keys() -> None:
 
 
 def test_measures_are_chosen_in_view_order() -> None:
-    assert [m.name for m in _measures(PAGE, ["visitors", "page_views"])] == [
+    assert [m.name for m in check_measures(PAGE, ["visitors", "page_views"])] == [
         "page_views",
         "visitors",
     ]
-    assert _measures(PAGE, []) == PAGE.measures
+    assert check_measures(PAGE, []) == PAGE.measures
     with pytest.raises(QueryError, match="load_sketch") as error:
-        _measures(PAGE, ["nope"])
+        check_measures(PAGE, ["nope"])
     assert error.value.code == "unknown_measure"
 
 

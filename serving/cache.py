@@ -1,0 +1,120 @@
+"""Answers computed once and shared: a bounded cache with request coalescing.
+
+Dashboards are many viewers polling the same few questions every few
+seconds. :class:`SharedCache` computes each distinct key once: a request
+that arrives while the same key is being computed awaits that computation
+(coalescing) instead of starting its own, and later ones reuse the result
+until it is ``max_age_s`` old or evicted (least recently used first).
+
+Correctness rests on the key, not on the age: serving keys an answer by the
+question *and* the pointers it was computed from (boundary and day versions,
+the speed version and the speed layer's progress, :meth:`serving.store.ViewPointers.token`),
+so a publish or a speed micro-batch makes the next request a new key once
+the worker has re-read its pointers (``pointer_cache_s``). ``max_age_s``
+only bounds how long an entry may sit.
+
+>>> import asyncio
+>>> cache = SharedCache(entries=8, max_age_s=60)
+>>> calls = []
+>>> async def compute():
+...     calls.append(1)
+...     await asyncio.sleep(0)
+...     return "answer"
+>>> async def three():
+...     return await asyncio.gather(*(cache.get("q", compute) for _ in range(3)))
+>>> [(value, how) for value, how, _age in asyncio.run(three())], len(calls)
+([('answer', 'computed'), ('answer', 'shared'), ('answer', 'shared')], 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Literal
+
+__all__ = ["CacheStats", "How", "SharedCache"]
+
+How = Literal["computed", "shared", "cached"]
+"""How a value was got: computed for this request, shared with a request computing it at
+the same time, or cached from an earlier one."""
+
+
+class CacheStats:
+    """Counters of one cache (``/metrics``)."""
+
+    __slots__ = ("cached", "computed", "evicted", "shared")
+
+    def __init__(self) -> None:
+        self.computed = self.shared = self.cached = self.evicted = 0
+
+
+class SharedCache:
+    """Values by key, computed once per key (concurrent callers share the computation)."""
+
+    def __init__(
+        self,
+        entries: int,
+        max_age_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if entries < 0 or max_age_s < 0:
+            raise ValueError(f"entries and max_age_s must be >= 0; got {entries}, {max_age_s}.")
+        self.entries = entries
+        self.max_age_s = max_age_s
+        self.clock = clock
+        self.stats = CacheStats()
+        self._done: OrderedDict[Hashable, tuple[Any, float]] = OrderedDict()
+        self._running: dict[Hashable, asyncio.Future] = {}
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    async def get(
+        self, key: Hashable, compute: Callable[[], Awaitable[Any]], max_age_s: float | None = None
+    ) -> tuple[Any, How, float]:
+        """``(value, how, age_s)`` of ``key``; ``compute()`` runs only when no fresh value
+        is cached and no computation of the key is under way. ``max_age_s`` overrides the
+        cache's own for this lookup (a final answer may be kept longer)."""
+        now = self.clock()
+        found = self._done.get(key)
+        if found is not None:
+            value, at = found
+            if now - at <= (self.max_age_s if max_age_s is None else max_age_s):
+                self._done.move_to_end(key)
+                self.stats.cached += 1
+                return value, "cached", now - at
+            del self._done[key]
+        running = self._running.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._compute(key, compute))
+            running.add_done_callback(_retrieved)
+            self._running[key] = running
+            how: How = "computed"
+        else:
+            self.stats.shared += 1
+            how = "shared"
+        # A caller that goes away (a closed connection) leaves the computation running for
+        # the others: it is a task of its own.
+        value, at = await asyncio.shield(running)
+        return value, how, 0.0 if how == "computed" else max(0.0, self.clock() - at)
+
+    async def _compute(self, key: Hashable, compute: Callable[[], Awaitable[Any]]):
+        try:
+            value = await compute()  # a failure is not kept: its waiters get it, nobody else
+            at = self.clock()
+            self.stats.computed += 1
+            if self.entries:
+                self._done[key] = (value, at)
+                if len(self._done) > self.entries:
+                    self._done.popitem(last=False)
+                    self.stats.evicted += 1
+            return value, at
+        finally:
+            del self._running[key]
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()  # read, so an error whose callers all left is not logged as lost
