@@ -36,7 +36,8 @@ def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
     """Settings of this module: its own keyspace with every speed and batch table.
 
     A module whose known rows lie further back than the speed TTL sets ``SPEED_TTL_S``:
-    its speed tables keep rows that long and serving is told so.
+    its speed tables keep rows that long and serving is told so. ``SERVING`` (a dict)
+    overrides serving settings (the defaults here re-read pointers on every request).
     """
     from core.cassandra import connect, ensure_keyspace
     from layout import create_statements
@@ -56,6 +57,7 @@ def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
                     "pointer_cache_s": 0.0,
                     "workers": 1,
                 }
+                | getattr(request.module, "SERVING", {})
             ),
         }
     )
