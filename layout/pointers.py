@@ -295,11 +295,12 @@ class PointerTables:
 
     @property
     def select_freshness_ms(self) -> str:
-        """``(max_event_time, watermark, heartbeat_at)`` in epoch ms and ``kafka_lag`` of a view.
-        Binds ``(view_name,)``."""
+        """``(max_event_time, watermark, heartbeat_at)`` in epoch ms, ``kafka_lag`` and
+        ``run_generation`` of a view. Binds ``(view_name,)``."""
         return (
             "SELECT toUnixTimestamp(max_event_time), toUnixTimestamp(watermark), "
-            f"toUnixTimestamp(heartbeat_at), kafka_lag FROM {self.progress} WHERE view_name = ?"
+            "toUnixTimestamp(heartbeat_at), kafka_lag, run_generation "
+            f"FROM {self.progress} WHERE view_name = ?"
         )
 
     @property

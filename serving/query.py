@@ -326,7 +326,7 @@ class Queries:
             if lost is not None:  # rank on what is still there; the answer says what is not
                 reads = [r for r in reads if r.layer == "batch" or not lost[0] <= r.start < lost[1]]
             ranked = await self.ranking.ranked(
-                view, chosen, len(spec.keys), reads, p.watermark, quantile, min_samples
+                view, chosen, len(spec.keys), reads, p.watermark, quantile, min_samples, p.speed_run
             )
             items = []
             for value, key, samples in ranked[:n]:

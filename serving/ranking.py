@@ -112,10 +112,12 @@ class Ranking:
         watermark: int | None,
         quantile: float,
         min_samples: int,
+        speed_run: int | None = None,
     ) -> list[tuple[float, tuple, int]]:
         """``(value, key, samples)`` of every key with rows in ``reads``, best first.
 
-        ``width``: the number of key columns of the view.
+        ``width``: the number of key columns of the view; ``watermark`` and ``speed_run``:
+        the speed layer's progress (a closed speed block is kept for the run that closed it).
         """
         ranking = kind(measure.kind)
         chosen = blocks(reads, watermark)
@@ -123,7 +125,7 @@ class Ranking:
         async def one(cacheable: bool, run: tuple[WindowRead, ...]) -> dict[tuple, Any]:
             if not cacheable:
                 return await self._partials(view, measure, width, run)
-            key = (view, measure.name, run)
+            key = (view, measure.name, speed_run, run)
             value, _how, _age = await self.blocks.get(
                 key, lambda: self._partials(view, measure, width, run)
             )

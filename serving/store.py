@@ -57,6 +57,9 @@ class ViewPointers:
     """When the speed query last reported progress (epoch ms)."""
     kafka_lag: int | None = None
     """Records in Kafka the speed query has not read yet."""
+    speed_run: int | None = None
+    """The speed run (``speed_runs`` generation) that reported the progress: a reset starts
+    a new one, which may rewrite windows the old one had closed."""
     speed_version: int = 0
     """The version of the speed tables to read (``speed_versions``; a Kappa replay switches it)."""
     reconciled: Mapping[str, Any] | None = None
@@ -287,16 +290,16 @@ class ServingStore:
         views = {}
         checks = dict(zip(names, reconciled, strict=True))
         for name, b_rows, d_rows, p_rows in zip(names, boundaries, days, progress, strict=True):
-            newest = watermark = heartbeat = lag = None
+            newest = watermark = heartbeat = lag = run = None
             if p_rows:
-                newest, watermark, heartbeat, lag = p_rows[0]
+                newest, watermark, heartbeat, lag, run = p_rows[0]
             boundary = b_rows[0][0] if b_rows else None
             day_versions = {_as_date(day): version for day, version, _ in d_rows}
             rolled_up = frozenset(_as_date(day) for day, _, rollups in d_rows if rollups)
             batch, speed = self._generation(
                 name,
                 (boundary, tuple(sorted(day_versions.items())), tuple(sorted(rolled_up))),
-                (versions[name], newest, watermark, heartbeat),
+                (versions[name], run, newest, watermark, heartbeat),
             )
             views[name] = ViewPointers(
                 boundary=boundary,
@@ -305,6 +308,7 @@ class ServingStore:
                 watermark=watermark,
                 heartbeat=heartbeat,
                 kafka_lag=lag,
+                speed_run=run,
                 speed_version=versions[name],
                 reconciled=dict(zip(RECONCILE_COLUMNS, checks[name][0], strict=True))
                 if checks[name]

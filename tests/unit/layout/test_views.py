@@ -143,6 +143,7 @@ def test_pointer_tables(tables):
         "version": "bigint",
         "rows": "bigint",
         "published_at": "timestamp",
+        "rollups": "boolean",
     }
     boundary = tables["batch_boundary"]
     assert boundary.partition_key == ("view_name",) and boundary.clustering_key == ()
