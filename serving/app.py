@@ -270,13 +270,14 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
 
     @app.get(
         "/metrics",
-        summary="Prometheus metrics: the last reconciliation of the two layers, per view",
+        summary="Prometheus metrics: the last reconciliation per view, the shared caches",
         response_class=Response,
     )
     async def prometheus() -> Response:
         q: Queries = state["queries"]
         pointers = await q.store.pointers()
         metrics.observe({name: p.reconciled for name, p in pointers.views.items()})
+        metrics.observe_caches({"answers": q.results, "blocks": q.ranking.blocks})
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     page = _DASHBOARD.read_text() if _DASHBOARD.exists() else "<p>dashboard missing</p>"

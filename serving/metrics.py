@@ -16,6 +16,14 @@ Cassandra read of its own. Every worker answers the same values.
   it stops running: ``time() - ... > 2 * schedule``).
 
 A view never reconciled has none of these series.
+
+And the worker's shared caches (:mod:`serving.cache`), per ``cache``
+(``answers``: whole answers, ``blocks``: merged immutable top-N blocks):
+
+- ``wap_serving_cache_lookups{cache, how}``: lookups by how they were
+  answered: ``computed``, ``shared`` (an identical request was computing it),
+  ``cached``; the hit ratio is ``1 - computed / sum``;
+- ``wap_serving_cache_entries{cache}``: entries kept.
 """
 
 from __future__ import annotations
@@ -64,6 +72,26 @@ class ServingMetrics:
             ["view"],
             registry=r,
         )
+
+        self.lookups = Gauge(
+            "wap_serving_cache_lookups",
+            "Cache lookups of this worker since it started, by how they were answered",
+            ["cache", "how"],
+            registry=r,
+        )
+        self.entries = Gauge(
+            "wap_serving_cache_entries",
+            "Entries a cache of this worker keeps",
+            ["cache"],
+            registry=r,
+        )
+
+    def observe_caches(self, caches: Mapping[str, Any]) -> None:
+        """Set the cache gauges from each :class:`serving.cache.SharedCache` by name."""
+        for name, cache in caches.items():
+            for how in ("computed", "shared", "cached"):
+                self.lookups.labels(name, how).set(getattr(cache.stats, how))
+            self.entries.labels(name).set(len(cache))
 
     def observe(self, reconciled: Mapping[str, Mapping[str, Any] | None]) -> None:
         """Set the gauges from each view's last reconciliation (``reconcile_results``)."""

@@ -114,3 +114,16 @@ def test_a_speed_micro_batch_during_polling_is_seen_within_the_pointer_cache_tim
 
     answers, changed_at = _poll(api, params, 6.0, lambda: micro_batch(4, speed_minutes[-1]))
     _check(answers, changed_at, old=120, new=240)
+
+
+def test_metrics_count_the_answers_shared(api) -> None:
+    api.get("/v1/top", params={"view": "clicks", "measure": "clicks", "start": "now-5m"})
+    text = api.get("/metrics").text
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line.startswith("wap_serving_cache_")
+    }
+    assert samples['wap_serving_cache_lookups{cache="answers",how="cached"}'] > 0
+    assert samples['wap_serving_cache_lookups{cache="answers",how="computed"}'] > 0
+    assert samples['wap_serving_cache_entries{cache="answers"}'] >= 1
