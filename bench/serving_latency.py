@@ -1,26 +1,40 @@
-"""Serving latency and throughput: merged HTTP answers vs the raw Cassandra reads of the same rows.
+"""Serving latency and throughput with the whole platform up: merged HTTP answers vs the raw
+Cassandra reads of the same rows, in one run.
 
-Runs on the local platform (it brings Cassandra up if needed). It loads a
-bench keyspace with two hours of per-minute rows for 200 pages in both the
-speed and the batch tables (realistic HLL and KLL sketches), publishes the
-first hour as batch (boundary in the middle), starts a real serving process
-(``python -m serving serve``, uvicorn workers), then, in one run, from a
-load-generator process of its own:
+It brings every service up as ``make up`` leaves them (Kafka, Cassandra, the
+collector, the speed job, the platform's own serving, Airflow), loads a bench
+keyspace with 31 days of 200 pages and the whole site up to now
+(:mod:`bench.serving_data`: batch rows at the minute, hour and day grains up
+to the boundary at the start of the previous hour, speed minutes after it),
+starts a serving process of its own on that keyspace (``python -m serving
+serve``, uvicorn workers), and a speed writer process that upserts the
+current minute and the speed progress every few seconds, as the speed job
+does. Then, from load-generator processes of their own, phase by phase:
 
-1. **timeseries**: one hour of minutes for one page, straddling the boundary
-   (30 batch + 30 speed windows), at a fixed request rate (open loop:
-   latency counts from the moment a request was due, so a stall is not
-   hidden), then at saturation (closed loop, many connections);
-2. **top-N**: the 5 slowest pages (p95 of the merged KLL) in the last
-   minute, and the top 10 pages by views over the last 15 minutes, closed loop;
-3. **raw**: the same Cassandra reads with the Python driver, no HTTP, no
-   merge (two partition slices per timeseries; one / 15 window partitions
-   per top-N), at the same rate and at saturation.
+- **timeseries**: one hour of minutes for one page straddling the boundary,
+  at a fixed rate (open loop: latency counts from when a request was due, so
+  a stall is not hidden) and at saturation (closed loop, many connections);
+- **top-N**: the top 10 pages by views over the last 15 minutes, the last
+  day and the last 30 days, at 50 requests/s and at saturation; the five
+  slowest pages of the last minute; and the last day with a different start
+  and ``n`` in every request (``uncached``: no two requests share an
+  answer, so it measures the planner, the reads and the merges);
+- **reach** of one page (a different one per request) over 30 days;
+- **dashboard**: the dashboard page's four requests per refresh
+  (``serving/static/dashboard.html``: site timeseries, site reach, top pages
+  over the chosen range, slowest pages of the last minute) over its range
+  choices (1 hour to 30 days), for 200 viewers refreshing every 3 s (267
+  requests/s), at 2,000 requests/s and at saturation;
+- **raw**: for each serving phase but the dashboard's, the same partitions
+  read with the Python driver, no HTTP, no merge, no cache: the ones the
+  planner reads (``serving.plan``), at the same rate and at saturation.
 
-Figures are printed and written to ``.platform/artifacts/bench_serving.json``;
-nothing is asserted.
+Figures are printed (requests/s, p50, p99, max, errors, the share of
+answers served from the shared cache, the load average) and written to
+``.platform/artifacts/bench_serving.json``; nothing is asserted.
 
-    .venv/bin/python -m bench.serving_latency --rate 1000 --seconds 20
+    .venv/bin/python -m bench.serving_latency                  # every phase, ~8 minutes
+    .venv/bin/python -m bench.serving_latency --only top --seconds 10 --no-platform
 """
 
 from __future__ import annotations
@@ -37,103 +51,23 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+from bench.serving_data import PAGES, Layout, load, speed_writer
 from core.settings import ServingSettings, Settings, load_settings, settings_env
 from platformctl import platform
 from platformctl.process import port_open
 
 TOKEN = "bench-read-token"
-T0 = datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
-BOUNDARY = T0 + timedelta(hours=1)
-PAGES = 200
 _LENGTH = re.compile(rb"content-length: *(\d+)", re.IGNORECASE)
-
-
-# -- data -------------------------------------------------------------------------------------
-
-
-def _page_rows(minutes: int, seed: int) -> list[dict]:
-    import datasketches as ds
-
-    from views.common import HLL_LG_K
-
-    rng = random.Random(seed)
-    rows = []
-    for i in range(minutes):
-        start = T0 + timedelta(minutes=i)
-        for p in range(PAGES):
-            views = max(1, int(200 / (p + 1)))
-            hll = ds.hll_sketch(HLL_LG_K, ds.tgt_hll_type.HLL_4)
-            kll = ds.kll_doubles_sketch(200)
-            loads = [rng.lognormvariate(5.5, 0.5) * (1 + p % 7) for _ in range(views)]
-            for _ in range(views):
-                hll.update(f"u{rng.randrange(5000)}")
-            for load in loads:
-                kll.update(load)
-            rows.append(
-                {
-                    "window_start": start,
-                    "path": f"/p/{p}",
-                    "page_views": views,
-                    "visitors": hll.serialize_compact(),
-                    "load_count": len(loads),
-                    "load_sum": sum(loads),
-                    "load_max": max(loads),
-                    "load_sketch": kll.serialize(),
-                }
-            )
-    return rows
-
-
-def load_data(settings: Settings) -> None:
-    """Create the bench keyspace and write speed and batch rows (idempotent)."""
-    from cassandra.concurrent import execute_concurrent_with_args
-
-    from core.cassandra import connect, ensure_keyspace
-    from layout import PointerTables, ViewTables, create_statements
-    from speed_layer.sink import write_rows
-    from views import view
-
-    keyspace = settings.cassandra.keyspace
-    cluster, session = connect(settings.cassandra)
-    try:
-        ensure_keyspace(session, keyspace, settings.cassandra.replication)
-        for statement in create_statements(keyspace, settings.speed.ttl_s):
-            session.execute(statement)
-        spec = view("page_activity")
-        rows = _page_rows(120, seed=1)
-        write_rows(rows, ViewTables(spec, keyspace, "speed"), settings.cassandra, batch_id=1)
-        tables, version = ViewTables(spec, keyspace, "batch"), 1
-        batch = [r for r in rows if r["window_start"] < BOUNDARY + timedelta(minutes=5)]
-        measures = [m.name for m in spec.measures]
-        bound = [
-            tables.bind(r["window_start"], [r["path"]], [r[m] for m in measures], version=version)
-            for r in batch
-        ]
-        for text, args in (
-            (tables.insert_by_key(), [by_key for by_key, _ in bound]),
-            (tables.insert_by_minute(), [by_minute for _, by_minute in bound]),
-        ):
-            for ok, result in execute_concurrent_with_args(session, session.prepare(text), args):
-                if not ok:
-                    raise result
-        now = datetime.now(UTC)
-        pointers = PointerTables(keyspace)
-        session.execute(
-            session.prepare(pointers.insert_day),
-            ("page_activity", T0.date(), version, len(batch), now),
-        )
-        session.execute(
-            session.prepare(pointers.insert_boundary),
-            ("page_activity", BOUNDARY, version, "bench", now),
-        )
-    finally:
-        cluster.shutdown()
+_HIT = b'"cache":{"hit":true'
+DASHBOARD_RANGES = {60: 0.4, 180: 0.2, 1440: 0.2, 10080: 0.1, 43200: 0.1}
+"""The dashboard's range choices (minutes) and the share of viewers on each."""
 
 
 # -- HTTP load generator (a process of its own) ------------------------------------------------
 
 
-async def _http_worker(host, port, requests, due, latencies, errors) -> None:
+async def _http_worker(host, port, requests, due, out) -> None:
+    latencies, errors, hits = out
     reader, writer = await asyncio.open_connection(host, port)
     turn = random.randrange(len(requests))
     try:
@@ -145,23 +79,22 @@ async def _http_worker(host, port, requests, due, latencies, errors) -> None:
             writer.write(requests[turn % len(requests)])
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(_LENGTH.search(head).group(1))
-            await reader.readexactly(length)
+            body = await reader.readexactly(length)
             if head[9:12] != b"200":
-                errors.append(head[:12].decode())
+                errors.append(head[:12].decode() + " " + body[:200].decode(errors="replace"))
+            hits.append(_HIT in body)
             latencies.append(time.perf_counter() - intended)
     finally:
         writer.close()
 
 
 async def _drive(run_one, connections: int, rate: float | None, seconds: float, warmup: float):
-    """Open loop at ``rate`` (None: closed loop); returns latencies (s) and elapsed time."""
+    """Open loop at ``rate`` (None: closed loop); returns what the workers collected."""
     due: asyncio.Queue = asyncio.Queue()
-    latencies: list[float] = []
-    errors: list[str] = []
-    workers = [asyncio.ensure_future(run_one(due, latencies, errors)) for _ in range(connections)]
+    out: tuple[list, list, list] = ([], [], [])
+    workers = [asyncio.ensure_future(run_one(due, out)) for _ in range(connections)]
     started = time.perf_counter()
-    measured_from = started + warmup
-    end = measured_from + seconds
+    end = started + warmup + seconds
     sent = 0
     if rate is None:
         for _ in range(connections * 2):
@@ -185,18 +118,17 @@ async def _drive(run_one, connections: int, rate: float | None, seconds: float, 
     for _ in workers:
         due.put_nowait(None)
     await asyncio.gather(*workers)
-    elapsed = time.perf_counter() - started
-    return latencies, errors, elapsed
+    return out, time.perf_counter() - started
 
 
-def _summary(name: str, latencies: list[float], errors: list[str], elapsed: float, warmup: float):
-    # Drop the warm-up share (requests are roughly uniform in time).
-    skip = int(len(latencies) * warmup / elapsed)
+def _summary(name: str, out: tuple[list, list, list], elapsed: float, warmup: float) -> dict:
+    latencies, errors, hits = out
+    skip = int(len(latencies) * warmup / elapsed)  # requests are roughly uniform in time
     kept = sorted(latencies[skip:])
     n = len(kept)
     if not n:
-        return {"name": name, "requests": 0, "errors": len(errors)}
-    return {
+        return {"name": name, "requests": 0, "errors": len(errors), "first_error": errors[:1]}
+    result = {
         "name": name,
         "requests": n,
         "rps": round(n / (elapsed - warmup), 1),
@@ -204,7 +136,13 @@ def _summary(name: str, latencies: list[float], errors: list[str], elapsed: floa
         "p99_ms": round(kept[min(n - 1, int(n * 0.99))] * 1000, 2),
         "max_ms": round(kept[-1] * 1000, 2),
         "errors": len(errors),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
     }
+    if hits:
+        result["cache_hits"] = round(sum(hits[skip:]) / max(1, len(hits[skip:])), 3)
+    if errors:
+        result["first_error"] = errors[0]
+    return result
 
 
 def _http_run(args: tuple) -> dict:
@@ -219,72 +157,104 @@ def _http_run(args: tuple) -> dict:
     ]
 
     async def main():
-        def one(due, latencies, errors):
-            return _http_worker(host, port, requests, due, latencies, errors)
+        def one(due, out):
+            return _http_worker(host, port, requests, due, out)
 
         return await _drive(one, connections, rate, seconds, warmup)
 
-    latencies, errors, elapsed = uvloop.run(main())
-    return _summary(name, latencies, errors, elapsed, warmup)
+    out, elapsed = uvloop.run(main())
+    return _summary(name, out, elapsed, warmup)
 
 
-# -- raw Cassandra load (a process of its own) --------------------------------------------------
+# -- raw Cassandra reads of the same partitions (a process of its own) ----------------------------
 
 
 def _raw_run(args: tuple) -> dict:
-    name, settings_json, kind, connections, rate, seconds, warmup = args
+    """The partitions the planner reads for each question, read with the driver: no HTTP,
+    no merge, no cache. ``questions``: ``(kind, lo_ms, hi_ms, key)`` tuples."""
+    name, settings_json, layout_now, questions, connections, rate, seconds, warmup = args
     import uvloop
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
     from cassandra.query import tuple_factory
 
     from core.cassandra import connect
-    from core.settings import Settings
-    from layout import ViewTables
+    from layout import GRAINS, ViewTables
+    from serving.plan import key_reads, window_reads
     from serving.store import _await
     from views import view
 
     settings = Settings.model_validate_json(settings_json)
+    layout = Layout(datetime.fromisoformat(layout_now))
     cluster, session = connect(settings.cassandra)
     profile = session.execution_profile_clone_update(
         EXEC_PROFILE_DEFAULT, row_factory=tuple_factory
     )
-    spec = view("page_activity")
-    speed_tables = ViewTables(spec, settings.cassandra.keyspace, "speed")
-    batch_tables = ViewTables(spec, settings.cassandra.keyspace, "batch")
-    every = [m.name for m in spec.measures]
-    measures = ["page_views", "visitors"] if kind.endswith("views+visitors") else every
-    calls_per_page = []
-    for page in range(PAGES):
-        path = f"/p/{page}"
-        if kind.startswith("ts-speed"):
-            lo, hi = BOUNDARY, BOUNDARY + timedelta(hours=1)
-            speed = session.prepare(speed_tables.select_range(measures))
-            calls = [(speed, (path, lo.date(), lo, hi))]
-        elif kind.startswith("ts-straddle"):
-            lo, mid, hi = (BOUNDARY + timedelta(minutes=m) for m in (-30, 0, 30))
-            batch = session.prepare(batch_tables.select_range(measures))
-            speed = session.prepare(speed_tables.select_range(measures))
-            calls = [(batch, (path, lo.date(), 1, lo, mid)), (speed, (path, mid.date(), mid, hi))]
+    keyspace = settings.cassandra.keyspace
+    page = view("page_activity")
+    batch = {g: ViewTables(page, keyspace, "batch", grain=g) for g in GRAINS}
+    speed = ViewTables(page, keyspace, "speed")
+    by_window = {
+        ("batch", g): session.prepare(t.select_minute(["page_views"])) for g, t in batch.items()
+    }
+    by_window["speed", "minute"] = session.prepare(speed.select_minute(["page_views"]))
+    slowest = session.prepare(speed.select_minute(["load_sketch"]))
+    all_measures = [m.name for m in page.measures]
+    by_key = {("batch", g): session.prepare(t.select_range(["visitors"])) for g, t in batch.items()}
+    by_key["speed", "minute"] = session.prepare(speed.select_range(["visitors"]))
+    series = {
+        "batch": session.prepare(batch["minute"].select_range(all_measures)),
+        "speed": session.prepare(speed.select_range(all_measures)),
+    }
+    boundary = int(layout.boundary.timestamp() * 1000)
+    version = int(layout.now.timestamp())
+    days, day = {}, layout.first_day
+    while day <= layout.boundary:
+        days[day.date()] = version
+        day += timedelta(days=1)
+    calls_per_question = []
+    for kind, lo, hi, key in questions:
+        if kind == "top":
+            reads = window_reads(lo, hi, boundary, days, 0, set(days))
+            calls = [
+                (
+                    by_window[r.layer, r.grain],
+                    (r.start, r.version) if r.layer == "batch" else (r.start,),
+                )
+                for r in reads
+            ]
         elif kind == "slowest":
-            minute = session.prepare(speed_tables.select_minute(["load_sketch"]))
-            calls = [(minute, (T0 + timedelta(minutes=119),))]
+            calls = [(slowest, (lo,))]
         else:
-            minute = session.prepare(speed_tables.select_minute(["page_views"]))
-            calls = [(minute, (T0 + timedelta(minutes=105 + i),)) for i in range(15)]
-        calls_per_page.append(calls)
-        if kind in ("slowest", "top"):
-            break
+            coarsest = "day" if kind == "reach" else "minute"
+            reads = key_reads(lo, hi, boundary, days, 0, set(days), coarsest)
+            chosen = (
+                by_key if kind == "reach" else {(r.layer, "minute"): series[r.layer] for r in reads}
+            )
+            calls = [
+                (
+                    chosen[r.layer, r.grain],
+                    (key, r.day, r.version, r.lo, r.hi)
+                    if r.layer == "batch"
+                    else (key, r.day, r.lo, r.hi),
+                )
+                for r in reads
+            ]
+        calls_per_question.append(calls)
 
-    async def worker(due, latencies, errors):
-        turn = random.randrange(len(calls_per_page))
+    async def worker(due, out):
+        latencies, errors, _ = out
+        turn = random.randrange(len(calls_per_question))
         while True:
             intended = await due.get()
             if intended is None:
                 return
             turn += 1
-            calls = calls_per_page[turn % len(calls_per_page)]
+            calls = calls_per_question[turn % len(calls_per_question)]
             try:
-                await asyncio.gather(*(_await(session, s, p, profile) for s, p in calls))
+                for i in range(0, len(calls), 256):
+                    await asyncio.gather(
+                        *(_await(session, s, p, profile) for s, p in calls[i : i + 256])
+                    )
             except Exception as exc:
                 errors.append(str(exc))
             latencies.append(time.perf_counter() - intended)
@@ -292,9 +262,13 @@ def _raw_run(args: tuple) -> dict:
     async def main():
         return await _drive(worker, connections, rate, seconds, warmup)
 
-    latencies, errors, elapsed = uvloop.run(main())
+    out, elapsed = uvloop.run(main())
     cluster.shutdown()
-    return _summary(name, latencies, errors, elapsed, warmup)
+    result = _summary(name, out, elapsed, warmup)
+    result["partitions_per_request"] = round(
+        sum(len(c) for c in calls_per_question) / len(calls_per_question), 1
+    )
+    return result
 
 
 def _in_process(target, args) -> dict:
@@ -303,12 +277,100 @@ def _in_process(target, args) -> dict:
         return pool.apply(target, (args,))
 
 
+# -- the questions ---------------------------------------------------------------------------
+
+
+def _ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _questions(layout: Layout) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Per question: the HTTP paths (cycled through) and the raw reads' questions."""
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    rng = random.Random(3)
+    top = "/v1/top?view=page_activity&measure=page_views"
+    now = _ms(layout.now)
+    out: dict[str, tuple[list[str], list[tuple]]] = {}
+    lo, hi = layout.boundary - timedelta(minutes=30), layout.boundary + timedelta(minutes=30)
+    out["ts-straddle"] = (
+        [
+            f"/v1/timeseries?view=page_activity&key=/p/{p}&start={lo:{fmt}}&end={hi:{fmt}}"
+            for p in range(PAGES)
+        ],
+        [("series", _ms(lo), _ms(hi), f"/p/{p}") for p in range(PAGES)],
+    )
+    for label, minutes in (("15 min", 15), ("1 day", 1440), ("30 days", 30 * 1440)):
+        out[f"top-10 pages {label}"] = (
+            [f"{top}&n=10&start=now-{minutes}m&end=now"],
+            [("top", now - minutes * 60_000, now, None)],
+        )
+    starts = [rng.randrange(1440, 1440 + 6 * 60) for _ in range(3000)]
+    out["top-N pages 1 day uncached"] = (
+        [f"{top}&n={1 + i % 100}&start=now-{m}m&end=now" for i, m in enumerate(starts)],
+        [("top", now - m * 60_000, now, None) for m in starts[:200]],
+    )
+    out["top-5 slowest 1 min"] = (
+        ["/v1/top?view=page_activity&measure=load_sketch&n=5&start=now-1m&end=now"],
+        [("slowest", now - 60_000, now, None)],
+    )
+    out["reach 30 days"] = (
+        [f"/v1/reach?view=page_activity&key=/p/{p}&start=now-30d&end=now" for p in range(PAGES)],
+        [("reach", now - 30 * 86_400_000, now, f"/p/{p}") for p in range(PAGES)],
+    )
+    mix = []
+    for minutes, share in DASHBOARD_RANGES.items():
+        granularity = "day" if minutes > 2880 else "hour" if minutes > 180 else "minute"
+        since = f"now-{minutes}m"
+        refresh = [
+            f"/v1/timeseries?view=site_activity&start={since}&end=now&granularity={granularity}"
+            "&measure=events&measure=page_views&measure=visitors",
+            f"/v1/reach?view=site_activity&start={since}&end=now",
+            f"{top}&n=10&start={since}&end=now",
+            "/v1/top?view=page_activity&measure=load_sketch&n=5&start=now-1m&end=now",
+        ]
+        mix += refresh * int(share * 100)
+    rng.shuffle(mix)
+    out["dashboard"] = (mix, [])
+    return out
+
+
+def _phases(args, layout: Layout, settings: Settings, host: str, port: int) -> list:
+    """``(target, arguments)`` per phase, serving then raw for each question."""
+    questions = _questions(layout)
+    c, s, w = args.connections, args.seconds, args.warmup
+    sj, now = settings.model_dump_json(), layout.now.isoformat()
+    phases = []
+
+    def pair(what: str, rate: float | None, raw: bool = True) -> None:
+        paths, raw_questions = questions[what]
+        label = f"@{rate:g}" if rate else "max"
+        phases.append((_http_run, (f"serving {what} {label}", host, port, paths, c, rate, s, w)))
+        if raw and raw_questions:
+            phases.append(
+                (_raw_run, (f"raw {what} {label}", sj, now, raw_questions, c, rate, s, w))
+            )
+
+    pair("ts-straddle", args.rate)
+    pair("ts-straddle", None)
+    pair("top-10 pages 15 min", None)
+    pair("top-5 slowest 1 min", None)
+    for what in ("top-10 pages 1 day", "top-10 pages 30 days", "reach 30 days"):
+        pair(what, 50)
+        pair(what, None)
+    pair("top-N pages 1 day uncached", 50)
+    pair("top-N pages 1 day uncached", None)
+    pair("dashboard", 200 * 4 / 3, raw=False)
+    pair("dashboard", 2000, raw=False)
+    pair("dashboard", None, raw=False)
+    return phases
+
+
 # -- the run --------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.serving_latency", description=__doc__)
-    parser.add_argument("--rate", type=float, default=1000.0, help="fixed request rate (req/s)")
+    parser.add_argument("--rate", type=float, default=1000.0, help="timeseries rate (req/s)")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per phase")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--connections", type=int, default=32)
@@ -316,11 +378,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument("--keyspace", default="bench_serving")
     parser.add_argument("--only", default="", help="run only phases whose name contains this")
-    parser.add_argument("--no-load", action="store_true", help="reuse the loaded keyspace")
+    parser.add_argument("--no-platform", action="store_true", help="bring up Cassandra only")
     args = parser.parse_args(argv)
 
     base = load_settings()
-    platform.up(base, ("cassandra",))
+    up = platform.up(base, ("cassandra",) if args.no_platform else platform.SERVICES)
+    print(f"platform up: {sorted(up)}", flush=True)
     settings = base.model_copy(
         update={
             "cassandra": base.cassandra.model_copy(update={"keyspace": args.keyspace}),
@@ -330,9 +393,11 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
     )
-    if not args.no_load:
-        print(f"loading {PAGES} pages x 120 minutes into {args.keyspace} ...", flush=True)
-        load_data(settings)
+    layout = Layout(datetime.now(UTC))
+    print(f"loading {PAGES} pages and the site, 31 days up to {layout.now:%Y-%m-%d %H:%M} ...")
+    started = time.monotonic()
+    counts = load(settings, layout, progress=lambda text: print(text, flush=True))
+    print(f"loaded in {time.monotonic() - started:.0f} s: {counts}", flush=True)
     log = settings.local.state_dir / "logs" / "bench-serving.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
@@ -343,6 +408,15 @@ def main(argv: list[str] | None = None) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    context = multiprocessing.get_context("spawn")
+    report = context.Queue()
+    phases = [
+        p for p in _phases(args, layout, settings, "127.0.0.1", args.port) if args.only in p[1][0]
+    ]
+    budget = len(phases) * (args.seconds + args.warmup + 15) + 60
+    writer = context.Process(
+        target=speed_writer, args=((settings.model_dump_json(), 5.0, budget, report),)
+    )
     results = []
     try:
         deadline = time.monotonic() + 60
@@ -350,109 +424,34 @@ def main(argv: list[str] | None = None) -> int:
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"serving did not start; see {log}")
             time.sleep(0.2)
+        writer.start()
         time.sleep(2)
-        fmt = "%Y-%m-%dT%H:%M:%SZ"
-
-        def series(lo, hi, extra=""):
-            return [
-                f"/v1/timeseries?view=page_activity&key=/p/{p}"
-                f"&start={lo:{fmt}}&end={hi:{fmt}}{extra}"
-                for p in range(PAGES)
-            ]
-
-        hour = (BOUNDARY, BOUNDARY + timedelta(hours=1))
-        straddle = (BOUNDARY - timedelta(minutes=30), BOUNDARY + timedelta(minutes=30))
-        end = T0 + timedelta(minutes=120)
-        slowest = [
-            f"/v1/top?view=page_activity&measure=load_sketch&n=5"
-            f"&start={end - timedelta(minutes=1):{fmt}}&end={end:{fmt}}"
-        ]
-        top = [
-            f"/v1/top?view=page_activity&measure=page_views&n=10"
-            f"&start={end - timedelta(minutes=15):{fmt}}&end={end:{fmt}}"
-        ]
-        few = "&measure=page_views&measure=visitors"
-        sj = settings.model_dump_json()
-        host, port, s, w, c, r = (
-            "127.0.0.1",
-            args.port,
-            args.seconds,
-            args.warmup,
-            args.connections,
-            args.rate,
-        )
-        phases = [
-            (_http_run, ("serving ts-speed all @rate", host, port, series(*hour), c, r, s, w)),
-            (_raw_run, ("raw ts-speed all @rate", sj, "ts-speed", c, r, s, w)),
-            (
-                _http_run,
-                (
-                    "serving ts-speed views+visitors @rate",
-                    host,
-                    port,
-                    series(*hour, few),
-                    c,
-                    r,
-                    s,
-                    w,
-                ),
-            ),
-            (
-                _raw_run,
-                ("raw ts-speed views+visitors @rate", sj, "ts-speed views+visitors", c, r, s, w),
-            ),
-            (
-                _http_run,
-                ("serving ts-straddle all @rate", host, port, series(*straddle), c, r, s, w),
-            ),
-            (_raw_run, ("raw ts-straddle all @rate", sj, "ts-straddle", c, r, s, w)),
-            (_http_run, ("serving ts-speed all max", host, port, series(*hour), c, None, s, w)),
-            (_raw_run, ("raw ts-speed all max", sj, "ts-speed", c, None, s, w)),
-            (
-                _http_run,
-                (
-                    "serving ts-speed views+visitors max",
-                    host,
-                    port,
-                    series(*hour, few),
-                    c,
-                    None,
-                    s,
-                    w,
-                ),
-            ),
-            (
-                _raw_run,
-                ("raw ts-speed views+visitors max", sj, "ts-speed views+visitors", c, None, s, w),
-            ),
-            (_http_run, ("serving top-5 slowest 1 min max", host, port, slowest, c, None, s, w)),
-            (_raw_run, ("raw top-5 slowest 1 min max", sj, "slowest", c, None, s, w)),
-            (_http_run, ("serving top-10 pages 15 min max", host, port, top, c, None, s, w)),
-            (_raw_run, ("raw top-10 pages 15 min max", sj, "top", c, None, s, w)),
-        ]
         for target, phase in phases:
-            if args.only not in phase[0]:
-                continue
             result = _in_process(target, phase)
             results.append(result)
             print(json.dumps(result), flush=True)
     finally:
         os.killpg(server.pid, 15)
         server.wait(30)
-    _print(results, args)
+        if writer.is_alive():
+            writer.terminate()
+        writer.join(10)
+    _print(results)
     out = settings.local.state_dir / "artifacts" / "bench_serving.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    out.write_text(json.dumps({"args": vars(args), "counts": counts, "results": results}, indent=2))
     print(f"written to {out}")
     return 0
 
 
-def _print(results: list[dict], args) -> None:
-    print(f"\n{'phase':<40} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'errors':>6}")
+def _print(results: list[dict]) -> None:
+    head = f"{'phase':<44} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+    print(f"\n{head} {'errors':>6} {'cached':>6}")
     for r in results:
         print(
-            f"{r['name']:<40} {r.get('rps', 0):>9} {r.get('p50_ms', '-'):>8} "
-            f"{r.get('p99_ms', '-'):>8} {r.get('max_ms', '-'):>8} {r['errors']:>6}"
+            f"{r['name']:<44} {r.get('rps', 0):>8} {r.get('p50_ms', '-'):>8} "
+            f"{r.get('p99_ms', '-'):>8} {r.get('max_ms', '-'):>8} {r['errors']:>6} "
+            f"{r.get('cache_hits', '-'):>6}"
         )
     by = {r["name"]: r for r in results}
     for r in results:
@@ -463,7 +462,7 @@ def _print(results: list[dict], args) -> None:
         if raw and r.get("rps") and raw.get("rps"):
             print(
                 f"ratio serving/raw {what}: req/s {r['rps'] / raw['rps']:.2f}, "
-                f"p50 {r['p50_ms'] / raw['p50_ms']:.1f}x, p99 {r['p99_ms'] / raw['p99_ms']:.1f}x"
+                f"p50 {r['p50_ms'] / raw['p50_ms']:.2f}x, p99 {r['p99_ms'] / raw['p99_ms']:.2f}x"
             )
 
 
