@@ -379,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyspace", default="bench_serving")
     parser.add_argument("--only", default="", help="run only phases whose name contains this")
     parser.add_argument("--no-platform", action="store_true", help="bring up Cassandra only")
+    parser.add_argument(
+        "--no-load", action="store_true", help="reuse the keyspace the last run loaded"
+    )
     args = parser.parse_args(argv)
 
     base = load_settings()
@@ -393,11 +396,18 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
     )
-    layout = Layout(datetime.now(UTC))
-    print(f"loading {PAGES} pages and the site, 31 days up to {layout.now:%Y-%m-%d %H:%M} ...")
-    started = time.monotonic()
-    counts = load(settings, layout, progress=lambda text: print(text, flush=True))
-    print(f"loaded in {time.monotonic() - started:.0f} s: {counts}", flush=True)
+    loaded = settings.local.state_dir / "artifacts" / "bench_serving_layout.json"
+    if args.no_load:
+        layout = Layout(datetime.fromisoformat(json.loads(loaded.read_text())["now"]))
+        counts: dict[str, int] = {}
+    else:
+        layout = Layout(datetime.now(UTC))
+        print(f"loading {PAGES} pages and the site, 31 days up to {layout.now:%Y-%m-%d %H:%M}")
+        started = time.monotonic()
+        counts = load(settings, layout, progress=lambda text: print(text, flush=True))
+        print(f"loaded in {time.monotonic() - started:.0f} s: {counts}", flush=True)
+        loaded.parent.mkdir(parents=True, exist_ok=True)
+        loaded.write_text(json.dumps({"now": layout.now.isoformat(), "keyspace": args.keyspace}))
     log = settings.local.state_dir / "logs" / "bench-serving.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
@@ -415,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     budget = len(phases) * (args.seconds + args.warmup + 15) + 60
     writer = context.Process(
-        target=speed_writer, args=((settings.model_dump_json(), 5.0, budget, report),)
+        target=speed_writer, args=((settings.model_dump_json(), 2.0, budget, report),)
     )
     results = []
     try:

@@ -305,6 +305,10 @@ class ServingSettings(_Section):
     pointers already makes it a new question)."""
     final_result_cache_s: float = Field(default=600.0, ge=0)
     """Longest an answer over batch windows only (final) is reused."""
+    stale_answer_s: float = Field(default=10.0, ge=0)
+    """While the answer over a new speed micro-batch is computed, requests for it get the
+    answer over the previous micro-batch (``cache.stale``) if it is at most this old,
+    instead of waiting; 0: they wait. Never across a publish (a new batch generation)."""
     block_cache_entries: int = Field(default=2048, ge=0)
     """Merged immutable top-N blocks kept per worker (runs of batch windows, closed speed
     hours)."""

@@ -37,23 +37,6 @@ def app_factory():
     return app
 
 
-def _serve(settings) -> None:
-    import uvicorn
-
-    uvicorn.run(
-        "serving.__main__:app_factory",
-        factory=True,
-        host=settings.serving.host,
-        port=settings.serving.port,
-        workers=settings.serving.workers,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=10,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m serving",
@@ -86,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings()
     if args.command == "serve":
-        _serve(settings)
+        from serving.server import serve
+
+        serve(settings)
         return 0
     from serving.client import ServingAPIError, ServingClient
 

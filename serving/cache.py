@@ -36,18 +36,19 @@ from typing import Any, Literal
 
 __all__ = ["CacheStats", "How", "SharedCache"]
 
-How = Literal["computed", "shared", "cached"]
+How = Literal["computed", "shared", "cached", "stale"]
 """How a value was got: computed for this request, shared with a request computing it at
-the same time, or cached from an earlier one."""
+the same time, cached from an earlier one, or ``stale``: the newest value of the key's
+*family* (the same question over older speed progress) while the key is being computed."""
 
 
 class CacheStats:
     """Counters of one cache (``/metrics``)."""
 
-    __slots__ = ("cached", "computed", "evicted", "shared")
+    __slots__ = ("cached", "computed", "evicted", "shared", "stale")
 
     def __init__(self) -> None:
-        self.computed = self.shared = self.cached = self.evicted = 0
+        self.computed = self.shared = self.cached = self.stale = self.evicted = 0
 
 
 class SharedCache:
@@ -58,25 +59,43 @@ class SharedCache:
         entries: int,
         max_age_s: float,
         clock: Callable[[], float] = time.monotonic,
+        stale_s: float = 0.0,
     ) -> None:
-        if entries < 0 or max_age_s < 0:
-            raise ValueError(f"entries and max_age_s must be >= 0; got {entries}, {max_age_s}.")
+        if entries < 0 or max_age_s < 0 or stale_s < 0:
+            raise ValueError(
+                f"entries, max_age_s and stale_s must be >= 0; got {entries}, {max_age_s}, "
+                f"{stale_s}."
+            )
         self.entries = entries
         self.max_age_s = max_age_s
+        self.stale_s = stale_s
+        """How old the newest value of a family may be to be answered while its successor is
+        computed (0: never; callers wait for the computation)."""
         self.clock = clock
         self.stats = CacheStats()
         self._done: OrderedDict[Hashable, tuple[Any, float]] = OrderedDict()
         self._running: dict[Hashable, asyncio.Future] = {}
+        self._newest: OrderedDict[Hashable, tuple[Any, float]] = OrderedDict()
+        """Per family, the newest value computed and when."""
 
     def __len__(self) -> int:
         return len(self._done)
 
     async def get(
-        self, key: Hashable, compute: Callable[[], Awaitable[Any]], max_age_s: float | None = None
+        self,
+        key: Hashable,
+        compute: Callable[[], Awaitable[Any]],
+        max_age_s: float | None = None,
+        family: Hashable | None = None,
     ) -> tuple[Any, How, float]:
         """``(value, how, age_s)`` of ``key``; ``compute()`` runs only when no fresh value
         is cached and no computation of the key is under way. ``max_age_s`` overrides the
-        cache's own for this lookup (a final answer may be kept longer)."""
+        cache's own for this lookup (a final answer may be kept longer).
+
+        ``family``: keys that answer the same question over newer data share one (the
+        question without the speed progress); while ``key`` is computed, the family's
+        newest value, if at most ``stale_s`` old, is answered at once (``stale``).
+        """
         now = self.clock()
         found = self._done.get(key)
         if found is not None:
@@ -87,20 +106,27 @@ class SharedCache:
                 return value, "cached", now - at
             del self._done[key]
         running = self._running.get(key)
+        how: How = "shared"
         if running is None:
-            running = asyncio.ensure_future(self._compute(key, compute))
+            running = asyncio.ensure_future(self._compute(key, compute, family))
             running.add_done_callback(_retrieved)
             self._running[key] = running
-            how: How = "computed"
-        else:
+            how = "computed"
+        if family is not None and self.stale_s:
+            newest = self._newest.get(family)
+            if newest is not None and now - newest[1] <= self.stale_s:
+                self.stats.stale += 1
+                return newest[0], "stale", now - newest[1]
+        if how == "shared":
             self.stats.shared += 1
-            how = "shared"
         # A caller that goes away (a closed connection) leaves the computation running for
         # the others: it is a task of its own.
         value, at = await asyncio.shield(running)
         return value, how, 0.0 if how == "computed" else max(0.0, self.clock() - at)
 
-    async def _compute(self, key: Hashable, compute: Callable[[], Awaitable[Any]]):
+    async def _compute(
+        self, key: Hashable, compute: Callable[[], Awaitable[Any]], family: Hashable | None
+    ):
         try:
             value = await compute()  # a failure is not kept: its waiters get it, nobody else
             at = self.clock()
@@ -110,6 +136,11 @@ class SharedCache:
                 if len(self._done) > self.entries:
                     self._done.popitem(last=False)
                     self.stats.evicted += 1
+                if family is not None and self.stale_s:
+                    self._newest[family] = (value, at)
+                    self._newest.move_to_end(family)
+                    if len(self._newest) > self.entries:
+                        self._newest.popitem(last=False)
             return value, at
         finally:
             del self._running[key]

@@ -73,7 +73,9 @@ class Queries:
     a publish, a speed micro-batch or a replay's switch once the worker has
     re-read its pointers. What depends on the clock (freshness, ages, the
     ``unavailable`` note) is computed for every request; every answer's
-    ``cache`` says whether it was computed for it and how old it is.
+    ``cache`` says whether it was computed for it and how old it is. While the answer
+    over a new speed micro-batch is computed, other requests get the one over the
+    previous micro-batch (at most ``stale_s`` old, marked ``stale``) instead of waiting.
     """
 
     def __init__(
@@ -89,7 +91,9 @@ class Queries:
         self.clock = clock
         self.rules = rules or FreshnessRules()
         self.cache_rules = cache or CacheRules()
-        self.results = SharedCache(self.cache_rules.entries, self.cache_rules.max_age_s)
+        self.results = SharedCache(
+            self.cache_rules.entries, self.cache_rules.max_age_s, stale_s=self.cache_rules.stale_s
+        )
         self.ranking = Ranking(store, self.cache_rules.block_entries)
         self._formatters = Lru(_FORMATTERS)
 
@@ -141,7 +145,8 @@ class Queries:
             view.speed_generation if speed else None,
         )
         max_age = self.cache_rules.max_age_s if speed else self.cache_rules.final_max_age_s
-        value, how, age = await self.results.get(key, compute, max_age)
+        family = key[:-1] if speed else None  # the same question over older speed progress
+        value, how, age = await self.results.get(key, compute, max_age, family)
         return value, _cache_note(how, age)
 
     def _key_reads(self, view: ViewPointers, rq: RangeQuery, coarsest: Grain):
@@ -427,5 +432,11 @@ class Queries:
 
 def _cache_note(how: How, age_s: float) -> dict[str, Any]:
     """What an answer says about its sharing: ``hit`` (not computed for this request),
-    ``shared`` (computed for an identical request at the same time) and its age."""
-    return {"hit": how != "computed", "shared": how == "shared", "age_s": round(age_s, 3)}
+    ``shared`` (computed for an identical request at the same time), ``stale`` (computed
+    from the speed progress before the newest, which is being computed) and its age."""
+    return {
+        "hit": how != "computed",
+        "shared": how == "shared",
+        "stale": how == "stale",
+        "age_s": round(age_s, 3),
+    }

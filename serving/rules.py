@@ -68,6 +68,9 @@ class CacheRules:
     """Longest an answer from batch windows only is reused (its key changes with a publish)."""
     block_entries: int = 2048
     """Merged immutable top-N blocks kept per worker (:mod:`serving.ranking`)."""
+    stale_s: float = 10.0
+    """While the answer over a new speed micro-batch is computed, the one over the previous
+    micro-batch is answered (marked stale) if at most this old; 0: requests wait."""
 
     @classmethod
     def from_settings(cls, serving: ServingSettings) -> CacheRules:
@@ -76,6 +79,7 @@ class CacheRules:
             max_age_s=serving.result_cache_s,
             final_max_age_s=serving.final_result_cache_s,
             block_entries=serving.block_cache_entries,
+            stale_s=serving.stale_answer_s,
         )
 
 

@@ -149,3 +149,40 @@ def test_blocks_keep_batch_runs_and_closed_speed_hours_but_not_open_minutes() ->
         (False, 1, "minute"),
     ]
     assert [run for cacheable, run in blocks(reads[4:], None)] == [tuple(reads[4:])]
+
+
+def test_the_newest_answer_of_a_family_is_answered_while_its_successor_is_computed() -> None:
+    clock = Clock()
+    cache = SharedCache(entries=8, max_age_s=60, clock=clock, stale_s=5)
+    old, _ = _counting("micro-batch 1")
+    new, new_calls = _counting("micro-batch 2", delay=0.01)
+
+    async def run():
+        await cache.get(("q", 1), old, family="q")
+        clock.now = 2.0
+        during = await cache.get(("q", 2), new, family="q")  # starts the computation
+        also = await cache.get(("q", 2), new, family="q")
+        await asyncio.sleep(0.05)
+        after = await cache.get(("q", 2), new, family="q")
+        return during, also, after
+
+    during, also, after = asyncio.run(run())
+    assert during == ("micro-batch 1#1", "stale", 2.0) and also[1] == "stale"
+    assert after[:2] == ("micro-batch 2#1", "cached") and len(new_calls) == 1
+
+
+def test_a_stale_answer_too_old_or_of_another_family_is_not_answered() -> None:
+    clock = Clock()
+    cache = SharedCache(entries=8, max_age_s=60, clock=clock, stale_s=5)
+    first, _ = _counting("before")
+    second, _ = _counting("after")
+
+    async def run():
+        await cache.get(("q", 1), first, family="q")
+        clock.now = 6.0  # older than stale_s: wait for the new one
+        late = await cache.get(("q", 2), second, family="q")
+        other = await cache.get(("p", 2), second, family="p")  # a family of its own
+        return late, other
+
+    late, other = asyncio.run(run())
+    assert late[1] == "computed" and other[1] == "computed"
