@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
 import random
+from datetime import UTC, date, datetime
 from itertools import pairwise
 
 from serving.plan import GRAIN_MS, bucket_source, grain_pieces, key_reads, window_reads
