@@ -121,29 +121,28 @@ def grain_pieces(lo: int, hi: int, coarsest: Grain = "day") -> list[tuple[Grain,
     return cut(lo, hi, 0)
 
 
-def _split(lo: int, hi: int, boundary: int | None) -> tuple[tuple[int, int], tuple[int, int]]:
-    if boundary is not None:
-        boundary = windows(boundary, boundary)[0]
-    cut = lo if boundary is None else min(max(boundary, lo), hi)
-    return (lo, cut), (cut, hi)
-
-
-def _batch_pieces(
+def _layers(
     lo: int,
     hi: int,
+    boundary: int | None,
     versions: Mapping[date, int],
     rolled_up: Collection[date],
     coarsest: Grain,
-) -> list[tuple[Grain, date, int, int, int]]:
-    """``(grain, day, version, lo, hi)`` per run of batch windows, per UTC day."""
+) -> tuple[list[tuple[Grain, date, int, int, int]], tuple[int, int]]:
+    """The batch part of ``[lo, hi)`` as ``(grain, day, version, lo, hi)`` runs per UTC
+    day, and the speed part ``(lo, hi)``; both on the minute grid, split at the boundary."""
+    lo, hi = windows(lo, hi)
+    if boundary is not None:
+        boundary = windows(boundary, boundary)[0]
+    cut = lo if boundary is None else min(max(boundary, lo), hi)
     out = []
-    for day, day_lo, day_hi in days_between(lo, hi):
+    for day, day_lo, day_hi in days_between(lo, cut):
         version = versions.get(day)
         if version is None:
             continue  # nothing published that day: zeros
         pieces = grain_pieces(day_lo, day_hi, coarsest if day in rolled_up else "minute")
         out += [(grain, day, version, a, b) for grain, a, b in pieces]
-    return out
+    return out, (cut, hi)
 
 
 def key_reads(
@@ -160,14 +159,8 @@ def key_reads(
     Batch days in ``rolled_up`` are read at grains up to ``coarsest`` (a
     timeseries never coarser than its buckets), the others from minutes.
     """
-    lo, hi = windows(lo, hi)
-    (batch_lo, batch_hi), (speed_lo, speed_hi) = _split(lo, hi, boundary)
-    reads = [
-        KeyRead("batch", day, version, a, b, grain)
-        for grain, day, version, a, b in _batch_pieces(
-            batch_lo, batch_hi, versions, rolled_up, coarsest
-        )
-    ]
+    batch, (speed_lo, speed_hi) = _layers(lo, hi, boundary, versions, rolled_up, coarsest)
+    reads = [KeyRead("batch", day, version, a, b, grain) for grain, day, version, a, b in batch]
     speed = days_between(speed_lo, speed_hi)
     reads += [KeyRead("speed", d, speed_version, a, b) for d, a, b in speed]
     return reads
@@ -183,12 +176,9 @@ def window_reads(
     coarsest: Grain = "day",
 ) -> list[WindowRead]:
     """The by-window partitions answering windows ``[lo, hi)`` (every key), oldest first."""
-    lo, hi = windows(lo, hi)
-    (batch_lo, batch_hi), (speed_lo, speed_hi) = _split(lo, hi, boundary)
+    batch, (speed_lo, speed_hi) = _layers(lo, hi, boundary, versions, rolled_up, coarsest)
     reads = []
-    for grain, _day, version, a, b in _batch_pieces(
-        batch_lo, batch_hi, versions, rolled_up, coarsest
-    ):
+    for grain, _day, version, a, b in batch:
         step = GRAIN_MS[grain]
         reads += [WindowRead("batch", start, version, grain) for start in range(a, b, step)]
     reads += [WindowRead("speed", m, speed_version) for m in range(speed_lo, speed_hi, MINUTE_MS)]
