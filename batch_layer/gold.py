@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 from batch_layer.ledger import Entry, Ledger, covers, pending
 from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import days_predicate, silver_path
-from batch_layer.tables import ensure_table_properties
+from batch_layer.tables import ensure_table_properties, rows_written
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout.lake import gold_path
 from views import ViewSpec
+from views.input import PAYLOAD
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,20 +96,25 @@ def build_gold(
     written: dict[str, int] = {}
     if days:
         silver = spark.read.format("delta").load(silver_path(settings, spec))
-        events = silver.where(F.col("event_date").isin(list(days)))
+        # Read once for every view: the days' typed columns, kept while the views are built.
+        events = silver.where(F.col("event_date").isin(list(days))).drop(PAYLOAD).persist()
         predicate = days_predicate("window_date", days)
-        for view in views or spec.view_specs:
-            path = gold_path(settings, view)
-            rows = view.build(events).withColumn("window_date", F.to_date("window_start"))
-            (
-                rows.write.format("delta")
-                .mode("overwrite")
-                .partitionBy("window_date")
-                .option("replaceWhere", predicate)
-                .save(path)
-            )
-            ensure_table_properties(spark, settings, path)
-            written[view.name] = spark.read.format("delta").load(path).where(predicate).count()
+        try:
+            for view in views or spec.view_specs:
+                path = gold_path(settings, view)
+                rows = view.build(events).withColumn("window_date", F.to_date("window_start"))
+                (
+                    rows.write.format("delta")
+                    .mode("overwrite")
+                    .partitionBy("window_date")
+                    .option("replaceWhere", predicate)
+                    .option("userMetadata", run_id)
+                    .save(path)
+                )
+                ensure_table_properties(spark, settings, path)
+                written[view.name] = rows_written(spark, path, run_id)
+        finally:
+            events.unpersist()
     consumed = tuple(e.entry_id for e in work)
     ledger.append(
         Entry("gold", run_id, datetime.now(UTC), days, as_of, True, {"rows": written}, consumed)

@@ -4,12 +4,15 @@ Two checks, each a step of the pipeline DAG:
 
 - :func:`check_silver` runs the contract's Great Expectations suite
   (:func:`data_contracts.derive.expectation_suite`: not-null keys, accepted
-  values, ranges, patterns, unique ``(source_id, event_id)``) on the silver days gold is
-  about to read, and reconciles row counts: every bronze record is a parsed
-  event or a reject; the events whose first copy in the log falls on those
-  days are exactly the silver rows of those days (a later copy counts where
-  its first copy is, as silver dedupes). Bronze is read as silver reads it,
-  without the records of suppressed users.
+  values, ranges, patterns, unique ``(source_id, event_id)``) on the silver
+  days gold is about to read, and reconciles what each silver run read and
+  wrote: every bronze record of its offset range is a parsed event or a
+  reject; every event is a silver row or a copy whose event silver holds
+  within a day (:mod:`batch_layer.dedupe`); every reject is recorded. The
+  counts come from the run's staging folder, its bronze offsets and silver's
+  rows on its days, so the gate costs what the run cost, not what bronze
+  holds. Bronze is read as silver reads it, without the records of
+  suppressed users.
 - :func:`check_gold` runs a suite derived from each view's spec (the exact
   column set, keys and window not null, one row per window and key, counts
   and sums not negative) on the days publish is about to load, and the
@@ -31,17 +34,13 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batch_layer.bronze_index import between
+from batch_layer.dedupe import NEAR_DAYS, neighbour_days
 from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.pipelines import PipelineSpec
-from batch_layer.silver import (
-    number_copies,
-    parse_bronze,
-    read_bronze,
-    rejects_path,
-    silver_path,
-)
-from core.event_time import EventTimeBounds
+from batch_layer.silver import SILVER_COLUMNS, read_bronze, rejects_path, silver_path
+from batch_layer.tables import delete_path
 from core.log import get_logger, log_event
 from core.settings import Settings
 from views import ViewSpec
@@ -203,7 +202,12 @@ def check_silver(
     spec: PipelineSpec,
     run_id: str = "manual",
 ) -> GateReport:
-    """Validate the silver days gold has not read yet; raise :class:`QualityGateFailed`."""
+    """Validate the silver days gold has not read yet; raise :class:`QualityGateFailed`.
+
+    The suite runs on those days; the reconciliations on what each pending
+    silver run read and wrote (:func:`_reconcile_silver_run`), never on all of
+    bronze. A passed gate deletes the runs' staging folders.
+    """
     from pyspark.sql import functions as F
 
     from data_contracts import load_contract
@@ -216,33 +220,91 @@ def check_silver(
     )
     if days:
         contract = load_contract(spec.contract, spec.contract_major)
-        suite = expectation_suite(contract, extra_columns=("event_time", "event_date", PAYLOAD))
         silver = spark.read.format("delta").load(silver_path(settings, spec))
         chosen = silver.where(F.col("event_date").isin(list(days)))
-        # Not cached: each metric reads its columns of the days' files, never the payloads.
-        report.suites["silver"] = _suite_result(validate_dataframe(chosen, suite, persist=False))
+        # The typed columns only, cached once for every expectation: the payloads stay on disk.
+        typed = [c for c in chosen.columns if c != PAYLOAD]
+        suite = expectation_suite(contract, extra_columns=SILVER_COLUMNS)
+        report.suites["silver"] = _suite_result(validate_dataframe(chosen.select(*typed), suite))
+        report.reconciliations.append(
+            _reconcile(
+                "silver keeps the whole event (payload column)", 1, int(PAYLOAD in chosen.columns)
+            )
+        )
+        for entry in checked:
+            report.reconciliations += _reconcile_silver_run(spark, settings, spec, entry)
+    concluded = _conclude(spark, settings, spec, report, checked)
+    for entry in checked:
+        if "staging" in entry.detail:
+            delete_path(spark, entry.detail["staging"])
+    return concluded
 
-        bronze = read_bronze(spark, settings, spec)
-        events, _ = parse_bronze(
-            bronze, spec, EventTimeBounds.from_settings(settings).future_tolerance
-        )
-        rejects = spark.read.format("delta").load(rejects_path(settings, spec)).count()
-        report.reconciliations.append(
-            _reconcile(
-                "bronze records = parsed events + rejects", bronze.count(), events.count() + rejects
-            )
-        )
-        # Silver keeps each event's first copy, on the first copy's day: a duplicate
-        # whose corrected time fell on a pending day belongs to another day's row.
-        firsts = number_copies(events, contract.key).where(
-            (F.col("copy") == 1) & F.col("event_date").isin(list(days))
-        )
-        report.reconciliations.append(
-            _reconcile(
-                "first copies of the days' events = silver rows", firsts.count(), chosen.count()
-            )
-        )
-    return _conclude(spark, settings, spec, report, checked)
+
+def _reconcile_silver_run(
+    spark: SparkSession, settings: Settings, spec: PipelineSpec, entry: Entry
+) -> list[dict[str, Any]]:
+    """What one silver run read and wrote, counted from its staging folder and the tables:
+
+    - every bronze record of its range is in staging, an event or a reject;
+    - every event of the run is a silver row (found by its Kafka coordinates)
+      or a copy silver dropped, and each dropped copy's key is in silver within
+      a day of it (:mod:`batch_layer.dedupe`): nothing was lost;
+    - every reject of the run is in the rejects table.
+
+    Reads the run's new bronze offsets (two columns), the staging folder's
+    small columns and silver's keys on the run's days: the cost of the run,
+    not of the tables. A run recorded before staging existed has none.
+    """
+    from pyspark.sql import functions as F
+
+    from data_contracts import load_contract
+
+    if "staging" not in entry.detail:
+        return []
+    key = list(load_contract(spec.contract, spec.contract_major).key)
+    start = {int(p): o for p, o in entry.detail.get("bronze_start", {}).items()}
+    end = {int(p): o for p, o in entry.detail["bronze_end"].items()}
+    rebuilt = [date.fromisoformat(d) for d in entry.detail.get("rebuilt", [])]
+    label = f"silver run {entry.run_id}"
+    staged = spark.read.parquet(entry.detail["staging"])
+    fresh = staged.where("fresh")
+    bronze = read_bronze(spark, settings, spec).where(between(start, end))
+    in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
+    events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).select(
+        *key, "event_date", "partition", "offset"
+    )
+    silver = spark.read.format("delta").load(silver_path(settings, spec))
+    near = silver.where(F.col("event_date").isin(list(neighbour_days(entry.days))))
+    held = near.select("partition", "offset")
+    dropped = events.join(held, ["partition", "offset"], "left_anti").alias("copy")
+    kept = near.select(*key, F.col("event_date").alias("kept_on")).alias("kept")
+    orphans = dropped.join(
+        kept,
+        [F.col(f"copy.{k}") == F.col(f"kept.{k}") for k in key]
+        + [F.abs(F.datediff("copy.event_date", "kept.kept_on")) <= NEAR_DAYS],
+        "left_anti",
+    )
+    rejects = fresh.where(F.col("reason").isNotNull()).select("partition", "offset")
+    recorded = spark.read.format("delta").load(rejects_path(settings, spec))
+    n_events = events.count()
+    return [
+        _reconcile(
+            f"{label}: bronze records of its range = events + rejects",
+            bronze.count(),
+            fresh.count(),
+        ),
+        _reconcile(
+            f"{label}: its events = silver rows holding them + copies dropped",
+            n_events,
+            n_events - dropped.count() + int(entry.detail.get("duplicates", 0)),
+        ),
+        _reconcile(f"{label}: dropped copies without their event in silver", 0, orphans.count()),
+        _reconcile(
+            f"{label}: its rejects in the rejects table",
+            rejects.count(),
+            rejects.join(recorded, ["partition", "offset"], "left_semi").count(),
+        ),
+    ]
 
 
 def view_suite(view: ViewSpec) -> gx.ExpectationSuite:

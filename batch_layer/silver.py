@@ -3,31 +3,41 @@
 Every bronze record ends in exactly one place:
 
 - ``silver/<topic>``: one row per event, identified by the contract's key
-  ``(source_id, event_id)`` (the first record of it in the log, by partition
-  and offset), the contract's typed columns, the whole event as received in
-  ``payload`` (a ``VARIANT``: custom properties and context included, queried
-  as ``payload:properties.revenue::double``), ``event_time``
-  (the skew-corrected timestamp) and ``event_date``, partitioned by
-  ``event_date``; late events land in their true day.
+  ``(source_id, event_id)`` (its first copy in the log; copies are compared
+  within a day of each other, :mod:`batch_layer.dedupe`), the contract's typed
+  columns, the whole event as received in ``payload`` (a ``VARIANT``: custom
+  properties and context included, queried as
+  ``payload:properties.revenue::double``), ``event_time`` (the skew-corrected
+  timestamp), ``event_date`` and the record's Kafka ``partition`` and
+  ``offset``, partitioned by ``event_date``; late events land in their true day.
 - ``silver/<topic>_rejects``: records that do not parse as the contract's
   event, or whose event time lies more than the tolerance ahead of their
   ``receivedAt`` (:mod:`core.event_time`), with the raw value, the Kafka
   coordinates and the reason.
 
-A run rewrites whole ``event_date`` partitions with ``replaceWhere``, so
-reprocessing a day rewrites that day and nothing else, and a rerun writes
-the same rows. Records of suppressed (forgotten) users are left out of both
-tables (:func:`read_bronze`), so no rebuild or backfill brings them back.
+A run costs what is new, not what bronze holds: it parses the bronze records
+no run has seen (found by their offsets, which Delta's file statistics prune
+to the new files) once, into a staging folder the gate reads too, compares
+their keys with silver's rows on the days they touch and the days next to
+them, and appends. A backfill rewrites whole ``event_date`` partitions with
+``replaceWhere`` from the records the bronze index places on those days
+(:mod:`batch_layer.bronze_index`), so reprocessing a day reads and rewrites
+that day and nothing else, and a rerun writes the same rows. Records of
+suppressed (forgotten) users are left out of both tables (:func:`read_bronze`),
+so no rebuild or backfill brings them back.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from batch_layer.bronze import bronze_as_of, bronze_path, committed_range
+from batch_layer.bronze_index import between, in_ranges, index_path, ranges_of, record_index
+from batch_layer.dedupe import copies, neighbour_days
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.pipelines import PipelineSpec
 from batch_layer.tables import ensure_table_properties
@@ -36,20 +46,21 @@ from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
 from core.suppressions import read_suppressions
 from data_contracts import load_contract
-from views.input import parse_records
+from views.input import check_records, flat_records, parse_records
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
+    "SILVER_COLUMNS",
     "SilverRun",
     "build_silver",
     "days_predicate",
-    "number_copies",
     "parse_bronze",
     "read_bronze",
     "rejects_path",
     "silver_path",
+    "staging_path",
 ]
 
 _log = get_logger(__name__)
@@ -110,46 +121,54 @@ def parse_bronze(
     return parse_records(bronze, contract, future_tolerance, payload=payload)
 
 
-def number_copies(events: DataFrame, key: Sequence[str]) -> DataFrame:
-    """``events`` with ``copy``: 1 for each event's first record in the log, 2, 3...
+def staging_path(settings: Settings, spec: PipelineSpec, entry_id: str) -> str:
+    """Where a silver run keeps its parsed records until its gate passed (one folder per run)."""
+    root = settings.lake.root.rstrip("/")
+    return f"{root}/_staging/{spec.table_name(settings)}/silver/{entry_id}"
 
-    An event is identified by the contract's ``key`` (``(source_id,
-    event_id)``: two sources may send the same message id). The first by
-    (partition, offset) over *all* of bronze: a resent event whose corrected
-    time moved across midnight still has exactly one silver row, the first
-    copy, on the first copy's day. Silver and its gate both count copies this
-    way.
+
+def _stage(
+    bronze: DataFrame, spec: PipelineSpec, tolerance: timedelta, fresh: Column, path: str
+) -> None:
+    """Parse ``bronze`` with the contract, once, into the run's staging folder.
+
+    Every record becomes one row (:func:`views.input.flat_records`): a valid
+    event with its payload, or a reject with its raw text and reason, and
+    ``fresh`` when no silver run has seen it. The steps after read only the
+    columns they need from it: the keys to deduplicate, the counts, the
+    index; silver's rows and rejects.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    contract = load_contract(spec.contract, spec.contract_major)
+    checked = check_records(bronze, contract, tolerance)
+    flat_records(checked, payload=True).withColumn("fresh", fresh).write.mode("overwrite").parquet(
+        path
+    )
 
-    first = Window.partitionBy(*key).orderBy("partition", "offset")
-    return events.withColumn("copy", F.row_number().over(first))
+
+def _index_history(
+    spark: SparkSession, settings: Settings, spec: PipelineSpec, seen: dict[int, int], run_id: str
+) -> None:
+    """Build the bronze index of the offsets earlier silver runs saw (a table from a release
+    without it): one parse of the records before ``seen``, once."""
+    contract = load_contract(spec.contract, spec.contract_major)
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+    old = read_bronze(spark, settings, spec).where(between({}, seen))
+    record_index(
+        spark, settings, spec, flat_records(check_records(old, contract, tolerance)), 0, run_id
+    )
+    log_event(_log, "silver.index_built", pipeline=spec.name, up_to=seen)
 
 
-def _rows_written(spark: SparkSession, path: str) -> int:
-    """Rows the table's latest ``WRITE`` commit wrote (``numOutputRows``): this run's write.
-
-    The latest of its last few commits, as an auto-compaction may follow the write.
-    """
+def _kept_rows(spark: SparkSession, path: str, days: list[date], key: Sequence[str]) -> DataFrame:
+    """The key and day of silver's rows on ``days`` (an empty frame when there are none)."""
     from delta.tables import DeltaTable
-
-    for commit in DeltaTable.forPath(spark, path).history(5).collect():
-        if commit.operation == "WRITE":
-            return int((commit.operationMetrics or {}).get("numOutputRows", 0))
-    raise RuntimeError(f"No WRITE among the last commits of {path}.")
-
-
-def _after(end: dict[int, int]) -> Column:
-    """Bronze rows past the offsets ``end`` (every row when ``end`` is empty)."""
     from pyspark.sql import functions as F
 
-    condition = F.lit(True)
-    for partition, offset in end.items():
-        condition = F.when(F.col("partition") == partition, F.col("offset") >= offset).otherwise(
-            condition
-        )
-    return condition
+    if days and DeltaTable.isDeltaTable(spark, path):
+        silver = spark.read.format("delta").load(path)
+        return silver.where(F.col("event_date").isin(days)).select(*key, "event_date")
+    schema = ", ".join(f"{column} string" for column in key) + ", event_date date"
+    return spark.createDataFrame([], schema)
 
 
 def build_silver(
@@ -160,51 +179,94 @@ def build_silver(
     spec: PipelineSpec,
     run_id: str = "manual",
 ) -> SilverRun:
-    """Rebuild silver for the event days of bronze records not seen yet, and ``dates``.
+    """Add the bronze records no silver run has seen to silver, and rebuild ``dates`` from bronze.
+
+    The new records are parsed once (:func:`_stage`) and deduplicated
+    against the silver rows of the days they fall on and their neighbours
+    (:mod:`batch_layer.dedupe`), then appended to their days; the rejects
+    are appended to the rejects table, and the records' offsets per event
+    day to the bronze index. Each write carries Delta's idempotent-write pair
+    (the bronze run the records end with), so a rerun after a failure does
+    not repeat it. A day of ``dates`` is rewritten whole (``replaceWhere``)
+    from its candidates only: the bronze records the index places on it.
 
     Records the run in the pipeline ledger (days, the bronze range it has
-    seen and bronze's ``as_of``), which is where gold finds its work.
+    seen, bronze's ``as_of``, its counts and its staging folder), which is
+    where the silver gate and gold find their work.
     """
+    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     path = silver_path(settings, spec)
     ledger = Ledger(spark, settings, spec)
-    _, bronze_end = committed_range(spark, bronze_path(settings, spec))
+    bronze_run, bronze_end = committed_range(spark, bronze_path(settings, spec))
     as_of = bronze_as_of(spark, bronze_path(settings, spec))
-    bronze = read_bronze(spark, settings, spec)
-    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
-    events, rejects = parse_bronze(bronze, spec, tolerance, payload=True)
-    # The days of bronze records no silver run has seen are always rebuilt, also in
-    # a backfill: this run records bronze's end as seen, so nothing may be left out.
     last = ledger.last("silver")
     seen = {int(p): o for p, o in (last.detail.get("bronze_end", {}) if last else {}).items()}
-    fresh = events.where(_after(seen))
-    fresh_days = [r.event_date for r in fresh.select("event_date").distinct().collect()]
-    wanted = tuple(sorted(set(fresh_days) | set(dates or ())))
-    # Dedupe over all of bronze, then keep the wanted days. Not cached: with the
-    # payload, a day's events outgrow a laptop driver's cache, so the counts come
-    # from the write's commit and from a second pass that reads only the keys.
+    if seen and not DeltaTable.isDeltaTable(spark, index_path(settings, spec)):
+        _index_history(spark, settings, spec, seen, run_id)
     key = load_contract(spec.contract, spec.contract_major).key
-    in_days = F.col("event_date").isin(list(wanted))
-    if wanted:
-        chosen = number_copies(events, key).where(in_days & (F.col("copy") == 1))
+    rebuilt = sorted(set(dates or ()))
+    entry_id = uuid.uuid4().hex
+    staging = staging_path(settings, spec, entry_id)
+    fresh = between(seen, bronze_end)
+    wanted = fresh | in_ranges(ranges_of(spark, settings, spec, rebuilt)) if rebuilt else fresh
+    tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+    _stage(read_bronze(spark, settings, spec).where(wanted), spec, tolerance, fresh, staging)
+
+    staged = spark.read.parquet(staging)
+    in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
+    events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt))
+    touched = sorted(r.event_date for r in events.select("event_date").distinct().collect())
+    near = [d for d in neighbour_days(touched) if d not in rebuilt]
+    found = copies(
+        events.select(*key, "event_date", "partition", "offset"),
+        _kept_rows(spark, path, near, key),
+        key,
+    )
+    dropped = spark.createDataFrame(
+        [(r.partition, r.offset) for r in found.collect()], "partition int, offset bigint"
+    )
+    chosen = events.join(F.broadcast(dropped), ["partition", "offset"], "left_anti").select(
+        *[c for c in staged.columns if c not in _STAGING_ONLY], "partition", "offset"
+    )
+    if rebuilt:
         (
-            chosen.drop("copy", "partition", "offset")
+            chosen.where(in_rebuilt)
             .write.format("delta")
             .mode("overwrite")
             .partitionBy("event_date")
-            .option("replaceWhere", days_predicate("event_date", wanted))
+            .option("replaceWhere", days_predicate("event_date", rebuilt))
             .option("mergeSchema", "true")  # a silver table older than a column it now has
+            .option("userMetadata", run_id)
             .save(path)
         )
-    rejects.write.format("delta").mode("overwrite").save(rejects_path(settings, spec))
-    copies = number_copies(events.select(*key, "partition", "offset", "event_date"), key)
+    appended = [d for d in touched if d not in rebuilt]
+    once = {"txnAppId": f"silver:{spec.name}", "txnVersion": bronze_run, "userMetadata": run_id}
+    if appended:
+        (
+            chosen.where(~in_rebuilt)
+            .write.format("delta")
+            .mode("append")
+            .partitionBy("event_date")
+            .options(**once)
+            .option("mergeSchema", "true")
+            .save(path)
+        )
+    counts = _counts(staged, dropped, in_rebuilt)
+    if counts["records"]:
+        (
+            staged.where(F.col("fresh") & F.col("reason").isNotNull())
+            .select("partition", "offset", "raw", "reason")
+            .write.format("delta")
+            .mode("append")
+            .options(**once | {"txnAppId": f"silver_rejects:{spec.name}"})
+            .save(rejects_path(settings, spec))
+        )
+        record_index(spark, settings, spec, staged.where("fresh"), bronze_run, run_id)
+    days = tuple(sorted(set(touched) | set(rebuilt)))
     run = SilverRun(
-        path,
-        wanted,
-        _rows_written(spark, path) if wanted else 0,
-        spark.read.format("delta").load(rejects_path(settings, spec)).count(),
-        copies.where(in_days & (F.col("copy") > 1)).count() if wanted else 0,
+        path, days, counts["events"] - counts["copies"], counts["rejects"], counts["copies"]
     )
     ensure_table_properties(spark, settings, path, rejects_path(settings, spec))
     ledger.append(
@@ -212,15 +274,21 @@ def build_silver(
             "silver",
             run_id,
             datetime.now(UTC),
-            wanted,
+            days,
             as_of,
             detail={
+                "bronze_start": seen,
                 "bronze_end": bronze_end,
+                "rebuilt": [d.isoformat() for d in rebuilt],
+                "staging": staging,
+                "records": counts["records"],
+                "candidates": counts["events"],
                 "events": run.events,
                 "duplicates": run.duplicates,
                 "rejects": run.rejects,
             },
             consumed=(),  # silver's work comes from bronze's offsets, not from the ledger
+            entry_id=entry_id,
         )
     )
     log_event(
@@ -229,8 +297,38 @@ def build_silver(
         path=run.path,
         run_id=run_id,
         dates=[d.isoformat() for d in run.dates],
+        rebuilt=[d.isoformat() for d in rebuilt],
+        records=counts["records"],
         events=run.events,
         rejects=run.rejects,
         duplicates=run.duplicates,
     )
     return run
+
+
+SILVER_COLUMNS = ("event_time", "event_date", "partition", "offset")
+"""Silver's columns besides the contract's fields and the payload."""
+
+_STAGING_ONLY = ("partition", "offset", "reason", "raw", "fresh")
+"""Staging columns that are not silver's (silver keeps ``partition`` and ``offset`` last)."""
+
+
+def _counts(staged: DataFrame, dropped: DataFrame, in_rebuilt: Column) -> dict[str, int]:
+    """The run's figures, in one pass over the staging folder's small columns: new bronze
+    ``records``, their ``rejects``, the run's ``events`` (new, or on a rebuilt day) and the
+    ``copies`` among them."""
+    from pyspark.sql import functions as F
+
+    valid, fresh = F.col("reason").isNull(), F.col("fresh")
+    row = (
+        staged.select("partition", "offset", "reason", "fresh", "event_date")
+        .join(F.broadcast(dropped.withColumn("copy", F.lit(True))), ["partition", "offset"], "left")
+        .agg(
+            F.count_if(fresh).alias("records"),
+            F.count_if(fresh & ~valid).alias("rejects"),
+            F.count_if(valid & (fresh | in_rebuilt)).alias("events"),
+            F.count_if(F.col("copy").isNotNull()).alias("copies"),
+        )
+        .first()
+    )
+    return {name: int(row[name] or 0) for name in ("records", "rejects", "events", "copies")}

@@ -18,7 +18,7 @@ from core.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ensure_table_properties", "table_properties"]
+__all__ = ["delete_path", "ensure_table_properties", "rows_written", "table_properties"]
 
 
 def table_properties(settings: Settings) -> dict[str, str]:
@@ -51,3 +51,24 @@ def ensure_table_properties(
         if changed:
             assignments = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(changed.items()))
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
+
+
+def delete_path(spark: SparkSession, path: str) -> None:
+    """Delete a folder of the lake (a run's scratch files), on any file system Spark reaches."""
+    jvm = spark.sparkContext._jvm
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(target, True)
+
+
+def rows_written(spark: SparkSession, path: str, user_metadata: str) -> int:
+    """Rows of the newest write to ``path`` that carried ``user_metadata`` (from Delta's
+    ``operationMetrics``: no data is read), 0 when there is none among the last commits.
+
+    The newest of its last few commits, as an auto-compaction may follow the write.
+    """
+    from delta.tables import DeltaTable
+
+    for commit in DeltaTable.forPath(spark, path).history(5).collect():
+        if commit.operation == "WRITE" and commit.userMetadata == user_metadata:
+            return int((commit.operationMetrics or {}).get("numOutputRows", 0))
+    return 0

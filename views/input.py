@@ -31,7 +31,15 @@ if TYPE_CHECKING:
 
     from data_contracts import Contract
 
-__all__ = ["PAYLOAD", "REJECT_REASONS", "check_records", "parse_records", "rejects_of", "valid_of"]
+__all__ = [
+    "PAYLOAD",
+    "REJECT_REASONS",
+    "check_records",
+    "flat_records",
+    "parse_records",
+    "rejects_of",
+    "valid_of",
+]
 
 REJECT_REASONS = (
     "unparseable",
@@ -108,6 +116,30 @@ def rejects_of(checked: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return checked.where(F.col("reason").isNotNull()).select("partition", "offset", "raw", "reason")
+
+
+def flat_records(checked: DataFrame, *, payload: bool = False) -> DataFrame:
+    """Every record of :func:`check_records`' output in one frame, valid or not.
+
+    ``partition``, ``offset``, ``reason``, ``raw`` (the record's text, for a
+    reject only), the event's columns, ``event_time`` and ``event_date`` (for
+    a valid event only) and, with ``payload``, the whole event as a
+    ``VARIANT`` (valid events only). Its valid rows hold what
+    :func:`valid_of` gives, its rejects what :func:`rejects_of` gives: silver
+    parses each record once and splits the result afterwards.
+    """
+    from pyspark.sql import functions as F
+
+    valid = F.col("reason").isNull()
+    columns = ["partition", "offset", "reason", F.when(~valid, F.col("raw")).alias("raw"), "e.*"]
+    if payload:
+        columns.append(F.when(valid, F.try_parse_json("raw")).alias(PAYLOAD))
+    return (
+        checked.select(*columns)
+        .drop(_CORRUPT)
+        .withColumn(EVENT_TIME, F.when(valid, F.col("timestamp")))
+        .withColumn("event_date", F.to_date(EVENT_TIME))
+    )
 
 
 def parse_records(
