@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from batch_layer.pipelines import PipelineSpec
-from batch_layer.tables import ensure_table_properties
+from batch_layer.tables import BRONZE_PROPERTIES, ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.suppressions import read_suppressions
@@ -282,7 +282,7 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
         )
     rows = _written_rows(spark, path, user_metadata)
     committed = rows is not None
-    ensure_table_properties(spark, settings, path)
+    ensure_table_properties(spark, settings, path, extra=BRONZE_PROPERTIES)
     log_event(
         _log,
         "bronze.appended" if committed else "bronze.already_committed",

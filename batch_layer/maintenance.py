@@ -53,14 +53,20 @@ def lake_tables(settings: Settings, spec: PipelineSpec) -> list[str]:
 
 
 def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> dict:
-    """``OPTIMIZE`` every table; return files removed and added per table."""
+    """``OPTIMIZE`` every table (bronze Z-ordered by Kafka partition and offset, so that its
+    files stay narrow in the offsets a backfill reads); return files removed and added per
+    table."""
     from delta.tables import DeltaTable
 
     out = {}
+    bronze = bronze_path(settings, spec)
     for path in lake_tables(settings, spec):
         if not DeltaTable.isDeltaTable(spark, path):
             continue
-        metrics = DeltaTable.forPath(spark, path).optimize().executeCompaction().collect()[0]
+        builder = DeltaTable.forPath(spark, path).optimize()
+        # Bronze's files stay narrow in (partition, offset), which backfills prune by.
+        done = builder.executeZOrderBy("partition", "offset") if path == bronze else None
+        metrics = (done or builder.executeCompaction()).collect()[0]
         stats = metrics.metrics
         out[path] = {"removed": stats.numFilesRemoved, "added": stats.numFilesAdded}
     log_event(_log, "maintenance.optimized", pipeline=spec.name, tables=out)

@@ -213,7 +213,14 @@ def check_silver(
     from data_contracts import load_contract
     from data_contracts.derive import expectation_suite, validate_dataframe
 
-    checked = pending(Ledger(spark, settings, spec).entries(), "silver", "gold")
+    entries = Ledger(spark, settings, spec).entries()
+    checked = pending(entries, "silver", "gold")
+    passed_before = {
+        entry_id
+        for gate in entries
+        if gate.step == "gate" and gate.detail.get("stage") == "silver" and gate.passed
+        for entry_id in gate.consumed or ()
+    }
     days = sorted({day for e in checked for day in e.days})
     report = GateReport(
         spec.name, "silver", run_id, [d.isoformat() for d in days], datetime.now(UTC).isoformat()
@@ -231,8 +238,9 @@ def check_silver(
                 "silver keeps the whole event (payload column)", 1, int(PAYLOAD in chosen.columns)
             )
         )
-        for entry in checked:
-            report.reconciliations += _reconcile_silver_run(spark, settings, spec, entry)
+        for entry in checked:  # a run a passed gate reconciled has no staging left
+            if entry.entry_id not in passed_before:
+                report.reconciliations += _reconcile_silver_run(spark, settings, spec, entry)
     concluded = _conclude(spark, settings, spec, report, checked)
     for entry in checked:
         if "staging" in entry.detail:

@@ -74,8 +74,15 @@ class SilverRun:
     path: str
     dates: tuple[date, ...]
     events: int
+    """Silver rows the run wrote (appended, or on the days it rebuilt)."""
     rejects: int
+    """Rejects among the new bronze records."""
     duplicates: int
+    """Copies dropped among the run's events."""
+    parsed: int = 0
+    """Bronze records the run read and parsed: the new ones and a rebuilt day's candidates."""
+    bronze_files: tuple[int, int] = (0, 0)
+    """(bronze files the run read, files bronze holds): what Delta's data skipping left."""
 
 
 def silver_path(settings: Settings, spec: PipelineSpec) -> str:
@@ -212,7 +219,10 @@ def build_silver(
     fresh = between(seen, bronze_end)
     wanted = fresh | in_ranges(ranges_of(spark, settings, spec, rebuilt)) if rebuilt else fresh
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
-    _stage(read_bronze(spark, settings, spec).where(wanted), spec, tolerance, fresh, staging)
+    bronze = read_bronze(spark, settings, spec)
+    read = bronze.where(wanted)
+    files = (len(read.inputFiles()), len(bronze.inputFiles()))  # from the Delta log, pruned
+    _stage(read, spec, tolerance, fresh, staging)
 
     staged = spark.read.parquet(staging)
     in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
@@ -266,7 +276,13 @@ def build_silver(
         record_index(spark, settings, spec, staged.where("fresh"), bronze_run, run_id)
     days = tuple(sorted(set(touched) | set(rebuilt)))
     run = SilverRun(
-        path, days, counts["events"] - counts["copies"], counts["rejects"], counts["copies"]
+        path,
+        days,
+        counts["events"] - counts["copies"],
+        counts["rejects"],
+        counts["copies"],
+        counts["parsed"],
+        files,
     )
     ensure_table_properties(spark, settings, path, rejects_path(settings, spec))
     ledger.append(
@@ -282,6 +298,8 @@ def build_silver(
                 "rebuilt": [d.isoformat() for d in rebuilt],
                 "staging": staging,
                 "records": counts["records"],
+                "parsed": counts["parsed"],
+                "bronze_files": list(files),
                 "candidates": counts["events"],
                 "events": run.events,
                 "duplicates": run.duplicates,
@@ -299,6 +317,8 @@ def build_silver(
         dates=[d.isoformat() for d in run.dates],
         rebuilt=[d.isoformat() for d in rebuilt],
         records=counts["records"],
+        parsed=run.parsed,
+        bronze_files=list(files),
         events=run.events,
         rejects=run.rejects,
         duplicates=run.duplicates,
@@ -314,9 +334,9 @@ _STAGING_ONLY = ("partition", "offset", "reason", "raw", "fresh")
 
 
 def _counts(staged: DataFrame, dropped: DataFrame, in_rebuilt: Column) -> dict[str, int]:
-    """The run's figures, in one pass over the staging folder's small columns: new bronze
-    ``records``, their ``rejects``, the run's ``events`` (new, or on a rebuilt day) and the
-    ``copies`` among them."""
+    """The run's figures, in one pass over the staging folder's small columns: records
+    ``parsed``, the new bronze ``records`` among them, their ``rejects``, the run's
+    ``events`` (new, or on a rebuilt day) and the ``copies`` among them."""
     from pyspark.sql import functions as F
 
     valid, fresh = F.col("reason").isNull(), F.col("fresh")
@@ -324,6 +344,7 @@ def _counts(staged: DataFrame, dropped: DataFrame, in_rebuilt: Column) -> dict[s
         staged.select("partition", "offset", "reason", "fresh", "event_date")
         .join(F.broadcast(dropped.withColumn("copy", F.lit(True))), ["partition", "offset"], "left")
         .agg(
+            F.count("*").alias("parsed"),
             F.count_if(fresh).alias("records"),
             F.count_if(fresh & ~valid).alias("rejects"),
             F.count_if(valid & (fresh | in_rebuilt)).alias("events"),
@@ -331,4 +352,4 @@ def _counts(staged: DataFrame, dropped: DataFrame, in_rebuilt: Column) -> dict[s
         )
         .first()
     )
-    return {name: int(row[name] or 0) for name in ("records", "rejects", "events", "copies")}
+    return {k: int(row[k] or 0) for k in ("parsed", "records", "rejects", "events", "copies")}

@@ -18,7 +18,23 @@ from core.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["delete_path", "ensure_table_properties", "rows_written", "table_properties"]
+BRONZE_PROPERTIES = {
+    "delta.autoOptimize.optimizeWrite": "false",
+    "delta.autoOptimize.autoCompact": "false",
+}
+"""Bronze keeps each run's files as written: one per Kafka partition (the source's tasks),
+whose ``partition``/``offset`` statistics let a backfill's offset ranges skip every other
+file (:mod:`batch_layer.bronze_index`). Optimized writes and auto-compaction would mix
+partitions and runs into files whose statistics span days; the maintenance ``OPTIMIZE``
+Z-orders bronze by ``(partition, offset)`` instead."""
+
+__all__ = [
+    "BRONZE_PROPERTIES",
+    "delete_path",
+    "ensure_table_properties",
+    "rows_written",
+    "table_properties",
+]
 
 
 def table_properties(settings: Settings) -> dict[str, str]:
