@@ -29,6 +29,7 @@ so no rebuild or backfill brings them back.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -222,7 +223,9 @@ def build_silver(
     bronze = read_bronze(spark, settings, spec)
     read = bronze.where(wanted)
     files = (len(read.inputFiles()), len(bronze.inputFiles()))  # from the Delta log, pruned
+    clock = time.monotonic()
     _stage(read, spec, tolerance, fresh, staging)
+    seconds = {"parse": time.monotonic() - clock}
 
     staged = spark.read.parquet(staging)
     in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
@@ -237,6 +240,7 @@ def build_silver(
     dropped = spark.createDataFrame(
         [(r.partition, r.offset) for r in found.collect()], "partition int, offset bigint"
     )
+    seconds["dedupe"] = time.monotonic() - clock - seconds["parse"]
     chosen = events.join(F.broadcast(dropped), ["partition", "offset"], "left_anti").select(
         *[c for c in staged.columns if c not in _STAGING_ONLY], "partition", "offset"
     )
@@ -274,6 +278,7 @@ def build_silver(
             .save(rejects_path(settings, spec))
         )
         record_index(spark, settings, spec, staged.where("fresh"), bronze_run, run_id)
+    seconds["write"] = time.monotonic() - clock - seconds["parse"] - seconds["dedupe"]
     days = tuple(sorted(set(touched) | set(rebuilt)))
     run = SilverRun(
         path,
@@ -304,6 +309,7 @@ def build_silver(
                 "events": run.events,
                 "duplicates": run.duplicates,
                 "rejects": run.rejects,
+                "seconds": {k: round(v, 2) for k, v in seconds.items()},
             },
             consumed=(),  # silver's work comes from bronze's offsets, not from the ledger
             entry_id=entry_id,
@@ -322,6 +328,7 @@ def build_silver(
         events=run.events,
         rejects=run.rejects,
         duplicates=run.duplicates,
+        seconds={k: round(v, 2) for k, v in seconds.items()},
     )
     return run
 

@@ -59,15 +59,16 @@ CHUNK = 50_000
 # -- data -------------------------------------------------------------------------------------
 
 
-def simulated_day(events: int, seed: int) -> list:
-    """``events`` distinct events from midnight over ~24 h, with a realistic share of faults."""
+def simulated_day(events: int, seed: int, days: int = 1) -> list:
+    """``events`` distinct events from midnight over ~24 h (``days`` days), with a realistic
+    share of faults."""
     from ingest.simulator import SimulatorConfig, generate
 
     return generate(
         SimulatorConfig(
             seed=seed,
             events=events,
-            rate=events / 86_400,
+            rate=events / (86_400 * days),
             start=DAY,
             users=max(1000, events // 20),
             duplicate_rate=0.01,
@@ -279,6 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--day-events", type=int, default=1_000_000, help="events of the day (0: skip)"
     )
+    parser.add_argument(
+        "--backfill-days", type=int, default=30, help="days of bronze of the backfill (0: skip)"
+    )
+    parser.add_argument("--backfill-day-events", type=int, default=30_000)
+    parser.add_argument(
+        "--dag-pair-events",
+        type=int,
+        default=10_000,
+        help="new events of the hourly DAG pair through Airflow (0: skip)",
+    )
     parser.add_argument("--warmup-events", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=1, help="comparison rounds, order alternated")
     parser.add_argument("--seed", type=int, default=7)
@@ -383,12 +394,31 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio": pipe["events_per_s"] / raw["events_per_s"],
                 "backfill": _summary(in_day, steps) | {"events_of_day": in_day},
             }
+        if args.backfill_days:
+            from bench.batch_backfill import run_backfill_phase
+
+            result["backfill"] = run_backfill_phase(
+                spark,
+                topic_with,
+                _with_lake,
+                run_pipeline,
+                root,
+                meter,
+                args.backfill_days,
+                args.backfill_day_events,
+                args.seed + 3,
+            )
     finally:
         meter.stop()
         spark.stop()
         if not args.keep:
             admin.delete_topics(topics)
             shutil.rmtree(root, ignore_errors=True)
+    if args.dag_pair_events:
+        from bench.batch_dags import run_dag_pair
+
+        print(f"[bench] hourly DAG pair over {args.dag_pair_events:,} events ...", flush=True)
+        result["dag_pair"] = run_dag_pair(base, events=args.dag_pair_events)
     result["load_average"] = {
         "before": round(load_before[0], 2),
         "during_mean": round(statistics.fmean(meter.load), 2) if meter.load else None,
@@ -439,6 +469,27 @@ def _print(result: dict) -> None:
             f"{day['pipeline']['seconds']:.0f}s (raw {day['raw']['seconds']:.0f}s, "
             f"ratio {day['ratio']:.1%}); backfill of the day {day['backfill']['seconds']:.0f}s; "
             f"produced in {day['produce_s']:.0f}s"
+        )
+    if "backfill" in result:
+        b = result["backfill"]
+        print(
+            f"backfill of {b['day']} among {b['days']} days of bronze: "
+            f"{b['among']['seconds']:.1f}s (read {b['among']['bronze_files'][0]} of "
+            f"{b['among']['bronze_files'][1]} bronze files, parsed {b['among']['parsed']:,}); "
+            f"alone: {b['alone']['seconds']:.1f}s (parsed {b['alone']['parsed']:,}); "
+            f"ratio {b['ratio']:.2f} (target <= 1.5)"
+        )
+        for step in b["among"]["steps"]:
+            print(
+                f"  {step}: {b['among']['steps'][step]['seconds']:.1f}s among, "
+                f"{b['alone']['steps'][step]['seconds']:.1f}s alone"
+            )
+    if "dag_pair" in result:
+        pair = result["dag_pair"]
+        print(f"hourly DAG pair through Airflow: {pair.get('seconds')}s (target <= 90 s)")
+    if "day" in result:
+        print(
+            f"Kafka -> gold at the day's size: {result['day']['ratio']:.1%} of raw (target >= 20%)"
         )
     load = result["load_average"]
     print(
