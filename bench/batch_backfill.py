@@ -29,8 +29,8 @@ BACKFILL = ("silver", "check_silver", "gold", "check_gold")
 
 
 def _take_in(spark: Any, settings: Settings, events: list, produce: Any) -> None:
-    """Produce ``events`` a day at a time, a bronze run after each day; then one silver run
-    and its gate, as the hourly pipeline would have left them."""
+    """Produce ``events`` a day at a time, a bronze run after each day; then silver, gold and
+    their gates, as the hourly pipeline would have left them."""
     from batch_layer.__main__ import run_step
     from batch_layer.pipelines import WEB_EVENTS
 
@@ -41,7 +41,7 @@ def _take_in(spark: Any, settings: Settings, events: list, produce: Any) -> None
         run_step(spark, settings, "bronze", WEB_EVENTS, "bench-daily", None)
         days += 1
     print(f"[bench]   {days} daily bronze runs in {time.perf_counter() - started:.0f}s", flush=True)
-    for step in ("silver", "check_silver"):
+    for step in ("silver", "check_silver", "gold", "check_gold"):
         run_step(spark, settings, step, WEB_EVENTS, "bench-daily", None)
 
 
