@@ -15,7 +15,9 @@ success, 3 when a quality gate failed, 4 when the speed and batch views
 disagree beyond the threshold (the report goes to stderr first), 1 on any
 other error.
 
-This file is also the application the DAGs hand to ``spark-submit``.
+This file is also the application the DAGs hand to ``spark-submit`` on a cluster;
+``python -m batch_layer serve`` runs the step server the local DAGs submit to
+(:mod:`batch_layer.server`).
 """
 
 from __future__ import annotations
@@ -163,8 +165,22 @@ def run_steps(
     return summary, 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m batch_layer", description=__doc__)
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors raise :class:`ValueError` when ``raising``: the step
+    server checks a request's arguments with it and answers 400, where the CLI exits."""
+
+    raising = False
+
+    def error(self, message: str):  # type: ignore[override]
+        if self.raising:
+            raise ValueError(message)
+        super().error(message)
+
+
+def step_parser(*, raising: bool = False) -> argparse.ArgumentParser:
+    """The arguments of one step run, as the CLI and the step server take them."""
+    parser = _Parser(prog="python -m batch_layer", description=__doc__)
+    parser.raising = raising
     parser.add_argument("step", choices=(*ALL_STEPS, "all", *MAINTENANCE_STEPS, FORGET_STEPS[0]))
     parser.add_argument(
         "--pipeline", default=PIPELINES[0].name, choices=[p.name for p in PIPELINES]
@@ -180,9 +196,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--user", default=None, help="forget: the userId or anonymousId whose data to erase"
     )
+    return parser
+
+
+def parse_step_args(argv: list[str], *, raising: bool = False) -> argparse.Namespace:
+    """``argv`` checked: the step, the pipeline, the run id (a timestamp by default)..."""
+    parser = step_parser(raising=raising)
     args = parser.parse_args(argv)
     if args.step == "forget" and not args.user:
         parser.error("forget needs --user ID (a userId or an anonymousId).")
+    args.run_id = args.run_id or time.strftime("manual__%Y-%m-%dT%H:%M:%S")
+    args.steps = ALL_STEPS if args.step == "all" else (args.step,)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:  # the long-running step server (batch_layer/server.py)
+        from batch_layer.server import main as serve
+
+        return serve(argv[1:])
+    args = parse_step_args(argv)
     configure_logging()
 
     from core.settings import load_settings
@@ -190,11 +224,11 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings()
     spec = pipeline(args.pipeline).validate()
-    run_id = args.run_id or time.strftime("manual__%Y-%m-%dT%H:%M:%S")
-    steps = ALL_STEPS if args.step == "all" else (args.step,)
     spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}")
     try:
-        summary, code = run_steps(spark, settings, steps, spec, run_id, args.dates, args.user)
+        summary, code = run_steps(
+            spark, settings, args.steps, spec, args.run_id, args.dates, args.user
+        )
     finally:
         spark.stop()
     print(json.dumps(summary, default=str), flush=True)

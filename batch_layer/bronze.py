@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -168,17 +169,31 @@ def speed_watermarks(spark: SparkSession, path: str, as_of: datetime) -> dict[st
 
 def _watermarks(settings: Settings, topic: str, timeout_s: float) -> dict[int, tuple[int, int]]:
     """Each partition's (low, high) watermark now."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    electing = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
 
     consumer = Consumer(settings.kafka.client_config() | {"group.id": f"bronze-probe-{topic}"})
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
         if metadata.error is not None:
             raise RuntimeError(f"Topic {topic!r} is not readable: {metadata.error}")
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            for p in sorted(metadata.partitions)
-        }
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return {
+                    p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+                    for p in sorted(metadata.partitions)
+                }
+            except KafkaException as error:  # a new topic's leaders are still being elected
+                code = error.args[0].code()
+                if code not in electing or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
 

@@ -13,10 +13,12 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["configure_logging", "get_logger", "log_event"]
+__all__ = ["JsonFormatter", "configure_logging", "get_logger", "log_event"]
 
 
-class _JsonFormatter(logging.Formatter):
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, event and the record's fields."""
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
@@ -35,9 +37,9 @@ def configure_logging(level: str = "INFO") -> None:
     """Send the root logger's records to stderr as JSON lines (idempotent)."""
     root = logging.getLogger()
     root.setLevel(level)
-    if not any(isinstance(h.formatter, _JsonFormatter) for h in root.handlers):
+    if not any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_JsonFormatter())
+        handler.setFormatter(JsonFormatter())
         root.addHandler(handler)
     for noisy in ("py4j", "cassandra", "urllib3", "httpx", "httpcore", "great_expectations"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

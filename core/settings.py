@@ -272,6 +272,14 @@ class BatchSettings(_Section):
     expire while the step reads them."""
     spark_submit: str = str(PROJECT_ROOT / ".venv" / "bin" / "spark-submit")
     """The ``spark-submit`` the DAGs run jobs with (the Spark environment's, not Airflow's)."""
+    runner: Literal["server", "submit"] = "server"
+    """How a DAG task runs its step. ``server``: it submits the step to the batch step server
+    (``python -m batch_layer serve``, one long-lived Spark application: no JVM start per task);
+    ``submit``: a ``spark-submit`` per task against ``WAP_SPARK__MASTER`` (a cluster)."""
+    step_server_host: str = "127.0.0.1"
+    """Interface of the batch step server."""
+    step_server_port: int = Field(default=8095, ge=1, le=65535)
+    """Port of the batch step server."""
 
 
 class ServingSettings(_Section):

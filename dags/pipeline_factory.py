@@ -28,12 +28,20 @@ Every task of a pipeline's DAGs runs in the pipeline's Airflow pool
 (``spec.pool``, one slot, created by ``platformctl up airflow``): the DAGs
 share the pipeline's tables and ledger, so their steps run one at a time.
 
-Every task is a ``spark-submit`` of ``batch_layer/__main__.py STEP`` through
-the Spark provider: no Spark driver runs inside Airflow. The Spark master
-comes from the ``spark_platform`` connection (``AIRFLOW_CONN_SPARK_PLATFORM``,
-set from ``WAP_SPARK__MASTER``); the ``WAP_*`` settings reach the job through
-the worker's environment, never through the DAG (no secrets in task
-parameters). A failed quality gate exits with code 3, fails its task and so
+Every task runs ``batch_layer/__main__.py STEP`` outside Airflow: no Spark
+driver runs inside it. How is ``WAP_BATCH__RUNNER``:
+
+- ``server`` (the local default): a :class:`batch_step.BatchStepOperator`
+  sends the step to the batch step server (``python -m batch_layer serve``,
+  the ``batch`` service of ``platformctl``), one long-lived Spark
+  application, so a task does not pay a JVM and SparkSession start;
+- ``submit``: a ``spark-submit`` through the Spark provider, against the
+  ``spark_platform`` connection (``AIRFLOW_CONN_SPARK_PLATFORM``, set from
+  ``WAP_SPARK__MASTER``), as on a cluster.
+
+Same task ids, pools, assets and retries either way. The ``WAP_*`` settings
+reach the job through the server's or the worker's environment, never
+through the DAG (no secrets in task parameters). A failed quality gate exits with code 3, fails its task and so
 stops the chain before publish: the boundary does not move. A reconcile that
 finds drift exits with code 4 after publish: the boundary has moved (the
 batch rows are right), the alert is about the speed rows.
@@ -45,7 +53,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, Param, chain
+from airflow.sdk import DAG, Asset, BaseOperator, Param, chain
+from batch_step import BatchStepOperator
 
 from batch_layer.pipelines import PipelineSpec
 from core.settings import PROJECT_ROOT, Settings
@@ -88,17 +97,25 @@ def _step(
     extra_args: tuple[str, ...] = (),
     outlets: list[Asset] | None = None,
     retries: int = 2,
-) -> SparkSubmitOperator:
+) -> BaseOperator:
+    """The task of one step: on the step server, or a ``spark-submit`` (``batch.runner``)."""
+    args = [step, "--pipeline", spec.name, "--run-id", "{{ run_id }}", *extra_args]
+    common = {
+        "task_id": step,
+        "pool": spec.pool,
+        "pool_slots": 1,
+        "outlets": outlets or [],
+        "retries": retries,
+        "retry_delay": timedelta(minutes=1),
+    }
+    if settings.batch.runner == "server":
+        server = f"http://{settings.batch.step_server_host}:{settings.batch.step_server_port}"
+        return BatchStepOperator(server=server, application_args=args, **common)
     return SparkSubmitOperator(
-        task_id=step,
         application=APPLICATION,
-        application_args=[step, "--pipeline", spec.name, "--run-id", "{{ run_id }}", *extra_args],
+        application_args=args,
         name=f"{spec.name}-{step}",
-        pool=spec.pool,
-        pool_slots=1,
-        outlets=outlets or [],
-        retries=retries,
-        retry_delay=timedelta(minutes=1),
+        **common,
         **_submit_kwargs(settings, spec),
     )
 

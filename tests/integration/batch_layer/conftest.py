@@ -104,3 +104,50 @@ def gold_page_views(spark):
         return got
 
     return read
+
+
+@pytest.fixture
+def step_server(pipeline_settings: Settings, tmp_path):
+    """A batch step server (``python -m batch_layer serve``) with this test's settings on a
+    free port; yields the settings that point at it (what the DAGs' tasks submit to)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from core.settings import PROJECT_ROOT, settings_env
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    batch = pipeline_settings.batch.model_copy(update={"step_server_port": port})
+    settings = pipeline_settings.model_copy(update={"batch": batch})
+    log = (tmp_path / "step-server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batch_layer", "serve"],
+        env={**os.environ, **settings_env(settings)},
+        cwd=PROJECT_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError((tmp_path / "step-server.log").read_text()[-3000:])
+        time.sleep(0.5)
+    yield settings
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()

@@ -1,9 +1,11 @@
-"""The pipeline's DAGs run end to end in real Airflow, every task a real spark-submit.
+"""The pipeline's DAGs run end to end in real Airflow, every task a real step run.
 
 ``dag.test()`` runs ``web_events_ingest`` then ``web_events_views`` (as the
-silver asset would trigger it) in Airflow's own venv; each task submits
-``batch_layer/__main__.py`` to the local Spark master through the Spark
-provider, with this test's settings in the environment. The steps' reruns,
+silver asset would trigger it) in Airflow's own venv; each task submits its
+step to a batch step server (``python -m batch_layer serve``) started with
+this test's settings, as the local platform runs them. The DAG files are
+also parsed with ``WAP_BATCH__RUNNER=submit``, where each task is a
+``spark-submit`` through the Spark provider. The steps' reruns,
 backfills and gate failures are tested in-process in ``test_pipeline.py``
 (the same code each task submits); the demo runs these DAGs through the
 real scheduler.
@@ -28,7 +30,7 @@ from ingest.simulator.direct import produce_direct
 from layout import read_boundaries
 from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 
-# Six spark-submits (each a JVM start) on two cores: minutes, not seconds.
+# Seven steps and a step server's start on two cores: minutes, not seconds.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 RUNNER = Path(__file__).parents[1] / "airflow_runner.py"
@@ -37,9 +39,10 @@ VIEWS = ("gold", "check_gold", "publish", "reconcile")
 
 
 @pytest.fixture
-def run_dag(pipeline_settings: Settings, tmp_path):
-    """``run_dag(dag_id, conf=None) -> result``: one ``dag.test()`` run in Airflow's venv."""
-    settings = pipeline_settings
+def run_dag(step_server: Settings, tmp_path):
+    """``run_dag(dag_id, conf=None) -> result``: one ``dag.test()`` run in Airflow's venv, its
+    tasks submitted to a step server with this test's settings."""
+    settings = step_server
     python = ensure_airflow_venv(
         settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
     )
@@ -63,8 +66,8 @@ def run_dag(pipeline_settings: Settings, tmp_path):
     return run
 
 
-def test_pipeline_dags_run_end_to_end(spark, pipeline_settings, run_dag, gold_page_views):
-    settings = pipeline_settings
+def test_pipeline_dags_run_end_to_end(spark, step_server, run_dag, gold_page_views):
+    settings = step_server
     events = generate(
         SimulatorConfig(
             seed=5,
@@ -111,6 +114,8 @@ pools = {f"{dag_id}.{t.task_id}": [t.pool, t.pool_slots] for dag_id, t in tasks}
 upstream = {f"{dag_id}.{t.task_id}": sorted(t.upstream_task_ids) for dag_id, t in tasks}
 spark = sorted(m for m in sys.modules if m.split(".")[0] in {"pyspark", "py4j", "delta", "views"})
 errors = {k: str(v) for k, v in bag.import_errors.items()}
+operators = {f"{dag_id}.{t.task_id}": [type(t).__name__, getattr(t, "server", None)]
+             for dag_id, t in tasks}
 # The forget DAGs' tasks rendered as a run with params {"user": ...} renders them.
 context = {"params": {"user": "user-000042"}, "run_id": "manual__forget-1"}
 forget = {
@@ -128,18 +133,24 @@ forget = {
     if d.dag_id.endswith("_forget")
 }
 print(json.dumps({"errors": errors, "pools": pools, "upstream": upstream,
-                  "spark_modules": spark, "forget": forget}))
+                  "spark_modules": spark, "forget": forget, "operators": operators}))
 """
 
 
-@pytest.fixture(scope="module")
-def parsed_dags(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The DAG folder parsed in Airflow's venv as the DAG processor parses it."""
+@pytest.fixture(scope="module", params=["server", "submit"])
+def parsed_dags(request, settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The DAG folder parsed in Airflow's venv as the DAG processor parses it, with the tasks
+    run by the step server and by ``spark-submit`` (``WAP_BATCH__RUNNER``)."""
     python = ensure_airflow_venv(
         settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
     )
     home = tmp_path_factory.mktemp("airflow")
-    env = {**os.environ, **airflow_env(home, settings.airflow.dags_folder)}
+    batch = settings.batch.model_copy(update={"runner": request.param})
+    env = {
+        **os.environ,
+        **settings_env(settings.model_copy(update={"batch": batch})),
+        **airflow_env(home, settings.airflow.dags_folder),
+    }
     proc = subprocess.run(
         [str(python), "-c", _PARSE_DAGS], env=env, capture_output=True, text=True, timeout=600
     )
@@ -147,7 +158,20 @@ def parsed_dags(settings: Settings, tmp_path_factory: pytest.TempPathFactory) ->
     assert lines, proc.stderr[-4000:]
     loaded = json.loads(lines[-1])
     assert loaded["errors"] == {}
-    return loaded
+    return loaded | {"runner": request.param, "batch": batch}
+
+
+def test_every_task_runs_its_step_where_the_settings_say(parsed_dags: dict):
+    """``server``: every task submits to the step server of the settings; ``submit``: every
+    task is a ``spark-submit``; the same tasks either way."""
+    operators = parsed_dags["operators"]
+    assert len(operators) == len(parsed_dags["pools"]) > 0
+    batch = parsed_dags["batch"]
+    if parsed_dags["runner"] == "server":
+        url = f"http://{batch.step_server_host}:{batch.step_server_port}"
+        assert set(map(tuple, operators.values())) == {("BatchStepOperator", url)}
+    else:
+        assert {name for name, _ in operators.values()} == {"SparkSubmitOperator"}
 
 
 def test_every_task_of_a_pipeline_runs_in_its_one_pool(parsed_dags: dict):
