@@ -5,7 +5,7 @@ environment builders) and exports its :class:`~platformctl.services.base.Service
 record(s); :mod:`platformctl.platform` starts, probes and stops them in this order.
 """
 
-from platformctl.services import airflow, cassandra, collector, kafka, serving, speed
+from platformctl.services import airflow, batch, cassandra, collector, kafka, serving, speed
 from platformctl.services.base import Service
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "Service",
     "airflow",
     "base",
+    "batch",
     "cassandra",
     "collector",
     "kafka",
@@ -26,6 +27,7 @@ REGISTRY: tuple[Service, ...] = (
     collector.SERVICE,
     speed.SERVICE,
     serving.SERVICE,
+    batch.SERVICE,
     *airflow.SERVICES,
 )
 """Every local service, each after the services it requires; ``down`` stops in reverse."""

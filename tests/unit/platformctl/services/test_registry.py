@@ -24,6 +24,7 @@ def test_every_service_is_a_record_with_a_process_builder_and_a_probe(tmp_path):
         "collector",
         "speed",
         "serving",
+        "batch",
         "airflow-api-server",
         "airflow-dag-processor",
         "airflow-scheduler",
@@ -52,10 +53,12 @@ def test_every_service_comes_after_the_services_it_requires():
         for required in service.requires:
             assert required in NAMES[:position], f"{service.name} starts before {required}"
     # The topics and the keyspace exist before anything produces or writes.
-    for name in ("collector", "speed", "serving"):
+    for name in ("collector", "speed", "serving", "batch"):
         assert NAMES.index("kafka") < NAMES.index(name)
         assert NAMES.index("cassandra") < NAMES.index(name)
     assert {"kafka", "cassandra"} <= set(REGISTRY[NAMES.index("speed")].requires)
+    # The DAGs' tasks submit their steps to the batch step server: it is up before Airflow.
+    assert NAMES.index("batch") < NAMES.index("airflow-scheduler")
 
 
 def test_the_steps_of_up_are_where_the_services_need_them():
