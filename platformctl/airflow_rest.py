@@ -36,6 +36,8 @@ __all__ = [
     "ensure_pool",
     "health",
     "progress_line",
+    "runs_since",
+    "task_instances",
     "trigger",
     "trigger_and_wait",
     "unpause",
@@ -206,6 +208,21 @@ def trigger(settings: Settings, dag_id: str, conf: Mapping[str, Any] | None = No
     with _client(settings) as client:
         body = {"logical_date": None, "conf": dict(conf or {})}
         return _call(client, "POST", f"{_dag(dag_id)}/dagRuns", json=body).json()["dag_run_id"]
+
+
+def task_instances(settings: Settings, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The task instances of one run (states, queued, start and end times, durations)."""
+    with _client(settings) as client:
+        return _call(client, "GET", f"{_run(dag_id, run_id)}/taskInstances").json()[
+            "task_instances"
+        ]
+
+
+def runs_since(settings: Settings, dag_id: str, after: datetime) -> list[dict[str, Any]]:
+    """The runs of ``dag_id`` due at or after ``after``, oldest first."""
+    params = {"run_after_gte": after.isoformat(), "order_by": "run_after", "limit": 50}
+    with _client(settings) as client:
+        return _call(client, "GET", f"{_dag(dag_id)}/dagRuns", params=params).json()["dag_runs"]
 
 
 def progress_line(run: Mapping[str, Any], task_instances: Iterable[Mapping[str, Any]]) -> str:
