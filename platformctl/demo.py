@@ -75,7 +75,8 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
 
     settings = demo_settings(settings)
     install(settings)
-    restarted = platform.down(settings, platform.AIRFLOW_SERVICES)  # to take the demo's settings
+    # The DAGs' scheduler and the step server their tasks run on take the demo's settings.
+    restarted = platform.down(settings, ("batch", *platform.AIRFLOW_SERVICES))
     timings = platform.up(settings)
     if restarted:
         _say("platform", f"restarted {', '.join(restarted)} with the demo's batch settings")
