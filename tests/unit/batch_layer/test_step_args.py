@@ -1,0 +1,37 @@
+"""A step request's arguments are checked by the CLI's own parser, raising where it would exit."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from batch_layer.__main__ import ALL_STEPS, parse_step_args
+
+
+def test_a_request_gets_the_cli_defaults():
+    args = parse_step_args(["silver", "--dates", "2024-03-01..2024-03-02"], raising=True)
+    assert (args.pipeline, args.steps) == ("web_events", ("silver",))
+    assert args.dates == [date(2024, 3, 1), date(2024, 3, 2)]
+    assert args.run_id.startswith("manual__")
+    assert parse_step_args(["all"], raising=True).steps == ALL_STEPS
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["nonsense"], "invalid choice: 'nonsense'"),
+        (["silver", "--pipeline", "nope"], "invalid choice: 'nope'"),
+        (["silver", "--dates", "2024-03-02..2024-03-01"], "ends before it starts"),
+        (["forget"], "forget needs --user ID"),
+        ([], "the following arguments are required: step"),
+    ],
+)
+def test_a_bad_request_raises_the_cli_message(argv, message):
+    with pytest.raises(ValueError, match=message):
+        parse_step_args(argv, raising=True)
+
+
+def test_the_cli_still_exits_on_a_bad_argument():
+    with pytest.raises(SystemExit):
+        parse_step_args(["nonsense"])
