@@ -69,7 +69,7 @@ def test_a_bad_request_is_refused_with_the_cli_message(step_server):
     unknown = _submit(settings, "nonsense")
     assert unknown.status_code == 400 and "invalid choice: 'nonsense'" in unknown.json()["message"]
     dates = _submit(settings, "silver", "--dates", "2024-02-30")
-    assert dates.status_code == 400 and "2024-02-30" in dates.json()["message"]
+    assert dates.status_code == 400 and "day is out of range" in dates.json()["message"]
     body = httpx.post(f"{_url(settings)}/steps", json={"step": "bronze"})
     assert body.status_code == 400 and '{"args"' in body.json()["message"]
     assert httpx.get(f"{_url(settings)}/steps/nope").status_code == 404
