@@ -60,6 +60,7 @@ __all__ = [
     "BronzeRun",
     "bronze_as_of",
     "bronze_path",
+    "bronze_state",
     "committed_range",
     "earliest_offsets",
     "ingest_bronze",
@@ -131,6 +132,17 @@ def bronze_as_of(spark: SparkSession, path: str) -> datetime | None:
     """When a committed run last fixed its stable end: bronze holds the log up to then."""
     times = [datetime.fromisoformat(m["as_of"]) for m in _metas(spark, path) if "as_of" in m]
     return max(times, default=None)
+
+
+def bronze_state(spark: SparkSession, path: str) -> tuple[int, dict[int, int], datetime | None]:
+    """:func:`committed_range` and :func:`bronze_as_of` from one read of the history."""
+    metas = _metas(spark, path)
+    if not metas:
+        return 0, {}, None
+    meta = max(metas, key=lambda m: int(m["run"]))
+    times = [datetime.fromisoformat(m["as_of"]) for m in metas if "as_of" in m]
+    end = {int(p): int(o) for p, o in meta["end"].items()}
+    return int(meta["run"]), end, max(times, default=None)
 
 
 def speed_watermarks_at(metas: list[dict], as_of: datetime) -> dict[str, datetime]:

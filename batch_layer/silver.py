@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from batch_layer.bronze import bronze_as_of, bronze_path, committed_range
+from batch_layer.bronze import bronze_path, bronze_state
 from batch_layer.bronze_index import between, in_ranges, index_path, ranges_of, record_index
 from batch_layer.dedupe import copies, neighbour_days
 from batch_layer.ledger import Entry, Ledger
@@ -207,8 +207,7 @@ def build_silver(
 
     path = silver_path(settings, spec)
     ledger = Ledger(spark, settings, spec)
-    bronze_run, bronze_end = committed_range(spark, bronze_path(settings, spec))
-    as_of = bronze_as_of(spark, bronze_path(settings, spec))
+    bronze_run, bronze_end, as_of = bronze_state(spark, bronze_path(settings, spec))
     last = ledger.last("silver")
     seen = {int(p): o for p, o in (last.detail.get("bronze_end", {}) if last else {}).items()}
     if seen and not DeltaTable.isDeltaTable(spark, index_path(settings, spec)):

@@ -60,13 +60,20 @@ def ensure_table_properties(
 
     wanted = table_properties(settings) | (extra or {})
     for path in paths:
-        if not DeltaTable.isDeltaTable(spark, path):
+        done = (path, tuple(sorted(wanted.items())))
+        if done in _ENSURED or not DeltaTable.isDeltaTable(spark, path):
             continue
         current = DeltaTable.forPath(spark, path).detail().collect()[0].properties or {}
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
         if changed:
             assignments = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(changed.items()))
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
+        _ENSURED.add(done)
+
+
+_ENSURED: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+"""Tables whose properties this process has set: a long-lived process (the step server)
+checks each table once, not at every step (a Spark job reading the table's detail)."""
 
 
 def delete_path(spark: SparkSession, path: str) -> None:
