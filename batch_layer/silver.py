@@ -167,14 +167,21 @@ def _index_history(
     log_event(_log, "silver.index_built", pipeline=spec.name, up_to=seen)
 
 
-def _kept_rows(spark: SparkSession, path: str, days: list[date], key: Sequence[str]) -> DataFrame:
-    """The key and day of silver's rows on ``days`` (an empty frame when there are none)."""
+def _kept_rows(
+    spark: SparkSession, path: str, days: list[date], key: Sequence[str], ours: Column
+) -> DataFrame:
+    """The key and day of silver's rows on ``days`` (an empty frame when there are none),
+    but for the rows ``ours`` selects: this run's records, which an attempt that failed after
+    its append left in silver (they are not earlier copies of themselves)."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     if days and DeltaTable.isDeltaTable(spark, path):
         silver = spark.read.format("delta").load(path)
-        return silver.where(F.col("event_date").isin(days)).select(*key, "event_date")
+        earlier = F.col("event_date").isin(days)
+        if "offset" in silver.columns:  # a table from before silver kept the coordinates has none
+            earlier = earlier & ~F.coalesce(ours, F.lit(False))
+        return silver.where(earlier).select(*key, "event_date")
     schema = ", ".join(f"{column} string" for column in key) + ", event_date date"
     return spark.createDataFrame([], schema)
 
@@ -233,7 +240,7 @@ def build_silver(
     near = [d for d in neighbour_days(touched) if d not in rebuilt]
     found = copies(
         events.select(*key, "event_date", "partition", "offset"),
-        _kept_rows(spark, path, near, key),
+        _kept_rows(spark, path, near, key, fresh),
         key,
     )
     dropped = spark.createDataFrame(

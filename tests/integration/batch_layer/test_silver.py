@@ -237,3 +237,36 @@ def test_engaged_time_of_1_1_becomes_a_typed_silver_column(spark, lake_settings,
     assert not [c for c in gold.columns if "engaged" in c]
     assert set(spec.columns) <= set(gold.columns)
     assert gold.agg(F.sum("page_views")).first()[0] == 4
+
+
+def test_a_rerun_after_a_failure_past_the_writes_repeats_nothing(spark, lake_settings, monkeypatch):
+    """Silver appended its rows, rejects and index, then failed before its ledger entry: the
+    rerun takes the same records again, finds its own rows (not copies of them), writes
+    nothing twice, and the gate reconciles it."""
+    from batch_layer import silver as silver_module
+    from batch_layer.ledger import Ledger
+    from batch_layer.quality import check_silver
+
+    events = generate(SimulatorConfig(seed=12, events=400, duplicate_rate=0.1))
+    truth = build_truth(events)
+    produce_direct(events, lake_settings)
+    producer = Producer(lake_settings.kafka.client_config())
+    producer.produce(lake_settings.kafka.events_topic, value=b"{not json")
+    producer.flush(10)
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
+
+    def crash(self, entry):
+        raise RuntimeError("the driver died before the ledger entry")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Ledger, "append", crash)
+        with pytest.raises(RuntimeError, match="driver died"):
+            build_silver(spark, lake_settings, spec=WEB_EVENTS, run_id="attempt-1")
+    run = build_silver(spark, lake_settings, spec=WEB_EVENTS, run_id="attempt-2")
+    assert run.duplicates == sum(1 for e in events if e.duplicate and not e.defect)
+    silver = spark.read.format("delta").load(run.path)
+    assert silver.count() == truth.valid_events
+    rejects = spark.read.format("delta").load(silver_module.rejects_path(lake_settings, WEB_EVENTS))
+    assert rejects.count() == 1
+    report = check_silver(spark, lake_settings, WEB_EVENTS, run_id="attempt-2")
+    assert report.passed, report.failures()
