@@ -92,3 +92,17 @@ def _produce_chunk(events: list, settings: Settings) -> None:
 
     for first in range(0, len(events), 50_000):
         produce_direct(events[first : first + 50_000], settings)
+
+
+def print_backfill(b: dict) -> None:
+    """The phase's figures: both sides, their ratio, and the steps side by side."""
+    print(
+        f"backfill of {b['day']} among {b['days']} days of bronze: "
+        f"{b['among']['seconds']:.1f}s (read {b['among']['bronze_files'][0]} of "
+        f"{b['among']['bronze_files'][1]} bronze files, parsed {b['among']['parsed']:,}); "
+        f"alone: {b['alone']['seconds']:.1f}s (parsed {b['alone']['parsed']:,}); "
+        f"ratio {b['ratio']:.2f} (target <= 1.5)"
+    )
+    for step in b["among"]["steps"]:
+        among, alone = b["among"]["steps"][step], b["alone"]["steps"][step]
+        print(f"  {step}: {among['seconds']:.1f}s among, {alone['seconds']:.1f}s alone")

@@ -471,19 +471,9 @@ def _print(result: dict) -> None:
             f"produced in {day['produce_s']:.0f}s"
         )
     if "backfill" in result:
-        b = result["backfill"]
-        print(
-            f"backfill of {b['day']} among {b['days']} days of bronze: "
-            f"{b['among']['seconds']:.1f}s (read {b['among']['bronze_files'][0]} of "
-            f"{b['among']['bronze_files'][1]} bronze files, parsed {b['among']['parsed']:,}); "
-            f"alone: {b['alone']['seconds']:.1f}s (parsed {b['alone']['parsed']:,}); "
-            f"ratio {b['ratio']:.2f} (target <= 1.5)"
-        )
-        for step in b["among"]["steps"]:
-            print(
-                f"  {step}: {b['among']['steps'][step]['seconds']:.1f}s among, "
-                f"{b['alone']['steps'][step]['seconds']:.1f}s alone"
-            )
+        from bench.batch_backfill import print_backfill
+
+        print_backfill(result["backfill"])
     if "dag_pair" in result:
         pair = result["dag_pair"]
         print(f"hourly DAG pair through Airflow: {pair.get('seconds')}s (target <= 90 s)")
