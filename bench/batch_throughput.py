@@ -18,7 +18,12 @@ measures:
    jobs. "Without gates" is the sum of the bronze, silver and gold steps;
 3. **day**: one simulated day of ``--day-events`` events, Kafka -> gold (and
    the raw job over the same range), then the backfill of that day
-   (``--dates DAY..DAY``: silver rebuilt from bronze, the gates, gold).
+   (``--dates DAY..DAY``: silver rebuilt from bronze, the gates, gold);
+4. **backfill** (``--backfill-days``, :mod:`bench.batch_backfill`): the
+   backfill of one day among 30 days of bronze against that day alone;
+5. **DAG pair** (``--dag-pair-events``, :mod:`bench.batch_dags`): the hourly
+   ingest and views DAGs through the real Airflow scheduler over new events,
+   with the whole platform up (after the SparkSession above has stopped).
 
 events/s counts the records of the Kafka range. Spark runs with the
 project's settings (``WAP_SPARK__*`` changes them, e.g. ``WAP_SPARK__EXTRA_CONF``
@@ -27,7 +32,8 @@ pipeline; ``--rounds 2`` adds a round in the other order. Figures are printed
 (a table and one JSON line) and written to ``.platform/artifacts/bench_batch.json``;
 nothing is asserted beyond the row counts.
 
-    .venv/bin/python -m bench.batch_throughput --events 200000 --day-events 1000000
+    .venv/bin/python -m bench.batch_throughput --events 200000 --day-events 1000000 \
+        --backfill-days 30 --backfill-day-events 30000 --dag-pair-events 10000
 """
 
 from __future__ import annotations
