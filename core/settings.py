@@ -38,6 +38,7 @@ __all__ = [
     "Settings",
     "SparkSettings",
     "SpeedSettings",
+    "SqlSettings",
     "load_settings",
     "settings_env",
 ]
@@ -327,6 +328,39 @@ class ServingSettings(_Section):
     ``batch.period = day`` the boundary is normally up to two days old: raise it to match."""
 
 
+class SqlSettings(_Section):
+    """The SQL server: Spark Connect over the serving views and silver's events, read-only."""
+
+    host: str = "127.0.0.1"
+    """Interface the Spark Connect server listens on (``0.0.0.0`` to serve other machines,
+    behind TLS: see docs/sql.md)."""
+    port: int = Field(default=15002, ge=1, le=65535)
+    """Spark Connect's gRPC port (its usual 15002): ``sc://host:15002/;token=...``."""
+    health_port: int = Field(default=15003, ge=1, le=65535)
+    """HTTP port of the server's ``/health`` (catalog refresh age, views, sessions)."""
+    token: SecretStr = SecretStr("local-dev-sql-token")
+    """The bearer token every Spark Connect client presents (``;token=`` in the URL). The
+    local default is for this machine only."""
+    driver_memory: str = "1g"
+    """Heap of the server's Spark driver (it is the whole Spark JVM on ``local`` masters)."""
+    refresh_s: float = Field(default=15.0, gt=0)
+    """How often the server re-reads the boundaries, the speed rows and silver's version."""
+    max_rows: int = Field(default=10_000, ge=1)
+    """Most rows ``POST /v1/sql`` returns; a query with more is refused (add a LIMIT)."""
+    time_limit_s: float = Field(default=60.0, gt=0)
+    """Longest ``POST /v1/sql`` lets a query run before it is cancelled."""
+
+    def url(self) -> str:
+        """The Spark Connect URL with the token, as ``SparkSession.builder.remote`` takes it.
+
+        On this machine it names ``localhost``: the client then sends the token over a
+        local channel; to any other host it speaks TLS (docs/sql.md: production).
+        """
+        local = self.host in {"127.0.0.1", "0.0.0.0", "localhost"}
+        host = "localhost" if local else self.host
+        return f"sc://{host}:{self.port}/;token={self.token.get_secret_value()}"
+
+
 class LakeSettings(_Section):
     """Where the Delta tables (bronze, silver, gold) live."""
 
@@ -392,6 +426,7 @@ class Settings(BaseSettings):
     lake: LakeSettings = LakeSettings()
     batch: BatchSettings = BatchSettings()
     serving: ServingSettings = ServingSettings()
+    sql: SqlSettings = SqlSettings()
     airflow: AirflowSettings = AirflowSettings()
     local: LocalSettings = LocalSettings()
 
@@ -416,6 +451,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"environment={self.environment} still uses the local development API token; "
                 'set WAP_SERVING__API_TOKENS=\'{"<analyst>": "<secret>"}\'.'
+            )
+        dev_sql = SqlSettings().token.get_secret_value()
+        if self.environment != "local" and self.sql.token.get_secret_value() == dev_sql:
+            raise ValueError(
+                f"environment={self.environment} still uses the local development SQL token; "
+                "set WAP_SQL__TOKEN."
             )
         return self
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["gold_frame", "register_views", "speed_frame", "view_schema"]
+__all__ = ["gold_frame", "register_views", "speed_frame", "speed_rows", "view_schema"]
 
 
 def view_schema(spec: ViewSpec) -> StructType:
@@ -71,11 +71,10 @@ def gold_frame(spark: SparkSession, settings: Settings, spec: ViewSpec) -> DataF
         return spark.createDataFrame([], view_schema(spec))
 
 
-def speed_frame(
-    spark: SparkSession, settings: Settings, spec: ViewSpec, lo: int, hi: int
-) -> DataFrame:
+def speed_rows(settings: Settings, spec: ViewSpec, lo: int, hi: int) -> list[tuple[Any, ...]]:
     """Speed rows of windows ``[lo, hi)`` read from Cassandra, one window partition each, in
-    the version of the speed tables ``speed_versions`` names."""
+    the version of the speed tables ``speed_versions`` names: ``(window_start, *keys,
+    *measures)`` with ``window_start`` an aware UTC datetime."""
     from cassandra.concurrent import execute_concurrent_with_args
 
     from core.cassandra import connect
@@ -99,7 +98,14 @@ def speed_frame(
             rows += [(start, *row) for row in result]
     finally:
         cluster.shutdown()
-    return spark.createDataFrame(rows, view_schema(spec))
+    return rows
+
+
+def speed_frame(
+    spark: SparkSession, settings: Settings, spec: ViewSpec, lo: int, hi: int
+) -> DataFrame:
+    """:func:`speed_rows` as a DataFrame of :func:`view_schema`."""
+    return spark.createDataFrame(speed_rows(settings, spec, lo, hi), view_schema(spec))
 
 
 def register_views(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from core.settings import CollectorSettings, ServingSettings, Settings, settings_env
+from core.settings import CollectorSettings, ServingSettings, Settings, SqlSettings, settings_env
 
 PROD_TOKENS = ServingSettings(api_tokens={"analyst": "prod-token"})
+PROD_SQL = SqlSettings(token="prod-sql-token")
 
 
 def test_the_local_development_source_allows_any_origin_by_default() -> None:
@@ -34,13 +35,13 @@ def test_origins_of_unknown_sources_and_malformed_origins_are_refused() -> None:
 def test_production_refuses_a_wildcard_unless_explicitly_allowed() -> None:
     wildcard = {"write_keys": {"shop": "prod-key"}, "allowed_origins": {"shop": ["*"]}}
     with pytest.raises(ValidationError, match="allow any origin"):
-        Settings(environment="prod", collector=CollectorSettings(**wildcard), serving=PROD_TOKENS)
+        Settings(environment="prod", collector=CollectorSettings(**wildcard), serving=PROD_TOKENS, sql=PROD_SQL)
     explicit = CollectorSettings(**wildcard, allow_any_origin=True)
-    assert Settings(environment="prod", collector=explicit, serving=PROD_TOKENS)
+    assert Settings(environment="prod", collector=explicit, serving=PROD_TOKENS, sql=PROD_SQL)
     listed = CollectorSettings(
         write_keys={"shop": "prod-key"}, allowed_origins={"shop": ["https://shop.example"]}
     )
-    assert Settings(environment="prod", collector=listed, serving=PROD_TOKENS)
+    assert Settings(environment="prod", collector=listed, serving=PROD_TOKENS, sql=PROD_SQL)
 
 
 def test_environment_variables_set_origins_and_keep_write_keys_as_they_were(monkeypatch) -> None:

@@ -45,6 +45,7 @@ SAMPLE_SECRETS = {
     "WAP_CASSANDRA__PASSWORD": "keyspaces-password",
     "WAP_COLLECTOR__WRITE_KEYS": '{"website": "write-key"}',
     "WAP_SERVING__API_TOKENS": '{"analyst": "read-token"}',
+    "WAP_SQL__TOKEN": "sql-token",
 }
 _SETTINGS_ENV_KEY = re.compile(r"^\s+(WAP_[A-Z_]+)\s+=", re.MULTILINE)
 

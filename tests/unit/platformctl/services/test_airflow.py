@@ -14,6 +14,7 @@ from core.settings import (
     ServingSettings,
     Settings,
     SparkSettings,
+    SqlSettings,
 )
 from platformctl.services import airflow
 
@@ -32,6 +33,7 @@ def _dev_settings() -> Settings:
         environment="dev",
         collector=CollectorSettings(write_keys={"site": SecretStr("dev-key")}),
         serving=ServingSettings(api_tokens={"analyst": SecretStr("dev-token")}),
+        sql=SqlSettings(token=SecretStr("dev-sql-token")),
     )
 
 

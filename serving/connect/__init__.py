@@ -1,0 +1,1 @@
+"""The SQL server: Spark Connect over the serving views and silver's events (docs/sql.md)."""

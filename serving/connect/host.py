@@ -1,0 +1,279 @@
+"""The SQL server: a Spark Connect endpoint over the serving views and silver's events.
+
+``python -m serving.connect`` (the ``sql`` service of ``platformctl``) starts
+one Spark driver with Spark's Connect plugin (the ``spark-connect`` jar ships
+with pyspark), Delta, and the read-only guard (:mod:`serving.connect.guard`).
+Analysts connect with nothing but ``pip install pyspark-client``::
+
+    spark = SparkSession.builder.remote("sc://host:15002/;token=<token>").getOrCreate()
+    spark.sql("SHOW VIEWS").show()
+
+Every ``sql.refresh_s`` this process, through its own (trusted) session,
+rebuilds the catalog (:mod:`serving.connect.catalog`): it re-reads the batch
+boundaries, snapshots the speed rows it lacks into a new Parquet folder, and,
+when silver has a new version, adds its new user agents to the dimension and
+re-creates ``events``. A view always reads the current gold and silver (Delta
+resolves the latest version per query); speed rows are at most
+``refresh_s`` older than Cassandra's. ``GET /health`` on ``sql.health_port``
+says how old the catalog is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.log import get_logger, log_event
+from core.settings import Settings
+from serving.connect import catalog
+from serving.connect.guard import GUARD_CLASS, build_guard_jar
+from serving.connect.user_agents import refresh_user_agents
+from views import VIEWS, ViewSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["SqlServer", "server_conf", "start_spark"]
+
+_log = get_logger(__name__)
+NO_PYTHON_WORKERS = Path(__file__).with_name("no-python-workers")
+"""The server's ``PYSPARK_PYTHON``: a script that refuses, so no Python worker ever starts
+(defence in depth behind the guard, which refuses Python UDFs when a plan is analysed)."""
+GENERATION_GRACE_S = 600.0
+"""How long a replaced speed snapshot stays on disk for queries still reading it."""
+
+
+def server_conf(settings: Settings, guard_jar: Path, jars: tuple[str, ...]) -> dict[str, str]:
+    """The ``spark.*`` settings the SQL server adds to the platform's session settings."""
+    sql = settings.sql
+    return {
+        "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+        "spark.connect.grpc.binding.address": sql.host,
+        "spark.connect.grpc.binding.port": str(sql.port),
+        "spark.connect.authenticate.token": sql.token.get_secret_value(),
+        "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{GUARD_CLASS}",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.warehouse.dir": str(_root(settings) / "warehouse"),
+        "spark.jars": ",".join((*jars, str(guard_jar))),
+        "spark.scheduler.mode": "FAIR",
+        # The server's own pandas -> Spark rows go through Arrow, never a Python worker.
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+    }
+
+
+def _root(settings: Settings) -> Path:
+    return settings.local.state_dir / "sql"
+
+
+def start_spark(settings: Settings) -> SparkSession:
+    """The server's Spark driver, Connect endpoint listening, its own session trusted."""
+    from core.spark import build_spark_session, local_spark_jars
+
+    guard = build_guard_jar(settings.local.state_dir)
+    jars = settings.spark.jars or local_spark_jars(settings.local.state_dir)
+    os.environ["PYSPARK_PYTHON"] = str(NO_PYTHON_WORKERS)
+    spark_settings = settings.spark.model_copy(
+        update={
+            "driver_memory": settings.sql.driver_memory,
+            "extra_conf": {**settings.spark.extra_conf, **server_conf(settings, guard, jars)},
+        }
+    )
+    spark = build_spark_session(
+        settings.model_copy(update={"spark": spark_settings}), app_name="platform-sql"
+    )
+    spark._jvm.platform.sql.ReadOnlyGuard.trust(spark._jsparkSession)  # type: ignore[union-attr]
+    return spark
+
+
+_ARROW_TYPES = {
+    "timestamp": lambda pa: pa.timestamp("us", tz="UTC"),
+    "string": lambda pa: pa.string(),
+    "bigint": lambda pa: pa.int64(),
+    "double": lambda pa: pa.float64(),
+    "binary": lambda pa: pa.binary(),
+    "boolean": lambda pa: pa.bool_(),
+}
+
+
+def _write_parquet(rows: list[tuple[Any, ...]], schema: StructType, path: Path) -> None:
+    """``rows`` as one Parquet file of ``schema``, written by pyarrow: no Spark job, and no
+    Python worker (the server has none)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fields = [pa.field(f.name, _ARROW_TYPES[f.dataType.simpleString()](pa)) for f in schema]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in fields]
+    table = pa.table(
+        [pa.array(list(c), type=f.type) for c, f in zip(columns, fields, strict=True)],
+        schema=pa.schema(fields),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+class SqlServer:
+    """The catalog refresh loop and its health figures."""
+
+    def __init__(self, settings: Settings, spark: SparkSession) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.started = time.time()
+        self.refreshed: float | None = None
+        self.refresh_seconds: float | None = None
+        self.error: str | None = None
+        self.silver_version: int | None = None
+        self._speed: dict[str, str] = {}
+        self._retired: list[tuple[float, Path]] = []
+
+    # --- the catalog --------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read boundaries, speed rows and silver; re-create the views that changed."""
+        from layout import read_boundaries
+        from serving.timerange import to_ms
+
+        began = time.monotonic()
+        published = read_boundaries(self.settings.cassandra, [spec.name for spec in VIEWS])
+        boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
+        now = int(time.time() * 1000)
+        for spec in VIEWS:
+            self._gold(spec)
+            self._speed_snapshot(spec, boundaries[spec.name], now)
+            self.spark.sql(catalog.serving_sql(spec, boundaries[spec.name]))
+        self.spark.sql(catalog.boundaries_sql(boundaries, now))
+        self._events()
+        self._drop_retired()
+        self.refreshed, self.refresh_seconds = time.time(), time.monotonic() - began
+        self.error = None
+
+    def _gold(self, spec: ViewSpec) -> None:
+        from layout.lake import gold_path
+        from serving.sql import view_schema
+
+        path = gold_path(self.settings, spec)
+        if self._is_delta(path):
+            self.spark.sql(catalog.path_view_sql(f"gold_{spec.name}", "delta", path, spec.columns))
+        else:
+            self.spark.sql(catalog.empty_view_sql(f"gold_{spec.name}", view_schema(spec)))
+
+    def _speed_snapshot(self, spec: ViewSpec, boundary: int | None, now: int) -> None:
+        """A new Parquet folder of the speed rows when they changed, and ``speed_<view>`` on it."""
+        from serving.sql import speed_rows, view_schema
+        from serving.timerange import MINUTE_MS
+
+        lo = boundary if boundary is not None else now - self.settings.speed.ttl_s * 1000
+        rows = speed_rows(self.settings, spec, lo, now + MINUTE_MS)
+        digest = hashlib.sha256(repr(sorted(rows, key=repr)).encode()).hexdigest()
+        if self._speed.get(spec.name, "").endswith(digest):
+            return
+        folder = _root(self.settings) / "speed" / spec.name / f"g{time.time_ns()}"
+        _write_parquet(rows, view_schema(spec), folder / "part-0.parquet")
+        self.spark.sql(
+            catalog.path_view_sql(f"speed_{spec.name}", "parquet", str(folder), spec.columns)
+        )
+        previous = self._speed.get(spec.name)
+        if previous:
+            self._retired.append((time.time(), Path(previous.rsplit("#", 1)[0])))
+        self._speed[spec.name] = f"{folder}#{digest}"
+        log_event(_log, "sql.speed.snapshot", view=spec.name, rows=len(rows), folder=str(folder))
+
+    def _events(self) -> None:
+        """``events_all`` and ``events`` when silver has a new version (none before silver)."""
+        from batch_layer.pipelines import WEB_EVENTS
+        from batch_layer.silver import silver_path
+        from data_contracts import load_contract
+        from data_contracts.derive.privacy import sql_view
+
+        silver = silver_path(self.settings, WEB_EVENTS)
+        if not self._is_delta(silver):
+            return
+        history = self.spark.sql(f"DESCRIBE HISTORY delta.{catalog.quote(silver)} LIMIT 1")
+        version = history.first()["version"]  # type: ignore[index]
+        if version == self.silver_version:
+            return
+        dims = f"{self.settings.lake.root.rstrip('/')}/dims/user_agents"
+        added = refresh_user_agents(self.spark, silver, dims)
+        stored = self.spark.read.format("delta").load(silver)
+        exposed = sql_view(stored, load_contract(WEB_EVENTS.contract, WEB_EVENTS.contract_major))
+        for statement in catalog.events_sql(stored.schema, exposed.schema, silver, dims):
+            self.spark.sql(statement)
+        self.silver_version = version
+        log_event(_log, "sql.events.refreshed", silver_version=version, user_agents_added=added)
+
+    def _is_delta(self, path: str) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(self.spark, path))
+
+    def _drop_retired(self) -> None:
+        keep = []
+        for retired_at, folder in self._retired:
+            if time.time() - retired_at > GENERATION_GRACE_S:
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                keep.append((retired_at, folder))
+        self._retired = keep
+
+    def run(self, stop: threading.Event) -> None:
+        """Refresh every ``sql.refresh_s`` until ``stop``; a failed refresh keeps the old views."""
+        while not stop.is_set():
+            try:
+                self.refresh()
+                log_event(_log, "sql.refreshed", seconds=round(self.refresh_seconds or 0, 2))
+            except Exception as error:  # reported by /health, retried
+                self.error = f"{type(error).__name__}: {error}"[:2000]
+                log_event(_log, "sql.refresh_failed", level=40, error=self.error)
+            stop.wait(self.settings.sql.refresh_s)
+
+    # --- health -------------------------------------------------------------------------------
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """(status, body): 503 before the first refresh, ``degraded`` when refreshes fail or
+        the catalog is older than three refresh periods."""
+        age = None if self.refreshed is None else round(time.time() - self.refreshed, 1)
+        body: dict[str, Any] = {
+            "status": "starting",
+            "url": f"sc://{self.settings.sql.host}:{self.settings.sql.port}",
+            "uptime_s": round(time.time() - self.started, 1),
+            "catalog_age_s": age,
+            "refresh_s": self.refresh_seconds and round(self.refresh_seconds, 2),
+            "silver_version": self.silver_version,
+            "error": self.error,
+        }
+        if age is None:
+            return 503, body
+        stale = age > 3 * self.settings.sql.refresh_s + (self.refresh_seconds or 0)
+        body["status"] = "degraded" if stale or self.error else "ok"
+        body["views"] = sorted(row["viewName"] for row in self.spark.sql("SHOW VIEWS").collect())
+        return 200, body
+
+
+def serve_health(server: SqlServer) -> ThreadingHTTPServer:
+    """``GET /health`` on ``sql.health_port``, in a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = server.health() if self.path == "/health" else (404, {"error": "no"})
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    host = "127.0.0.1" if server.settings.sql.host != "0.0.0.0" else "0.0.0.0"
+    http = ThreadingHTTPServer((host, server.settings.sql.health_port), Handler)
+    threading.Thread(target=http.serve_forever, name="sql-health", daemon=True).start()
+    return http
