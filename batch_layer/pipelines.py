@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.settings import Settings
+from layout.lake import topic_table_name
 
 if TYPE_CHECKING:
     from views.spec import ViewSpec
@@ -140,7 +141,7 @@ class PipelineSpec:
     def table_name(self, settings: Settings) -> str:
         """The Delta table name of the pipeline's bronze and silver (``web.events.v1`` ->
         ``web_events_v1``)."""
-        return self.topic_of(settings).replace(".", "_").replace("-", "_")
+        return topic_table_name(self.topic_of(settings))
 
 
 WEB_EVENTS = PipelineSpec(

@@ -47,6 +47,7 @@ from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
 from core.suppressions import read_suppressions
 from data_contracts import load_contract
+from layout.lake import silver_path as layout_silver_path
 from views.input import check_records, flat_records, parse_records
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class SilverRun:
 
 
 def silver_path(settings: Settings, spec: PipelineSpec) -> str:
-    return f"{settings.lake.root.rstrip('/')}/silver/{spec.table_name(settings)}"
+    return layout_silver_path(settings, spec.topic_of(settings))
 
 
 def rejects_path(settings: Settings, spec: PipelineSpec) -> str:

@@ -198,8 +198,11 @@ def install_airflow(settings: Settings) -> Path:
 
 def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -> None:
     """Everything ``up``, the jobs and the tests need on this machine."""
+    from serving.connect.guard import build_guard_jar
+
     for component in JAR_COMPONENTS:
         install_jars(settings, component)
+    build_guard_jar(settings.local.state_dir)
     install_npm(settings)
     if browser:
         install_browser()

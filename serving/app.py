@@ -1,6 +1,6 @@
 """The serving API: merged answers over HTTP for dashboards and analysts, and the live page.
 
-Every data route is ``GET`` and needs a read-only analyst token
+Every data route is ``GET`` (but ``POST /v1/sql``) and needs a read-only analyst token
 (``Authorization: Bearer <token>``, from ``settings.serving.api_tokens``);
 ``/health``, ``/metrics`` (Prometheus) and the dashboard page need none (the
 page asks for a token).
@@ -17,13 +17,15 @@ import hmac
 from contextlib import asynccontextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -32,6 +34,7 @@ from serving.freshness import FreshnessRules
 from serving.merge import DEFAULT_QUANTILES
 from serving.metrics import ServingMetrics
 from serving.query import CacheRules, Limits, Queries
+from serving.sql_http import FORMATS, SqlEndpoint
 from serving.store import ServingStore
 from serving.timerange import parse_instant
 from views import VIEWS
@@ -52,6 +55,30 @@ ReachView = StrEnum(  # type: ignore[misc]
 """The views /v1/reach can answer: those with a distinct-count (hll) measure."""
 _WHOLE_SITE = next(ReachView(s.name) for s in VIEWS if s.name in set(ReachView) and s.constant_key)
 """What /v1/reach answers when no view is named: the view keyed by a constant (the site)."""
+
+
+class SqlRequest(BaseModel):
+    """``POST /v1/sql``: a statement over the SQL server's views (docs/sql.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    sql: str = Field(min_length=1, max_length=100_000, description="One read-only statement.")
+    params: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, description="Named parameters (``:name`` in the statement)."
+    )
+    max_rows: int | None = Field(default=None, ge=1, description="At most settings.sql.max_rows.")
+    timeout_s: float | None = Field(default=None, gt=0, description="At most sql.time_limit_s.")
+    format: Literal["json", "csv", "arrow"] = "json"
+
+    EXAMPLES: ClassVar[dict[str, Any]] = {
+        "top_pages": {
+            "summary": "Top pages by merged views since a time",
+            "value": {
+                "sql": "SELECT path, sum(page_views) AS views FROM serving_page_activity "
+                "WHERE window_start >= :start GROUP BY path ORDER BY views DESC LIMIT 10",
+                "params": {"start": "2024-01-01T00:00:00Z"},
+            },
+        }
+    }
 
 
 class _Json(Response):
@@ -123,8 +150,10 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         else:
             state["queries"] = queries
         await state["queries"].store.pointers()
+        state["sql"] = SqlEndpoint(settings.sql)
         log_event(_log, "serving.started", keyspace=settings.cassandra.keyspace)
         yield
+        state["sql"].close()
         if cluster is not None:
             cluster.shutdown()
         log_event(_log, "serving.stopped")
@@ -252,6 +281,24 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         if not keys:
             raise QueryError("missing_key", "Name the page: key=<path>.")
         return _Json(await q.reach(view.value, keys[0], lo, hi))
+
+    @app.post("/v1/sql", summary="One read-only Spark SQL statement over the views")
+    async def sql(
+        _: Analyst,
+        request: Annotated[SqlRequest, Body(openapi_examples=SqlRequest.EXAMPLES)],
+    ) -> Response:
+        answer = await run_in_threadpool(
+            state["sql"].run,
+            request.sql,
+            request.params,
+            max_rows=request.max_rows,
+            timeout_s=request.timeout_s,
+        )
+        if request.format == "csv":
+            return Response(answer.csv(), media_type=FORMATS["csv"])
+        if request.format == "arrow":
+            return Response(answer.arrow(), media_type=FORMATS["arrow"])
+        return _Json(answer.json())
 
     @app.get(
         "/health",

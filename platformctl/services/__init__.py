@@ -5,7 +5,16 @@ environment builders) and exports its :class:`~platformctl.services.base.Service
 record(s); :mod:`platformctl.platform` starts, probes and stops them in this order.
 """
 
-from platformctl.services import airflow, batch, cassandra, collector, kafka, serving, speed
+from platformctl.services import (
+    airflow,
+    batch,
+    cassandra,
+    collector,
+    kafka,
+    serving,
+    speed,
+    sql,
+)
 from platformctl.services.base import Service
 
 __all__ = [
@@ -19,6 +28,7 @@ __all__ = [
     "kafka",
     "serving",
     "speed",
+    "sql",
 ]
 
 REGISTRY: tuple[Service, ...] = (
@@ -26,6 +36,7 @@ REGISTRY: tuple[Service, ...] = (
     cassandra.SERVICE,
     collector.SERVICE,
     speed.SERVICE,
+    sql.SERVICE,
     serving.SERVICE,
     batch.SERVICE,
     *airflow.SERVICES,

@@ -47,6 +47,8 @@ _log = get_logger(__name__)
 NO_PYTHON_WORKERS = Path(__file__).with_name("no-python-workers")
 """The server's ``PYSPARK_PYTHON``: a script that refuses, so no Python worker ever starts
 (defence in depth behind the guard, which refuses Python UDFs when a plan is analysed)."""
+EVENTS_CONTRACT = ("web_events", 1)
+"""The contract (name, major version) of the events topic's silver: ``events``' columns."""
 GENERATION_GRACE_S = 600.0
 """How long a replaced speed snapshot stays on disk for queries still reading it."""
 
@@ -188,22 +190,21 @@ class SqlServer:
 
     def _events(self) -> None:
         """``events_all`` and ``events`` when silver has a new version (none before silver)."""
-        from batch_layer.pipelines import WEB_EVENTS
-        from batch_layer.silver import silver_path
         from data_contracts import load_contract
         from data_contracts.derive.privacy import sql_view
+        from layout.lake import silver_path, user_agents_path
 
-        silver = silver_path(self.settings, WEB_EVENTS)
+        silver = silver_path(self.settings, self.settings.kafka.events_topic)
         if not self._is_delta(silver):
             return
         history = self.spark.sql(f"DESCRIBE HISTORY delta.{catalog.quote(silver)} LIMIT 1")
         version = history.first()["version"]  # type: ignore[index]
         if version == self.silver_version:
             return
-        dims = f"{self.settings.lake.root.rstrip('/')}/dims/user_agents"
+        dims = user_agents_path(self.settings)
         added = refresh_user_agents(self.spark, silver, dims)
         stored = self.spark.read.format("delta").load(silver)
-        exposed = sql_view(stored, load_contract(WEB_EVENTS.contract, WEB_EVENTS.contract_major))
+        exposed = sql_view(stored, load_contract(*EVENTS_CONTRACT))
         for statement in catalog.events_sql(stored.schema, exposed.schema, silver, dims):
             self.spark.sql(statement)
         self.silver_version = version

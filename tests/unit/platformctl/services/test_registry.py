@@ -23,6 +23,7 @@ def test_every_service_is_a_record_with_a_process_builder_and_a_probe(tmp_path):
         "cassandra",
         "collector",
         "speed",
+        "sql",
         "serving",
         "batch",
         "airflow-api-server",
@@ -53,7 +54,7 @@ def test_every_service_comes_after_the_services_it_requires():
         for required in service.requires:
             assert required in NAMES[:position], f"{service.name} starts before {required}"
     # The topics and the keyspace exist before anything produces or writes.
-    for name in ("collector", "speed", "serving", "batch"):
+    for name in ("collector", "speed", "sql", "serving", "batch"):
         assert NAMES.index("kafka") < NAMES.index(name)
         assert NAMES.index("cassandra") < NAMES.index(name)
     assert {"kafka", "cassandra"} <= set(REGISTRY[NAMES.index("speed")].requires)
@@ -75,3 +76,5 @@ def test_the_steps_of_up_are_where_the_services_need_them():
     assert by_name["kafka"].provision is not None and by_name["cassandra"].provision is not None
     assert [s.name for s in airflow if s.provision is not None] == ["airflow-api-server"]
     assert all(by_name[name].install is None for name in ("collector", "speed", "serving"))
+    # The SQL server's read-only guard is compiled into its jar before it starts.
+    assert by_name["sql"].install is not None

@@ -1,0 +1,219 @@
+"""SQL over HTTP: ``POST /v1/sql`` runs one read-only statement on the SQL server.
+
+The serving API is a Spark Connect client of the SQL server
+(:mod:`serving.connect`), so a statement sees exactly the views an analyst's
+own Spark Connect session sees, under the same read-only guard. Before it is
+sent, the statement is parsed (sqlglot, Spark's dialect): exactly one query
+(``SELECT``, ``WITH``, ``VALUES``, set operations) or ``DESCRIBE``; anything
+else (DML, DDL, ``SET``, ``CACHE``, several statements) is refused with 400
+before it reaches Spark. Parameters are named (``:start``) and bound by Spark
+as literals, never pasted into the text. A row limit (``LIMIT n+1`` on the
+query: more than ``n`` rows is a 400, not a silent cut) and a time limit (the
+query's Spark jobs are interrupted by their tag) bound every request.
+
+>>> check_statement("SELECT path FROM serving_page_activity WHERE window_start >= :start")
+'SELECT path FROM serving_page_activity WHERE window_start >= :start'
+>>> check_statement("DROP VIEW gold_clicks")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+serving.errors.QueryError: Only a read-only query (...) is allowed, not Drop.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextlib
+import datetime as dt
+import decimal
+import io
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from core.settings import SqlSettings
+from serving.errors import QueryError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.connect.session import SparkSession
+
+__all__ = ["FORMATS", "SqlAnswer", "SqlEndpoint", "check_statement"]
+
+FORMATS = {
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "arrow": "application/vnd.apache.arrow.stream",
+}
+"""Answer formats by name, with their media types."""
+_WRITES = (
+    "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "AlterColumn", "Command",
+    "Cache", "Uncache", "Set", "Use", "Refresh", "LoadData", "TruncateTable", "Copy", "Pragma",
+)  # fmt: skip
+"""sqlglot expression classes no statement may contain (the names of this sqlglot version)."""
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Command" warnings
+# pyspark's client logs every failed query with the server's stack; a refused query is the
+# analyst's 400 here, not the serving API's error.
+logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+
+
+def check_statement(sql: str) -> str:
+    """``sql`` when it is one read-only statement; else :class:`QueryError` (400)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        trees = [tree for tree in sqlglot.parse(sql, read="spark") if tree is not None]
+    except ParseError as error:
+        raise QueryError("sql_syntax", f"Not valid Spark SQL: {error}") from None
+    if len(trees) != 1:
+        raise QueryError("one_statement", f"Send exactly one statement, not {len(trees)}.")
+    (tree,) = trees
+    writes = tuple(getattr(exp, name) for name in _WRITES if hasattr(exp, name))
+    if not isinstance(tree, (exp.Query, exp.Values, exp.Describe)) or tree.find(*writes):
+        found = tree.find(*writes) or tree
+        raise QueryError(
+            "read_only",
+            "Only a read-only query (SELECT, WITH, VALUES or DESCRIBE) is allowed, "
+            f"not {type(found).__name__}.",
+        )
+    return sql.strip().rstrip(";")
+
+
+@dataclass(frozen=True)
+class SqlAnswer:
+    """One statement's rows (an Arrow table) and how long it took."""
+
+    table: pa.Table
+    seconds: float
+
+    def json(self) -> dict[str, Any]:
+        """Columns with their Spark types, rows as lists; binary as base64, times as ISO 8601."""
+        columns = [{"name": f.name, "type": str(f.type)} for f in self.table.schema]
+        rows = [[_plain(v) for v in row.values()] for row in self.table.to_pylist()]
+        return {"columns": columns, "rows": rows, "row_count": len(rows), "seconds": self.seconds}
+
+    def csv(self) -> bytes:
+        import pyarrow.csv as pacsv
+
+        out = io.BytesIO()
+        pacsv.write_csv(self.table, out)
+        return out.getvalue()
+
+    def arrow(self) -> bytes:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.table.schema) as writer:
+            writer.write_table(self.table)
+        return sink.getvalue().to_pybytes()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class SqlEndpoint:
+    """A Spark Connect client of the SQL server, shared by one serving worker's requests."""
+
+    def __init__(self, sql: SqlSettings) -> None:
+        self.settings = sql
+        self._session: SparkSession | None = None
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="sql")
+
+    def _spark(self) -> SparkSession:
+        from pyspark.sql.connect.session import SparkSession
+
+        with self._lock:
+            if self._session is None:
+                self._session = SparkSession.builder.remote(self.settings.url()).create()
+            return self._session
+
+    def run(
+        self,
+        sql: str,
+        params: dict[str, Any] | None = None,
+        *,
+        max_rows: int | None = None,
+        timeout_s: float | None = None,
+    ) -> SqlAnswer:
+        """The statement's rows; :class:`QueryError` for a refused, failed or too large query."""
+        statement = check_statement(sql)
+        limit = min(max_rows or self.settings.max_rows, self.settings.max_rows)
+        timeout = min(timeout_s or self.settings.time_limit_s, self.settings.time_limit_s)
+        tag = f"sql-{uuid.uuid4().hex}"
+        began = time.monotonic()
+        future = self._pool.submit(self._fetch, statement, params or {}, limit, tag)
+        try:
+            table = future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            self._interrupt(tag)
+            raise QueryError(
+                "time_limit",
+                f"The query ran longer than its time limit of {timeout:g} s and was cancelled; "
+                "narrow its time range or aggregate more.",
+            ) from None
+        if table.num_rows > limit:
+            raise QueryError(
+                "too_many_rows",
+                f"The query returns more than {limit} rows; add a LIMIT or aggregate "
+                "(the largest answer is sql.max_rows).",
+            )
+        return SqlAnswer(table, round(time.monotonic() - began, 3))
+
+    def _fetch(self, statement: str, params: dict[str, Any], limit: int, tag: str) -> pa.Table:
+        try:
+            spark = self._spark()
+            spark.addTag(tag)
+            try:
+                return spark.sql(statement, args=params).limit(limit + 1).toArrow()
+            finally:
+                spark.removeTag(tag)
+        except QueryError:
+            raise
+        except Exception as error:
+            raise _readable(error) from None
+
+    def _interrupt(self, tag: str) -> None:
+        with contextlib.suppress(Exception):  # the server is gone: nothing left to cancel
+            self._spark().interruptTag(tag)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._session is not None:
+            self._session.stop()
+
+
+def _readable(error: Exception) -> QueryError:
+    """The engine's error as a 400 (its condition and first line), or 503 when unreachable."""
+    from pyspark.errors import PySparkException
+
+    text = str(error)
+    if "UNAVAILABLE" in text or "failed to connect" in text.lower():
+        return QueryError(
+            "sql_unavailable",
+            "The SQL server is not reachable; `platformctl status` shows it "
+            "(docs/operations.md: the SQL server is down).",
+            status=503,
+        )
+    condition = error.getCondition() if isinstance(error, PySparkException) else None
+    first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+    first = first.replace("(platform.sql.ReadOnlyGuard$ReadOnlyViolation) ", "")
+    prefix = f"{condition}: " if condition and condition not in first else ""
+    return QueryError("sql_error", f"{prefix}{first}"[:2000])
