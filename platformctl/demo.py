@@ -166,6 +166,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     if total != expected:
         raise RuntimeError(f"The merged answer differs from the ground truth: {total}, {expected}")
     _say_forget(settings, visitor)
+    _say_sql(settings, window_start)
     host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
     token = next(iter(settings.serving.api_tokens.values())).get_secret_value()
     _say("done", f"dashboard: http://{host}:{settings.serving.port}/dashboard#token={token}")
@@ -257,6 +258,37 @@ def _say_forget(settings: Settings, visitor: str) -> None:
     )
     if before == 0 or after != 0:
         raise RuntimeError(f"Forgetting {visitor}: {before} events before, {after} after")
+
+
+def _say_sql(settings: Settings, start: datetime) -> None:
+    """One docs query through ``POST /v1/sql``, and how an analyst connects with Spark Connect."""
+    import httpx
+
+    from serving.connect.examples import doc_queries
+
+    host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
+    token = next(iter(settings.serving.api_tokens.values())).get_secret_value()
+    params = {"start": start.isoformat(), "end": datetime.now(UTC).isoformat()}
+    answer = httpx.post(
+        f"http://{host}:{settings.serving.port}/v1/sql",
+        json={"sql": doc_queries()["top_pages"], "params": params, "max_rows": 10},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=120,
+    )
+    if answer.status_code != 200:
+        raise RuntimeError(f"POST /v1/sql answered {answer.status_code}: {answer.text}")
+    body = answer.json()
+    rows = "\n".join(
+        f"  {path:<40} {views:>6} views  ~{round(visitors or 0)} visitors"
+        for path, views, visitors in body["rows"][:5]
+    )
+    _say("sql", f"POST /v1/sql top_pages (docs/sql.md) in {body['seconds']}s:\n{rows}")
+    _say(
+        "sql",
+        "from any machine with `pip install pyspark-client==4.1.3`: "
+        f'SparkSession.builder.remote("{settings.sql.url()}").getOrCreate()'
+        '.sql("SHOW VIEWS").show()',
+    )
 
 
 def _wait_for_speed(settings: Settings, newest: datetime, timeout_s: float = 180) -> None:

@@ -26,8 +26,6 @@ import org.apache.spark.sql.catalyst.plans.logical.Range;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.execution.SparkSqlParser;
 import org.apache.spark.sql.execution.command.CreateViewCommand;
-import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 
@@ -53,12 +51,13 @@ import scala.runtime.BoxedUnit;
  *       {@code TRANSFORM} scripts.
  * </ul>
  *
- * <p>Two plans are not the analyst's own and pass: the body of a persistent view while Spark
- * resolves it, and Delta reading its own {@code _delta_log} to find a table's snapshot.
+ * <p>Two kinds of plan are not the analyst's own and pass: the body of a persistent view while
+ * Spark resolves it, and the queries Delta's code runs over its own transaction log to find the
+ * snapshot of a table a view reads.
  *
  * <p>The parser wrapper works around delta-io/delta#7640: Delta's parser does not forward query
  * parameters ({@code spark.sql(q, args)} fails with UNBOUND_SQL_PARAMETER), so a statement with
- * parameters is parsed by Spark's own parser, which binds them.
+ * parameters is parsed by Spark's own parser, which binds them; any other goes to Delta's.
  */
 public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, BoxedUnit> {
 
@@ -80,7 +79,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
     extensions.injectCheckRule(session -> plan -> {
-      if (!TRUSTED.contains(session) && !resolvingView()) {
+      if (!TRUSTED.contains(session) && !resolvingView() && !deltaInternal()) {
         walk(plan);
       }
       return BoxedUnit.UNIT;
@@ -151,23 +150,15 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   }
 
   private static boolean allowedLeaf(LogicalPlan leaf) {
-    if (leaf instanceof LocalRelation || leaf instanceof OneRowRelation || leaf instanceof Range) {
-      return true;
-    }
-    return isDeltaLog(leaf) && onStack("org.apache.spark.sql.delta.");
+    return leaf instanceof LocalRelation || leaf instanceof OneRowRelation || leaf instanceof Range;
   }
 
-  /** A read of Delta's transaction log: every root path lies in a {@code _delta_log}. */
-  private static boolean isDeltaLog(LogicalPlan leaf) {
-    if (!(leaf instanceof LogicalRelation relation)
-        || !(relation.relation() instanceof HadoopFsRelation files)) {
-      return false;
-    }
-    List<org.apache.hadoop.fs.Path> roots = list(files.location().rootPaths());
-    return !roots.isEmpty() && roots.stream().allMatch(path -> {
-      String text = path.toString();
-      return text.contains("/_delta_log/") || text.endsWith("/_delta_log");
-    });
+  /**
+   * Delta's own plans: the snapshot of a table a view reads is computed from its transaction
+   * log by queries Delta runs in the reading session, from Delta's code (never the client's).
+   */
+  private static boolean deltaInternal() {
+    return onStack("org.apache.spark.sql.delta.");
   }
 
   /** Spark analyses a persistent view's stored body while it resolves the view. */
@@ -237,7 +228,19 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     @Override
     public LogicalPlan parsePlanWithParameters(String sql, ParameterContext parameters)
         throws ParseException {
-      return spark.parsePlanWithParameters(sql, parameters);
+      return hasParameters(parameters)
+          ? spark.parsePlanWithParameters(sql, parameters)
+          : delegate.parsePlanWithParameters(sql, parameters);
+    }
+
+    /** Spark passes a context on every statement; only a non-empty one binds anything. */
+    private static boolean hasParameters(ParameterContext parameters) {
+      try {
+        Object values = parameters.getClass().getMethod("params").invoke(parameters);
+        return !(values instanceof scala.collection.Iterable<?> iterable) || !iterable.isEmpty();
+      } catch (ReflectiveOperationException unknownContext) {
+        return true;
+      }
     }
 
     @Override
