@@ -1,0 +1,84 @@
+"""What ``POST /v1/sql`` lets through to the SQL server, decided by parsing the statement."""
+
+from __future__ import annotations
+
+import pytest
+
+from serving.connect.examples import doc_queries
+from serving.errors import QueryError
+from serving.sql_http import SqlAnswer, check_statement
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1",
+        "select path, sum(page_views) from serving_page_activity group by path",
+        "WITH x AS (SELECT 1 AS a) SELECT a FROM x",
+        "SELECT 1 UNION ALL SELECT 2",
+        "VALUES (1, 'a')",
+        "DESCRIBE events",
+        "SELECT * FROM events WHERE anonymousId = :who;",
+        "SELECT 'DROP TABLE x; INSERT INTO y' AS text",  # words in a string are a value
+    ],
+)
+def test_read_only_statements_pass(sql):
+    assert check_statement(sql) == sql.strip().rstrip(";")
+
+
+@pytest.mark.parametrize(
+    ("sql", "code"),
+    [
+        ("DROP VIEW events", "read_only"),
+        ("INSERT INTO gold_clicks SELECT * FROM gold_clicks", "read_only"),
+        ("INSERT OVERWRITE DIRECTORY '/tmp/x' SELECT 1", "read_only"),
+        ("MERGE INTO t USING s ON t.a = s.a WHEN MATCHED THEN DELETE", "read_only"),
+        ("DELETE FROM t WHERE 1 = 1", "read_only"),
+        ("UPDATE t SET a = 1", "read_only"),
+        ("CREATE TABLE t AS SELECT 1", "read_only"),
+        ("CREATE TEMP VIEW v AS SELECT 1", "read_only"),
+        ("ALTER VIEW events AS SELECT 1", "read_only"),
+        ("CACHE TABLE events", "read_only"),
+        ("SET spark.sql.ansi.enabled = false", "read_only"),
+        ("ADD JAR /tmp/evil.jar", "read_only"),
+        ("SHOW VIEWS", "read_only"),
+        ("USE other", "read_only"),
+        ("SELECT 1; DROP VIEW events", "one_statement"),
+        ("SELECT 1; SELECT 2", "one_statement"),
+        ("SELEC 1 FROM", "sql_syntax"),
+    ],
+)
+def test_anything_else_is_refused_with_its_reason(sql, code):
+    with pytest.raises(QueryError) as refused:
+        check_statement(sql)
+    assert refused.value.code == code
+    assert refused.value.status == 400
+
+
+def test_every_docs_query_is_read_only():
+    queries = doc_queries()
+    assert {"top_pages", "visitors_by_campaign", "funnel", "retention"} <= set(queries)
+    for sql in queries.values():
+        check_statement(sql)
+
+
+def test_answers_as_json_csv_and_arrow():
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "path": ["/a", "/b"],
+            "views": [3, 1],
+            "sketch": [b"\x01\x02", None],
+            "at": pa.array([datetime(2024, 1, 1, tzinfo=UTC)] * 2, pa.timestamp("us", tz="UTC")),
+        }
+    )
+    answer = SqlAnswer(table, 0.5)
+    body = answer.json()
+    assert [c["name"] for c in body["columns"]] == ["path", "views", "sketch", "at"]
+    assert body["rows"][0] == ["/a", 3, "AQI=", "2024-01-01T00:00:00+00:00"]
+    assert body["row_count"] == 2
+    assert answer.csv().decode().splitlines()[0] == '"path","views","sketch","at"'
+    assert pa.ipc.open_stream(answer.arrow()).read_all().equals(table)
