@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.settings import Settings
-from layout.lake import topic_table_name
 
 if TYPE_CHECKING:
     from views.spec import ViewSpec
@@ -141,6 +140,8 @@ class PipelineSpec:
     def table_name(self, settings: Settings) -> str:
         """The Delta table name of the pipeline's bronze and silver (``web.events.v1`` ->
         ``web_events_v1``)."""
+        from layout.lake import topic_table_name  # here: parsing the DAGs imports no views
+
         return topic_table_name(self.topic_of(settings))
 
 
