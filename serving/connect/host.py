@@ -243,7 +243,7 @@ class SqlServer:
         age = None if self.refreshed is None else round(time.time() - self.refreshed, 1)
         body: dict[str, Any] = {
             "status": "starting",
-            "url": f"sc://{self.settings.sql.host}:{self.settings.sql.port}",
+            "url": self.settings.sql.url().split("/;", 1)[0],
             "uptime_s": round(time.time() - self.started, 1),
             "catalog_age_s": age,
             "refresh_s": self.refresh_seconds and round(self.refresh_seconds, 2),
