@@ -41,10 +41,11 @@ driver runs inside it. How is ``WAP_BATCH__RUNNER``:
 
 Same task ids, pools, assets and retries either way. The ``WAP_*`` settings
 reach the job through the server's or the worker's environment, never
-through the DAG (no secrets in task parameters). A failed quality gate exits with code 3, fails its task and so
-stops the chain before publish: the boundary does not move. A reconcile that
-finds drift exits with code 4 after publish: the boundary has moved (the
-batch rows are right), the alert is about the speed rows.
+through the DAG (no secrets in task parameters). A failed quality gate
+exits with code 3, fails its task and so stops the chain before publish:
+the boundary does not move. A reconcile that finds drift exits with code 4
+after publish: the boundary has moved (the batch rows are right), the alert
+is about the speed rows.
 """
 
 from __future__ import annotations

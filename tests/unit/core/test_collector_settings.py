@@ -35,7 +35,12 @@ def test_origins_of_unknown_sources_and_malformed_origins_are_refused() -> None:
 def test_production_refuses_a_wildcard_unless_explicitly_allowed() -> None:
     wildcard = {"write_keys": {"shop": "prod-key"}, "allowed_origins": {"shop": ["*"]}}
     with pytest.raises(ValidationError, match="allow any origin"):
-        Settings(environment="prod", collector=CollectorSettings(**wildcard), serving=PROD_TOKENS, sql=PROD_SQL)
+        Settings(
+            environment="prod",
+            collector=CollectorSettings(**wildcard),
+            serving=PROD_TOKENS,
+            sql=PROD_SQL,
+        )
     explicit = CollectorSettings(**wildcard, allow_any_origin=True)
     assert Settings(environment="prod", collector=explicit, serving=PROD_TOKENS, sql=PROD_SQL)
     listed = CollectorSettings(

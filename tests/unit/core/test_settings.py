@@ -103,3 +103,27 @@ def test_sasl_credentials_survive_the_jaas_line(spark, user, password):
     (entry,) = jaas.getAppConfigurationEntry("KafkaClient")
     options = entry.getOptions()
     assert (options.get("username"), options.get("password")) == (user, password)
+
+
+def test_the_sql_server_url_carries_the_token_and_a_local_host(monkeypatch):
+    from core.settings import SqlSettings
+
+    monkeypatch.setenv("WAP_SQL__TOKEN", "s3cret")
+    monkeypatch.setenv("WAP_SQL__PORT", "16002")
+    sql = Settings().sql
+    assert sql.url() == "sc://localhost:16002/;token=s3cret"
+    assert "s3cret" not in repr(sql)
+    # Any other host name: the client speaks TLS to it (docs/sql.md).
+    assert SqlSettings(host="sql.example.com", token="t").url().startswith("sc://sql.example.com:")
+
+
+def test_production_refuses_the_local_sql_token():
+    from core.settings import CollectorSettings, ServingSettings, SqlSettings
+
+    collector = CollectorSettings(write_keys={"site": "k" * 32}, allowed_origins={"site": []})
+    serving = ServingSettings(api_tokens={"analyst": "prod-token"})
+    with pytest.raises(ValidationError, match="WAP_SQL__TOKEN"):
+        Settings(environment="prod", collector=collector, serving=serving)
+    assert Settings(
+        environment="prod", collector=collector, serving=serving, sql=SqlSettings(token="x" * 24)
+    )
