@@ -34,6 +34,7 @@ __all__ = [
     "KafkaSettings",
     "LakeSettings",
     "LocalSettings",
+    "MonitoringSettings",
     "ServingSettings",
     "Settings",
     "SparkSettings",
@@ -405,6 +406,29 @@ class LocalSettings(_Section):
     """How long ``up`` waits for a service to become healthy."""
 
 
+class MonitoringSettings(_Section):
+    """Prometheus: what it scrapes locally, and the thresholds of the platform's alert rules.
+
+    The rules (``infra/local/prometheus/alerts.yml.tmpl``) are rendered with these values;
+    a production Prometheus loads the same rendered file.
+    """
+
+    prometheus_port: int = Field(default=9090, ge=1, le=65535)
+    """Port of the local Prometheus (its UI, its API and ``/api/v1/alerts``)."""
+    scrape_interval_s: int = Field(default=15, ge=1)
+    """How often Prometheus scrapes every target and evaluates the rules."""
+    freshness_alert_s: int = Field(default=300, ge=1)
+    """``SpeedLayerStale`` fires when a view's speed freshness (now - newest event reflected)
+    stays above this ..."""
+    freshness_alert_for: str = "2m"
+    """... for this long (a Prometheus duration)."""
+    publish_alert_periods: int = Field(default=3, ge=1)
+    """``BatchNotPublishing`` fires when a view's boundary is older than this many batch
+    periods (plus the lateness)."""
+    error_ratio_alert: float = Field(default=0.05, gt=0, le=1)
+    """``CollectorErrors`` fires when this share of the collector's requests answer 5xx."""
+
+
 class Settings(BaseSettings):
     """Everything the platform needs to know about where it runs."""
 
@@ -429,6 +453,7 @@ class Settings(BaseSettings):
     sql: SqlSettings = SqlSettings()
     airflow: AirflowSettings = AirflowSettings()
     local: LocalSettings = LocalSettings()
+    monitoring: MonitoringSettings = MonitoringSettings()
 
     @model_validator(mode="after")
     def _no_dev_secrets_outside_local(self) -> Settings:

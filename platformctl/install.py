@@ -30,6 +30,7 @@ __all__ = [
     "install_browser",
     "install_jars",
     "install_npm",
+    "install_prometheus",
     "jars_dir",
     "npm_modules",
 ]
@@ -127,6 +128,17 @@ def install_browser() -> None:
     log_event(_log, "install.browser.done", seconds=round(time.monotonic() - started, 1))
 
 
+def install_prometheus() -> Path:
+    """Debian's ``prometheus`` (with ``promtool``), installed when missing; its path."""
+    found = shutil.which("prometheus")
+    if found is None:
+        started = time.monotonic()
+        log_event(_log, "install.prometheus.start", packages=["prometheus"])
+        found = _apt_install(["--no-install-recommends", "prometheus"], "prometheus")
+        log_event(_log, "install.prometheus.done", seconds=round(time.monotonic() - started, 1))
+    return Path(found)
+
+
 def npm_modules(settings: Settings) -> Path:
     """The ``node_modules`` of the pinned browser libraries (``infra/local/npm``)."""
     return settings.local.state_dir / "npm" / "node_modules"
@@ -203,6 +215,7 @@ def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -
     for component in JAR_COMPONENTS:
         install_jars(settings, component)
     build_guard_jar(settings.local.state_dir)
+    install_prometheus()
     install_npm(settings)
     if browser:
         install_browser()

@@ -14,6 +14,7 @@ versions and speed progress are cached per worker for
 """
 
 import hmac
+import time
 from contextlib import asynccontextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -317,13 +318,15 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
 
     @app.get(
         "/metrics",
-        summary="Prometheus metrics: the last reconciliation per view, the shared caches",
+        summary="Prometheus metrics: both layers' progress and the last reconciliation per "
+        "view, the shared caches",
         response_class=Response,
     )
     async def prometheus() -> Response:
         q: Queries = state["queries"]
         pointers = await q.store.pointers()
         metrics.observe({name: p.reconciled for name, p in pointers.views.items()})
+        metrics.observe_layers(pointers.views, int(time.time() * 1000))
         metrics.observe_caches({"answers": q.results, "blocks": q.ranking.blocks})
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 

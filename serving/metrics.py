@@ -17,6 +17,17 @@ Cassandra read of its own. Every worker answers the same values.
 
 A view never reconciled has none of these series.
 
+The two layers' progress per view, read from the same pointers (so they go
+on moving when the speed job or the batch stops, which is what alerts need):
+
+- ``wap_speed_freshness_seconds{view}``: now - the newest event time the
+  speed layer has reflected;
+- ``wap_speed_heartbeat_age_seconds{view}``: now - the speed query's last
+  reported progress;
+- ``wap_speed_kafka_lag_records{view}``: records in Kafka it has not read;
+- ``wap_batch_boundary_age_seconds{view}``: now - the batch boundary (the
+  last publish moved it); a view never published has none.
+
 And the worker's shared caches (:mod:`serving.cache`), per ``cache``
 (``answers``: whole answers, ``blocks``: merged immutable top-N blocks):
 
@@ -85,6 +96,44 @@ class ServingMetrics:
             ["cache"],
             registry=r,
         )
+
+        self.freshness = Gauge(
+            "wap_speed_freshness_seconds",
+            "Now minus the newest event time the speed layer has reflected",
+            ["view"],
+            registry=r,
+        )
+        self.heartbeat = Gauge(
+            "wap_speed_heartbeat_age_seconds",
+            "Now minus the speed query's last reported progress",
+            ["view"],
+            registry=r,
+        )
+        self.kafka_lag = Gauge(
+            "wap_speed_kafka_lag_records",
+            "Records in Kafka the speed layer has not read yet",
+            ["view"],
+            registry=r,
+        )
+        self.boundary_age = Gauge(
+            "wap_batch_boundary_age_seconds",
+            "Now minus the view's batch boundary (moved by each publish)",
+            ["view"],
+            registry=r,
+        )
+
+    def observe_layers(self, views: Mapping[str, Any], now_ms: int) -> None:
+        """Set the progress gauges from each view's :class:`serving.store.ViewPointers`."""
+        for view, p in views.items():
+            for gauge, value in (
+                (self.freshness, p.newest_event),
+                (self.heartbeat, p.heartbeat),
+                (self.boundary_age, p.boundary),
+            ):
+                if value is not None:
+                    gauge.labels(view).set(max(0, now_ms - value) / 1000)
+            if p.kafka_lag is not None:
+                self.kafka_lag.labels(view).set(p.kafka_lag)
 
     def observe_caches(self, caches: Mapping[str, Any]) -> None:
         """Set the cache gauges from each :class:`serving.cache.SharedCache` by name."""

@@ -11,6 +11,7 @@ from platformctl.services import (
     cassandra,
     collector,
     kafka,
+    prometheus,
     serving,
     speed,
     sql,
@@ -26,6 +27,7 @@ __all__ = [
     "cassandra",
     "collector",
     "kafka",
+    "prometheus",
     "serving",
     "speed",
     "sql",
@@ -39,6 +41,7 @@ REGISTRY: tuple[Service, ...] = (
     sql.SERVICE,
     serving.SERVICE,
     batch.SERVICE,
+    prometheus.SERVICE,
     *airflow.SERVICES,
 )
 """Every local service, each after the services it requires; ``down`` stops in reverse."""

@@ -78,3 +78,32 @@ def test_metrics_carry_every_reconciled_view_and_the_drift_flag():
     assert samples[("wap_reconcile_drift", "clicks")] == 0
     assert samples[("wap_reconcile_checked_timestamp_seconds", "clicks")] == CHECKED / 1000
     assert not [key for key in samples if key[1] == "search_terms"]
+
+
+def test_metrics_carry_both_layers_progress_as_ages():
+    from serving.store import ViewPointers
+
+    now = 1_800_000_000_000
+    metrics = ServingMetrics()
+    metrics.observe_layers(
+        {
+            "clicks": ViewPointers(
+                boundary=now - 3_600_000,
+                newest_event=now - 12_000,
+                heartbeat=now - 2_000,
+                kafka_lag=40,
+            ),
+            "search_terms": ViewPointers(boundary=None),  # never published, no speed progress
+        },
+        now,
+    )
+    samples = {
+        (s.name, s.labels["view"]): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    assert samples[("wap_speed_freshness_seconds", "clicks")] == 12
+    assert samples[("wap_speed_heartbeat_age_seconds", "clicks")] == 2
+    assert samples[("wap_speed_kafka_lag_records", "clicks")] == 40
+    assert samples[("wap_batch_boundary_age_seconds", "clicks")] == 3600
+    assert not [key for key in samples if key[1] == "search_terms"]

@@ -26,6 +26,7 @@ def test_every_service_is_a_record_with_a_process_builder_and_a_probe(tmp_path):
         "sql",
         "serving",
         "batch",
+        "prometheus",
         "airflow-api-server",
         "airflow-dag-processor",
         "airflow-scheduler",

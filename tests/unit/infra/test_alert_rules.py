@@ -1,0 +1,53 @@
+"""The platform's Prometheus config and alert rules, checked and tested with ``promtool``.
+
+``promtool`` comes with Debian's ``prometheus`` package, which ``make install``
+installs; the rules are rendered from settings exactly as ``platformctl up``
+renders them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import yaml
+
+from core.settings import BatchSettings, LocalSettings, MonitoringSettings, Settings
+from platformctl.services.prometheus import TEMPLATE_DIR, render_rules, write_config
+
+
+def _promtool(*args: str, cwd) -> str:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is installed by `make install` (Debian's prometheus package)"
+    done = subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_rules_pass_their_promtool_tests(tmp_path):
+    (tmp_path / "alerts.yml").write_text(render_rules(Settings()))
+    shutil.copy(TEMPLATE_DIR / "alerts.test.yml", tmp_path)
+    assert "SUCCESS: 8 rules found" in _promtool("check", "rules", "alerts.yml", cwd=tmp_path)
+    assert "SUCCESS" in _promtool("test", "rules", "alerts.test.yml", cwd=tmp_path)
+
+
+def test_thresholds_come_from_settings():
+    settings = Settings(
+        monitoring=MonitoringSettings(freshness_alert_s=45, freshness_alert_for="30s"),
+        batch=BatchSettings(period="day", lateness_s=600),
+    )
+    rules = {
+        rule["alert"]: rule for rule in yaml.safe_load(render_rules(settings))["groups"][0]["rules"]
+    }
+    assert rules["SpeedLayerStale"]["expr"] == "wap_speed_freshness_seconds > 45"
+    assert rules["SpeedLayerStale"]["for"] == "30s"
+    assert rules["BatchNotPublishing"]["expr"].endswith(f"> {3 * 86400 + 600}")
+
+
+def test_the_rendered_config_is_valid_and_scrapes_the_services(tmp_path):
+    settings = Settings(local=LocalSettings(state_dir=tmp_path))
+    config = write_config(settings)
+    assert "SUCCESS" in _promtool("check", "config", str(config), cwd=tmp_path)
+    jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
+    assert set(jobs) == {"prometheus", "collector", "serving"}
+    assert jobs["serving"]["static_configs"][0]["targets"] == ["127.0.0.1:8090"]
