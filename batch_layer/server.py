@@ -16,6 +16,7 @@ the same code as ``python -m batch_layer STEP`` (:func:`batch_layer.__main__.run
   disagree, 1 any other error), the JSON ``summary`` and the step's log
   lines from the N-th on (``next``).
 - ``DELETE /steps/{id}``: cancels the step's Spark jobs (a killed task).
+- ``GET /metrics``: Prometheus metrics of the steps run (:mod:`batch_layer.metrics`).
 - ``GET /health``: the Spark application, the steps running and the last
   ones' durations.
 
@@ -40,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
+from batch_layer.metrics import BatchMetrics
 from core.log import JsonFormatter, configure_logging, get_logger, log_event
 from core.settings import Settings
 
@@ -100,6 +102,7 @@ class StepServer:
         self._busy: dict[str, str] = {}  # pipeline -> id of its running request
         self._lock = threading.Lock()
         self.started = time.time()
+        self.metrics = BatchMetrics()
 
     def submit(self, argv: list[str]) -> StepRun:
         """Check ``argv`` (ValueError with the CLI's message) and start the run in a thread;
@@ -143,6 +146,7 @@ class StepServer:
                 run.state = "success" if run.exit_code == 0 else "failed"
             with self._lock:
                 self._busy.pop(run.pipeline, None)
+            self.metrics.observe(run.pipeline, run.args, run.state, run.exit_code, run.summary)
             log_event(
                 _log,
                 "steps.finished",
@@ -201,6 +205,13 @@ def _handler(server: StepServer) -> type[BaseHTTPRequestHandler]:
             url = urlparse(self.path)
             if url.path == "/health":
                 self._send(200, server.health())
+            elif url.path == "/metrics":
+                data = server.metrics.render()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             elif url.path.startswith("/steps/") and (run := self._run()):
                 since = int(parse_qs(url.query).get("since", ["0"])[0])
                 self._send(200, run.view(since))

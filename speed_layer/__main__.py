@@ -26,7 +26,12 @@ def run(drain: bool) -> int:
     spark = build_spark_session(settings, app_name="speed-layer")
     for key, value in speed_sql_conf(settings).items():
         spark.conf.set(key, value)
-    service = SpeedService(spark, settings, available_now=drain)
+    from speed_layer.metrics import SpeedMetrics
+
+    metrics = SpeedMetrics()
+    if not drain:  # a drain is a one-off run: nothing scrapes it
+        metrics.serve(settings.speed.metrics_host, settings.speed.metrics_port)
+    service = SpeedService(spark, settings, available_now=drain, metrics=metrics)
     start = service.live
     log_event(
         _log,

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from speed_layer.metrics import SpeedMetrics
+
 __all__ = [
     "EDGE_METRICS",
     "QUERY_NAME",
@@ -284,9 +286,12 @@ class ProgressRecorder:
         generation: int = 0,
         views: tuple[ViewSpec, ...] = VIEWS,
         live_query: str = QUERY_NAME,
+        metrics: SpeedMetrics | None = None,
     ) -> None:
         from core.cassandra import connect
 
+        self.metrics = metrics
+        """Prometheus gauges fed with each progress of the live query (None: none kept)."""
         self._settings = settings
         self._views = tuple(spec.name for spec in views)
         self._cluster, self._session = connect(settings.cassandra)
@@ -453,6 +458,8 @@ class ProgressRecorder:
             )
         else:
             self._session.execute(self._heartbeat, (now, lag, watermark, self._generation, view))
+        if self.metrics is not None:
+            self.metrics.observe(view, progress, lag, self._counts.get(view))
 
     def heartbeat(self, name: str) -> None:
         """An idle query is alive: refresh its heartbeat only."""
@@ -460,6 +467,8 @@ class ProgressRecorder:
             now = datetime.now(UTC)
             for view in self._views:
                 self._session.execute(self._touch, (now, view))
+                if self.metrics is not None:
+                    self.metrics.observe(view, None, None, None)
 
     def stopped(self, views: list[str]) -> None:
         """The job stopped on purpose: say so, so an operator may reset it at once."""

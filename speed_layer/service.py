@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from speed_layer.metrics import SpeedMetrics
+
 __all__ = ["SpeedService", "supervise"]
 
 _log = get_logger(__name__)
@@ -58,6 +60,7 @@ class SpeedService:
         *,
         views: Sequence[ViewSpec] = VIEWS,
         available_now: bool = False,
+        metrics: SpeedMetrics | None = None,
     ) -> None:
         from core.cassandra import connect
 
@@ -69,7 +72,11 @@ class SpeedService:
         self.queries: dict[int, StreamingQuery] = {}
         """The running queries by run generation."""
         self.recorder = ProgressRecorder(
-            settings, self.live.generation, self.views, live_query=self.live.query_name
+            settings,
+            self.live.generation,
+            self.views,
+            live_query=self.live.query_name,
+            metrics=metrics,
         )
         self._catch_up = CatchUp(settings.speed.replay_max_lag, settings.speed.replay_sustain_s)
         self._polled = 0.0

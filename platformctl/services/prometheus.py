@@ -59,6 +59,8 @@ def write_config(settings: Settings) -> Path:
             prometheus_port=settings.monitoring.prometheus_port,
             collector=f"{_loopback(settings.collector.host)}:{settings.collector.port}",
             serving=f"{_loopback(settings.serving.host)}:{settings.serving.port}",
+            speed=f"{_loopback(settings.speed.metrics_host)}:{settings.speed.metrics_port}",
+            batch=f"{_loopback(settings.batch.step_server_host)}:{settings.batch.step_server_port}",
         )
     )
     return config

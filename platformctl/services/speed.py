@@ -29,7 +29,7 @@ __all__ = [
 
 def process(settings: Settings) -> ManagedProcess:
     """The streaming speed layer (a Spark driver running one query for every view)."""
-    return python_process(settings, "speed", ["speed_layer"])
+    return python_process(settings, "speed", ["speed_layer"], ports=(settings.speed.metrics_port,))
 
 
 def progress(settings: Settings) -> dict[str, dict]:
