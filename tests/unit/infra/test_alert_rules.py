@@ -39,7 +39,7 @@ def test_thresholds_come_from_settings():
     rules = {
         rule["alert"]: rule for rule in yaml.safe_load(render_rules(settings))["groups"][0]["rules"]
     }
-    assert rules["SpeedLayerStale"]["expr"].startswith("wap_speed_freshness_seconds > 45\n")
+    assert rules["SpeedLayerStale"]["expr"].startswith("wap_speed_freshness_seconds > 45 and")
     assert "wap_speed_heartbeat_age_seconds > 45" in rules["SpeedLayerStale"]["expr"]
     assert rules["SpeedLayerStale"]["for"] == "30s"
     assert rules["BatchNotPublishing"]["expr"].endswith(f"> {3 * 86400 + 600}")
