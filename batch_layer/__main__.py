@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings()
     spec = pipeline(args.pipeline).validate()
-    spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}")
+    spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}", lineage=True)
     try:
         summary, code = run_steps(
             spark, settings, args.steps, spec, args.run_id, args.dates, args.user

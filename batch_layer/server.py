@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings()
     started = time.monotonic()
-    spark = build_spark_session(settings, app_name="batch-steps")
+    spark = build_spark_session(settings, app_name="batch-steps", lineage=True)
     server = StepServer(spark, settings)
     address = (settings.batch.step_server_host, settings.batch.step_server_port)
     httpd = ThreadingHTTPServer(address, _handler(server))

@@ -33,6 +33,7 @@ __all__ = [
     "EventTimeSettings",
     "KafkaSettings",
     "LakeSettings",
+    "LineageSettings",
     "LocalSettings",
     "MonitoringSettings",
     "ServingSettings",
@@ -410,6 +411,29 @@ class LocalSettings(_Section):
     """How long ``up`` waits for a service to become healthy."""
 
 
+class LineageSettings(_Section):
+    """OpenLineage events of the batch steps (Spark's OpenLineage listener)."""
+
+    enabled: bool = True
+    """Emit a START and a COMPLETE event, with input and output datasets, per Spark action of
+    every batch step."""
+    transport: Literal["file", "http"] = "file"
+    """``file``: one JSON event per line in ``location``; ``http``: POST to ``url`` (Marquez,
+    DataHub, a cloud catalogue's OpenLineage endpoint)."""
+    location: Path = PROJECT_ROOT / ".platform" / "lineage" / "openlineage.jsonl"
+    """The events file of the ``file`` transport."""
+    url: str | None = None
+    """The endpoint of the ``http`` transport, e.g. ``http://marquez:5000``."""
+    namespace: str = "web-activity-platform"
+    """The OpenLineage namespace of the batch jobs."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LineageSettings:
+        if self.enabled and self.transport == "http" and not self.url:
+            raise ValueError("lineage.transport=http needs lineage.url (WAP_LINEAGE__URL).")
+        return self
+
+
 class MonitoringSettings(_Section):
     """Prometheus: what it scrapes locally, and the thresholds of the platform's alert rules.
 
@@ -458,6 +482,7 @@ class Settings(BaseSettings):
     airflow: AirflowSettings = AirflowSettings()
     local: LocalSettings = LocalSettings()
     monitoring: MonitoringSettings = MonitoringSettings()
+    lineage: LineageSettings = LineageSettings()
 
     @model_validator(mode="after")
     def _no_dev_secrets_outside_local(self) -> Settings:

@@ -21,12 +21,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.settings import PROJECT_ROOT, Settings, SparkSettings
+from core.settings import PROJECT_ROOT, LineageSettings, Settings, SparkSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["build_spark_session", "local_spark_jars", "spark_conf"]
+__all__ = ["build_spark_session", "lineage_conf", "local_spark_jars", "spark_conf"]
 
 LOCAL_LOG4J2 = PROJECT_ROOT / "infra" / "local" / "spark" / "log4j2.properties"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -80,8 +80,44 @@ def spark_conf(
     return conf | dict(spark.extra_conf)
 
 
-def build_spark_session(settings: Settings, *, app_name: str) -> SparkSession:
-    """Get (or create) the process's SparkSession configured for the platform."""
+OPENLINEAGE_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+
+
+def lineage_conf(lineage: LineageSettings, spark: SparkSettings) -> dict[str, str]:
+    """The ``spark.*`` settings of OpenLineage's Spark listener (its jar is among the
+    connector jars: ``infra/local/maven/spark/pom.xml``); none when lineage is off.
+
+    >>> from core.settings import LineageSettings, SparkSettings
+    >>> conf = lineage_conf(LineageSettings(location="/tmp/ol.jsonl"), SparkSettings())
+    >>> conf["spark.openlineage.transport.type"], conf["spark.openlineage.transport.location"]
+    ('file', '/tmp/ol.jsonl')
+    """
+    if not lineage.enabled:
+        return {}
+    conf = {
+        "spark.extraListeners": OPENLINEAGE_LISTENER,
+        "spark.openlineage.namespace": lineage.namespace,
+        "spark.openlineage.transport.type": lineage.transport,
+    }
+    if lineage.transport == "file":
+        Path(lineage.location).parent.mkdir(parents=True, exist_ok=True)
+        conf["spark.openlineage.transport.location"] = str(lineage.location)
+    else:
+        conf["spark.openlineage.transport.url"] = str(lineage.url)
+    if spark.master.startswith("local"):
+        # The listener defines classes reflectively: Java 17 needs java.security opened.
+        options = spark_conf(spark, app_name="-").get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = (
+            f"{options} --add-opens=java.base/java.security=ALL-UNNAMED".strip()
+        )
+    return conf
+
+
+def build_spark_session(
+    settings: Settings, *, app_name: str, lineage: bool = False
+) -> SparkSession:
+    """Get (or create) the process's SparkSession configured for the platform; ``lineage``:
+    with OpenLineage's listener as ``settings.lineage`` says (the batch steps)."""
     from pyspark.sql import SparkSession
 
     if settings.spark.master.startswith("local"):
@@ -91,7 +127,10 @@ def build_spark_session(settings: Settings, *, app_name: str) -> SparkSession:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = () if settings.spark.jars is not None else local_spark_jars(settings.local.state_dir)
     builder = SparkSession.builder
-    for key, value in spark_conf(settings.spark, app_name=app_name, jars=jars).items():
+    conf = spark_conf(settings.spark, app_name=app_name, jars=jars)
+    if lineage:
+        conf |= lineage_conf(settings.lineage, settings.spark)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
