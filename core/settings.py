@@ -279,14 +279,39 @@ class BatchSettings(_Section):
     expire while the step reads them."""
     spark_submit: str = str(PROJECT_ROOT / ".venv" / "bin" / "spark-submit")
     """The ``spark-submit`` the DAGs run jobs with (the Spark environment's, not Airflow's)."""
-    runner: Literal["server", "submit"] = "server"
+    runner: Literal["server", "submit", "emr_serverless"] = "server"
     """How a DAG task runs its step. ``server``: it submits the step to the batch step server
     (``python -m batch_layer serve``, one long-lived Spark application: no JVM start per task);
-    ``submit``: a ``spark-submit`` per task against ``WAP_SPARK__MASTER`` (a cluster)."""
+    ``submit``: a ``spark-submit`` per task against ``WAP_SPARK__MASTER`` (a cluster);
+    ``emr_serverless``: a job run of the EMR Serverless application ``emr_application_id``
+    from the artifact at ``artifacts_uri`` (``python -m platformctl package``)."""
+    emr_application_id: str | None = None
+    """The EMR Serverless application the steps run on (Terraform output
+    ``spark_application_id``); required with ``runner=emr_serverless``."""
+    emr_job_role_arn: str | None = None
+    """The role the job runs as (Terraform output ``spark_job_role_arn``)."""
+    artifacts_uri: str | None = None
+    """Where ``platformctl package`` output was uploaded, e.g.
+    ``s3://lake-bucket/artifacts/0.1.0``: the entry point, the wheel, the Python environment
+    archive and the jars."""
+    emr_aws_conn_id: str = "aws_default"
+    """The Airflow connection the EMR operator calls AWS with (MWAA: its execution role)."""
     step_server_host: str = "127.0.0.1"
     """Interface of the batch step server."""
     step_server_port: int = Field(default=8095, ge=1, le=65535)
     """Port of the batch step server."""
+
+    @model_validator(mode="after")
+    def _check(self) -> BatchSettings:
+        missing = [
+            name
+            for name in ("emr_application_id", "emr_job_role_arn", "artifacts_uri")
+            if self.runner == "emr_serverless" and not getattr(self, name)
+        ]
+        if missing:
+            names = ", ".join(f"WAP_BATCH__{name.upper()}" for name in missing)
+            raise ValueError(f"batch.runner=emr_serverless needs {names}.")
+        return self
 
 
 class ServingSettings(_Section):

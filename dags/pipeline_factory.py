@@ -37,7 +37,10 @@ driver runs inside it. How is ``WAP_BATCH__RUNNER``:
   application, so a task does not pay a JVM and SparkSession start;
 - ``submit``: a ``spark-submit`` through the Spark provider, against the
   ``spark_platform`` connection (``AIRFLOW_CONN_SPARK_PLATFORM``, set from
-  ``WAP_SPARK__MASTER``), as on a cluster.
+  ``WAP_SPARK__MASTER``), as on a cluster;
+- ``emr_serverless`` (production on AWS): an EMR Serverless job run through
+  the Amazon provider, of the artifact ``python -m platformctl package``
+  builds (:mod:`batch_layer.emr`), waiting for its end like the others.
 
 Same task ids, pools, assets and retries either way. The ``WAP_*`` settings
 reach the job through the server's or the worker's environment, never
@@ -53,7 +56,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, BaseOperator, Param, chain
 from batch_step import BatchStepOperator
 
@@ -112,6 +114,24 @@ def _step(
     if settings.batch.runner == "server":
         server = f"http://{settings.batch.step_server_host}:{settings.batch.step_server_port}"
         return BatchStepOperator(server=server, application_args=args, **common)
+    if settings.batch.runner == "emr_serverless":
+        # Imported here: each runtime needs only its own provider (MWAA ships Amazon's).
+        from airflow.providers.amazon.aws.operators.emr import EmrServerlessStartJobOperator
+
+        from batch_layer.emr import job_driver, monitoring
+
+        return EmrServerlessStartJobOperator(
+            application_id=settings.batch.emr_application_id,
+            execution_role_arn=settings.batch.emr_job_role_arn,
+            job_driver=job_driver(settings, args),
+            configuration_overrides=monitoring(settings),
+            name=f"{spec.name}-{step}-{{{{ run_id }}}}",
+            aws_conn_id=settings.batch.emr_aws_conn_id,
+            wait_for_completion=True,
+            **common,
+        )
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
     return SparkSubmitOperator(
         application=APPLICATION,
         application_args=args,

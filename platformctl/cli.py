@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from core.log import configure_logging
 from core.settings import load_settings
@@ -45,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("services", nargs="*", choices=[*platform.SERVICES, *_GROUPS, []])
     logs.add_argument("-n", "--lines", type=int, default=40)
     commands.add_parser("demo", help="bring the platform up and run the end-to-end path")
+    package = commands.add_parser(
+        "package", help="build the artifact the batch steps run from on a cluster (EMR)"
+    )
+    package.add_argument("--out", type=Path, default=Path("dist") / "artifact")
+    package.add_argument(
+        "--pyenv", action="store_true", help="also pack the Python environment (cluster's OS)"
+    )
     forget = commands.add_parser(
         "forget", help="forget a user: erase their events everywhere, republish their days"
     )
@@ -85,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             run_demo(settings)
             print(f"demo finished in {time.monotonic() - started:.0f}s")
+        elif args.command == "package":
+            from platformctl.package import build_artifact
+
+            manifest = build_artifact(settings, args.out, pyenv=args.pyenv)
+            print(json.dumps({"out": str(args.out), "files": len(manifest["files"])}))
         elif args.command == "forget":
             from platformctl.forget import forget_user
 

@@ -114,8 +114,15 @@ pools = {f"{dag_id}.{t.task_id}": [t.pool, t.pool_slots] for dag_id, t in tasks}
 upstream = {f"{dag_id}.{t.task_id}": sorted(t.upstream_task_ids) for dag_id, t in tasks}
 spark = sorted(m for m in sys.modules if m.split(".")[0] in {"pyspark", "py4j", "delta", "views"})
 errors = {k: str(v) for k, v in bag.import_errors.items()}
-operators = {f"{dag_id}.{t.task_id}": [type(t).__name__, getattr(t, "server", None)]
+operators = {f"{dag_id}.{t.task_id}": [type(t).__name__,
+                                       getattr(t, "server", getattr(t, "application_id", None))]
              for dag_id, t in tasks}
+
+
+def args_of(t):
+    if hasattr(t, "application_args"):
+        return t.application_args
+    return t.job_driver["sparkSubmit"]["entryPointArguments"]  # EMR Serverless
 # The forget DAGs' tasks rendered as a run with params {"user": ...} renders them.
 context = {"params": {"user": "user-000042"}, "run_id": "manual__forget-1"}
 forget = {
@@ -123,7 +130,7 @@ forget = {
         "params": {k: d.params.get_param(k).schema for k in d.params},
         "tasks": {
             t.task_id: {
-                "args": t.render_template(t.application_args, context, d.get_template_env()),
+                "args": t.render_template(args_of(t), context, d.get_template_env()),
                 "upstream": sorted(t.upstream_task_ids),
             }
             for t in d.tasks
@@ -137,15 +144,25 @@ print(json.dumps({"errors": errors, "pools": pools, "upstream": upstream,
 """
 
 
-@pytest.fixture(scope="module", params=["server", "submit"])
+EMR = {
+    "emr_application_id": "00fabc123def4567",
+    "emr_job_role_arn": "arn:aws:iam::123456789012:role/wap-prod-spark-job",
+    "artifacts_uri": "s3://wap-prod-lake/artifacts/0.1.0",
+}
+
+
+@pytest.fixture(scope="module", params=["server", "submit", "emr_serverless"])
 def parsed_dags(request, settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The DAG folder parsed in Airflow's venv as the DAG processor parses it, with the tasks
-    run by the step server and by ``spark-submit`` (``WAP_BATCH__RUNNER``)."""
+    run by the step server, by ``spark-submit`` and as EMR Serverless job runs
+    (``WAP_BATCH__RUNNER``)."""
     python = ensure_airflow_venv(
         settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
     )
     home = tmp_path_factory.mktemp("airflow")
-    batch = settings.batch.model_copy(update={"runner": request.param})
+    batch = settings.batch.model_copy(
+        update={"runner": request.param} | (EMR if request.param == "emr_serverless" else {})
+    )
     env = {
         **os.environ,
         **settings_env(settings.model_copy(update={"batch": batch})),
@@ -171,6 +188,9 @@ def test_every_task_runs_its_step_where_the_settings_say(parsed_dags: dict):
     if parsed_dags["runner"] == "server":
         url = f"http://{batch.step_server_host}:{batch.step_server_port}"
         assert set(map(tuple, operators.values())) == {("BatchStepOperator", url)}
+    elif parsed_dags["runner"] == "emr_serverless":
+        app = EMR["emr_application_id"]
+        assert set(map(tuple, operators.values())) == {("EmrServerlessStartJobOperator", app)}
     else:
         assert {name for name, _ in operators.values()} == {"SparkSubmitOperator"}
 

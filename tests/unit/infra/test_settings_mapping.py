@@ -38,6 +38,10 @@ SAMPLE_OUTPUTS = {
     "WAP_SPARK__SHUFFLE_PARTITIONS": "64",
     "WAP_SPARK__EXTRA_CONF": '{"spark.delta.logStore.s3a.impl": '
     '"io.delta.storage.S3DynamoDBLogStore"}',
+    "WAP_BATCH__RUNNER": "emr_serverless",
+    "WAP_BATCH__EMR_APPLICATION_ID": "00fabc123def4567",
+    "WAP_BATCH__EMR_JOB_ROLE_ARN": "arn:aws:iam::123456789012:role/wap-prod-spark-job",
+    "WAP_BATCH__ARTIFACTS_URI": "s3://acme-wap-prod-lake/artifacts/0.1.0",
 }
 # Read from Secrets Manager at start-up, never Terraform outputs.
 SAMPLE_SECRETS = {

@@ -117,6 +117,26 @@ output "WAP_SPARK__EXTRA_CONF" {
   value       = module.platform.settings_env["WAP_SPARK__EXTRA_CONF"]
 }
 
+output "WAP_BATCH__RUNNER" {
+  description = "The DAGs run each step as an EMR Serverless job run."
+  value       = module.platform.settings_env["WAP_BATCH__RUNNER"]
+}
+
+output "WAP_BATCH__EMR_APPLICATION_ID" {
+  description = "The EMR Serverless application the steps run on."
+  value       = module.platform.settings_env["WAP_BATCH__EMR_APPLICATION_ID"]
+}
+
+output "WAP_BATCH__EMR_JOB_ROLE_ARN" {
+  description = "The role the steps' job runs run as."
+  value       = module.platform.settings_env["WAP_BATCH__EMR_JOB_ROLE_ARN"]
+}
+
+output "WAP_BATCH__ARTIFACTS_URI" {
+  description = "Where `python -m platformctl package` output is uploaded (one folder per version)."
+  value       = module.platform.settings_env["WAP_BATCH__ARTIFACTS_URI"]
+}
+
 output "secret_settings" {
   description = "WAP_* password settings -> Secrets Manager secret and JSON key."
   value       = module.platform.secret_settings

@@ -45,6 +45,10 @@ locals {
     WAP_SPARK__JARS                  = jsonencode([for jar in var.spark_jars : "${local.jars_uri}/${jar}"])
     WAP_SPARK__SHUFFLE_PARTITIONS    = tostring(var.spark_shuffle_partitions)
     WAP_SPARK__EXTRA_CONF            = jsonencode(local.spark_conf)
+    WAP_BATCH__RUNNER                = "emr_serverless"
+    WAP_BATCH__EMR_APPLICATION_ID    = module.spark.application_id
+    WAP_BATCH__EMR_JOB_ROLE_ARN      = module.spark.job_role_arn
+    WAP_BATCH__ARTIFACTS_URI         = "s3://${module.lake.bucket_name}/${module.lake.prefixes.artifacts}/${var.artifact_version}"
   }
 
   # Settings that are secrets: never outputs, read from Secrets Manager.

@@ -80,6 +80,12 @@ variable "spark_shuffle_partitions" {
   type        = number
 }
 
+variable "artifact_version" {
+  description = "The version folder under artifacts/ the batch steps run from (`python -m platformctl package` output, uploaded)."
+  type        = string
+  default     = "0.1.0"
+}
+
 variable "spark_jars" {
   description = "Connector jar file names uploaded under <lake bucket>/artifacts/jars/ (WAP_SPARK__JARS)."
   type        = list(string)

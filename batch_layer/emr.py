@@ -1,0 +1,79 @@
+"""A batch step as an EMR Serverless job run: the job driver the DAGs' operator sends.
+
+Pure data, no AWS or Airflow import: ``dags/pipeline_factory.py`` builds its
+``EmrServerlessStartJobOperator`` from :func:`job_driver` when
+``WAP_BATCH__RUNNER=emr_serverless``. The job runs ``batch_entry.py`` (the
+same ``python -m batch_layer STEP ...``) from the artifact that
+``python -m platformctl package`` builds and the operator uploads to
+``batch.artifacts_uri``:
+
+- ``batch_entry.py``: the entry point;
+- ``pyenv.tar.gz``: the Python environment (the project's wheel and its
+  dependencies, built on the EMR release's OS), unpacked as ``environment``;
+- ``jars/``: the connector jars (Delta, Kafka, OpenLineage).
+
+The job's settings are the EMR application's (``WAP_*`` as
+``spark.emr-serverless.driverEnv.*`` in its runtime configuration), not the
+DAG's: no setting, and no secret, passes through a task's parameters.
+
+>>> from core.settings import BatchSettings, Settings, SparkSettings
+>>> s = Settings(
+...     batch=BatchSettings(runner="emr_serverless", emr_application_id="app-1",
+...                         emr_job_role_arn="arn:aws:iam::1:role/job",
+...                         artifacts_uri="s3://lake/artifacts/0.1.0/"),
+...     spark=SparkSettings(jars=("delta-spark_4.1_2.13-4.4.0.jar",)))
+>>> driver = job_driver(s, ["bronze", "--pipeline", "web_events"])["sparkSubmit"]
+>>> driver["entryPoint"], driver["entryPointArguments"][0]
+('s3://lake/artifacts/0.1.0/batch_entry.py', 'bronze')
+>>> driver["sparkSubmitParameters"].split()[:2]
+['--jars', 's3://lake/artifacts/0.1.0/jars/delta-spark_4.1_2.13-4.4.0.jar']
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from core.settings import Settings
+
+__all__ = ["ENTRY_POINT", "PYENV", "job_driver", "monitoring"]
+
+ENTRY_POINT = "batch_entry.py"
+PYENV = "pyenv.tar.gz"
+
+
+def _artifacts(settings: Settings) -> str:
+    if not settings.batch.artifacts_uri:
+        raise ValueError("batch.artifacts_uri is not set (WAP_BATCH__ARTIFACTS_URI).")
+    return settings.batch.artifacts_uri.rstrip("/")
+
+
+def job_driver(settings: Settings, args: list[str]) -> dict:
+    """``jobDriver`` of ``StartJobRun``: the entry point, its arguments, jars, environment."""
+    root = _artifacts(settings)
+    jars = [f"{root}/jars/{PurePosixPath(jar).name}" for jar in settings.spark.jars or ()]
+    python = "./environment/bin/python"
+    params = [
+        f"--conf spark.archives={root}/{PYENV}#environment",
+        f"--conf spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON={python}",
+        f"--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON={python}",
+        f"--conf spark.executorEnv.PYSPARK_PYTHON={python}",
+        f"--conf spark.sql.shuffle.partitions={settings.spark.shuffle_partitions}",
+    ]
+    if jars:
+        params.insert(0, f"--jars {','.join(jars)}")
+    return {
+        "sparkSubmit": {
+            "entryPoint": f"{root}/{ENTRY_POINT}",
+            "entryPointArguments": list(args),
+            "sparkSubmitParameters": " ".join(params),
+        }
+    }
+
+
+def monitoring(settings: Settings) -> dict:
+    """``configurationOverrides``: the job's driver and executor logs beside the artifact."""
+    return {
+        "monitoringConfiguration": {
+            "s3MonitoringConfiguration": {"logUri": f"{_artifacts(settings)}/logs/"}
+        }
+    }

@@ -1,0 +1,54 @@
+"""The artifact the batch steps run from on EMR Serverless (``platformctl package``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from core.settings import Settings, SparkSettings
+from platformctl.package import build_artifact, runtime_requirements
+
+pytestmark = pytest.mark.slow  # builds a wheel
+
+
+def test_the_artifact_holds_the_entry_point_the_wheel_the_pins_and_the_jars(tmp_path):
+    jars = []
+    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "openlineage-spark_2.13-1.53.0.jar"):
+        (tmp_path / name).write_bytes(b"PK\x03\x04 " + name.encode())
+        jars.append(str(tmp_path / name))
+    settings = Settings(spark=SparkSettings(jars=tuple(jars)))
+    out = tmp_path / "artifact"
+    manifest = build_artifact(settings, out)
+
+    (wheel,) = out.glob("web_activity_platform-*-py3-none-any.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for module in ("batch_layer/__main__.py", "batch_layer/emr.py", "core/settings.py"):
+        assert module in names, module
+    assert any(n.startswith("views/") for n in names)
+    assert any(n.startswith("data_contracts/web_events/") for n in names)
+    assert not any(n.startswith("tests/") for n in names)
+
+    pins = (out / "requirements.txt").read_text().split()
+    assert any(p.startswith("delta-spark==") for p in pins)
+    assert any(p.startswith("great-expectations==") for p in pins)
+    assert not any(p.startswith(("pyspark==", "pytest==", "ruff==")) for p in pins)
+    assert pins == runtime_requirements()
+
+    assert sorted(p.name for p in (out / "jars").iterdir()) == sorted(
+        p.rsplit("/", 1)[-1] for p in jars
+    )
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk == manifest and manifest["version"] == wheel.name.split("-")[1]
+    for name, entry in manifest["files"].items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == entry["sha256"]
+
+    # The entry point is the batch CLI.
+    done = subprocess.run(
+        [sys.executable, str(out / "batch_entry.py"), "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "--pipeline" in done.stdout
