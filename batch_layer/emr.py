@@ -12,9 +12,10 @@ same ``python -m batch_layer STEP ...``) from the artifact that
   dependencies, built on the EMR release's OS), unpacked as ``environment``;
 - ``jars/``: the connector jars (Delta, Kafka, OpenLineage).
 
-The job's settings are the EMR application's (``WAP_*`` as
-``spark.emr-serverless.driverEnv.*`` in its runtime configuration), not the
-DAG's: no setting, and no secret, passes through a task's parameters.
+The job reads its ``WAP_*`` settings from its environment like every entry
+point; on EMR Serverless they belong in the application's runtime
+configuration (``spark.emr-serverless.driverEnv.WAP_*`` properties), not in
+the DAG: no setting, and no secret, passes through a task's parameters.
 
 >>> from core.settings import BatchSettings, Settings, SparkSettings
 >>> s = Settings(
