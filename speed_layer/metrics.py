@@ -19,13 +19,18 @@ job's process, on a registry of its own, with the standard process metrics.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
 
+from core.log import get_logger, log_event
+
 __all__ = ["SpeedMetrics"]
+
+_log = get_logger(__name__)
 
 
 class SpeedMetrics:
@@ -75,8 +80,16 @@ class SpeedMetrics:
             for reason, rows in (counts.get("rejected_rows") or {}).items():
                 self.rejected.labels(view, reason).set(rows)
 
-    def serve(self, host: str, port: int) -> None:
-        """``/metrics`` on ``host:port``, in a daemon thread."""
+    def serve(self, host: str, port: int) -> bool:
+        """``/metrics`` on ``host:port``, in a daemon thread; False (logged) when the port is
+        taken: the speed layer runs on without its endpoint rather than not at all."""
         from prometheus_client import start_http_server
 
-        start_http_server(port, addr=host, registry=self.registry)
+        try:
+            start_http_server(port, addr=host, registry=self.registry)
+        except OSError as error:
+            log_event(
+                _log, "speed.metrics_unavailable", logging.WARNING, port=port, error=str(error)
+            )
+            return False
+        return True

@@ -44,3 +44,12 @@ def test_an_idle_progress_only_moves_the_heartbeat():
     got = _samples(metrics)
     assert ("wap_speed_last_progress_timestamp_seconds", ("view", "clicks")) in got
     assert not [k for k in got if k[0] == "wap_speed_batches_total"]
+
+
+def test_a_taken_port_leaves_the_job_running_without_its_endpoint():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert SpeedMetrics().serve("127.0.0.1", taken.getsockname()[1]) is False
