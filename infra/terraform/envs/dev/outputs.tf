@@ -152,6 +152,16 @@ output "spark_job_role_arn" {
   value       = module.platform.spark_job_role_arn
 }
 
+output "collector_url" {
+  description = "HTTPS address of the collector (point the websites' DNS name at it)."
+  value       = module.platform.collector_url
+}
+
+output "serving_url" {
+  description = "HTTPS address of serving's internal load balancer."
+  value       = module.platform.serving_url
+}
+
 output "airflow_webserver_url" {
   description = "Private URL of the Airflow UI."
   value       = module.platform.airflow_webserver_url

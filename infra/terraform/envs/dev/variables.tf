@@ -97,3 +97,28 @@ variable "airflow_max_workers" {
   description = "Most MWAA workers under load."
   type        = number
 }
+
+variable "container_image" {
+  description = "The project's container image (ECR URI with a tag) for the collector, serving and the speed layer."
+  type        = string
+}
+
+variable "certificate_arn" {
+  description = "ACM certificate of the collector's and serving's HTTPS load balancers."
+  type        = string
+}
+
+variable "analyst_cidrs" {
+  description = "Networks that may reach serving's internal load balancer."
+  type        = list(string)
+}
+
+variable "collector_tasks" {
+  description = "Least and most collector tasks."
+  type        = object({ min = number, max = number })
+}
+
+variable "serving_tasks" {
+  description = "Least and most serving tasks."
+  type        = object({ min = number, max = number })
+}

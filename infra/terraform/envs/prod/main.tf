@@ -50,6 +50,11 @@ module "platform" {
   airflow_environment_class = var.airflow_environment_class
   airflow_max_workers       = var.airflow_max_workers
   dags_dir                  = "${path.root}/../../../../dags"
+  container_image           = var.container_image
+  certificate_arn           = var.certificate_arn
+  analyst_cidrs             = var.analyst_cidrs
+  collector_tasks           = var.collector_tasks
+  serving_tasks             = var.serving_tasks
 }
 
 module "topics" {

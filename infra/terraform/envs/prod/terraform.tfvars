@@ -31,3 +31,9 @@ spark_jars = [
 
 airflow_environment_class = "mw1.medium"
 airflow_max_workers       = 5
+
+container_image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/web-activity-platform:0.1.0"
+certificate_arn = "arn:aws:acm:eu-west-1:123456789012:certificate/00000000-0000-0000-0000-000000000002"
+analyst_cidrs   = ["10.0.0.0/8"]
+collector_tasks = { min = 2, max = 10 }
+serving_tasks   = { min = 2, max = 4 }

@@ -257,20 +257,20 @@ resource "aws_iam_role_policy" "execution" {
 }
 
 resource "aws_mwaa_environment" "this" {
-  name                   = var.name
-  airflow_version        = var.airflow_version
-  environment_class      = var.environment_class
-  min_workers            = var.min_workers
-  max_workers            = var.max_workers
-  execution_role_arn     = aws_iam_role.execution.arn
-  kms_key                = var.kms_key_arn
-  source_bucket_arn      = aws_s3_bucket.airflow.arn
-  dag_s3_path            = "dags/"
-  requirements_s3_path   = aws_s3_object.requirements.key
-  requirements_s3_object_version = aws_s3_object.requirements.version_id
-  startup_script_s3_path = aws_s3_object.startup.key
+  name                             = var.name
+  airflow_version                  = var.airflow_version
+  environment_class                = var.environment_class
+  min_workers                      = var.min_workers
+  max_workers                      = var.max_workers
+  execution_role_arn               = aws_iam_role.execution.arn
+  kms_key                          = var.kms_key_arn
+  source_bucket_arn                = aws_s3_bucket.airflow.arn
+  dag_s3_path                      = "dags/"
+  requirements_s3_path             = aws_s3_object.requirements.key
+  requirements_s3_object_version   = aws_s3_object.requirements.version_id
+  startup_script_s3_path           = aws_s3_object.startup.key
   startup_script_s3_object_version = aws_s3_object.startup.version_id
-  webserver_access_mode  = "PRIVATE_ONLY"
+  webserver_access_mode            = "PRIVATE_ONLY"
 
   network_configuration {
     security_group_ids = [aws_security_group.airflow.id]

@@ -12,3 +12,8 @@ output "private_subnet_ids" {
   description = "Private subnets, one per availability zone, in the zones' order."
   value       = aws_subnet.private[*].id
 }
+
+output "public_subnet_ids" {
+  description = "Public subnets (internet-facing load balancers)."
+  value       = aws_subnet.public[*].id
+}

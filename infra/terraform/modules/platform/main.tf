@@ -22,39 +22,39 @@ locals {
   # One entry per setting of core/settings.py, named as its environment
   # variable and rendered as pydantic-settings parses it.
   settings_env = {
-    WAP_ENVIRONMENT                  = var.environment
-    WAP_KAFKA__BOOTSTRAP_SERVERS     = module.kafka.bootstrap_brokers
-    WAP_KAFKA__SECURITY_PROTOCOL     = "SASL_SSL"
-    WAP_KAFKA__SASL_MECHANISM        = "SCRAM-SHA-512"
-    WAP_KAFKA__SASL_USERNAME         = module.kafka.scram_username
-    WAP_KAFKA__EVENTS_TOPIC          = var.platform_kafka.events_topic
-    WAP_KAFKA__DLQ_TOPIC             = var.platform_kafka.dlq_topic
-    WAP_KAFKA__PARTITIONS            = tostring(var.platform_kafka.partitions)
-    WAP_KAFKA__REPLICATION_FACTOR    = tostring(var.platform_kafka.replication_factor)
-    WAP_KAFKA__MIN_INSYNC_REPLICAS   = tostring(var.platform_kafka.min_insync_replicas)
-    WAP_KAFKA__RETENTION_MS          = tostring(var.platform_kafka.retention_ms)
-    WAP_CASSANDRA__CONTACT_POINTS    = jsonencode(module.cassandra.contact_points)
-    WAP_CASSANDRA__PORT              = tostring(module.cassandra.port)
-    WAP_CASSANDRA__SSL               = "true"
-    WAP_CASSANDRA__KEYSPACE          = module.cassandra.keyspace
-    WAP_CASSANDRA__REPLICATION       = jsonencode(module.cassandra.replication)
-    WAP_CASSANDRA__LOCAL_DATACENTER  = module.cassandra.local_datacenter
-    WAP_CASSANDRA__USERNAME          = module.cassandra.username
-    WAP_LAKE__ROOT                   = module.lake.lake_root
-    WAP_LAKE__CHECKPOINT_ROOT        = module.lake.checkpoint_root
-    WAP_SPARK__JARS                  = jsonencode([for jar in var.spark_jars : "${local.jars_uri}/${jar}"])
-    WAP_SPARK__SHUFFLE_PARTITIONS    = tostring(var.spark_shuffle_partitions)
-    WAP_SPARK__EXTRA_CONF            = jsonencode(local.spark_conf)
-    WAP_BATCH__RUNNER                = "emr_serverless"
-    WAP_BATCH__EMR_APPLICATION_ID    = module.spark.application_id
-    WAP_BATCH__EMR_JOB_ROLE_ARN      = module.spark.job_role_arn
-    WAP_BATCH__ARTIFACTS_URI         = "s3://${module.lake.bucket_name}/${module.lake.prefixes.artifacts}/${var.artifact_version}"
+    WAP_ENVIRONMENT                 = var.environment
+    WAP_KAFKA__BOOTSTRAP_SERVERS    = module.kafka.bootstrap_brokers
+    WAP_KAFKA__SECURITY_PROTOCOL    = "SASL_SSL"
+    WAP_KAFKA__SASL_MECHANISM       = "SCRAM-SHA-512"
+    WAP_KAFKA__SASL_USERNAME        = module.kafka.scram_username
+    WAP_KAFKA__EVENTS_TOPIC         = var.platform_kafka.events_topic
+    WAP_KAFKA__DLQ_TOPIC            = var.platform_kafka.dlq_topic
+    WAP_KAFKA__PARTITIONS           = tostring(var.platform_kafka.partitions)
+    WAP_KAFKA__REPLICATION_FACTOR   = tostring(var.platform_kafka.replication_factor)
+    WAP_KAFKA__MIN_INSYNC_REPLICAS  = tostring(var.platform_kafka.min_insync_replicas)
+    WAP_KAFKA__RETENTION_MS         = tostring(var.platform_kafka.retention_ms)
+    WAP_CASSANDRA__CONTACT_POINTS   = jsonencode(module.cassandra.contact_points)
+    WAP_CASSANDRA__PORT             = tostring(module.cassandra.port)
+    WAP_CASSANDRA__SSL              = "true"
+    WAP_CASSANDRA__KEYSPACE         = module.cassandra.keyspace
+    WAP_CASSANDRA__REPLICATION      = jsonencode(module.cassandra.replication)
+    WAP_CASSANDRA__LOCAL_DATACENTER = module.cassandra.local_datacenter
+    WAP_CASSANDRA__USERNAME         = module.cassandra.username
+    WAP_LAKE__ROOT                  = module.lake.lake_root
+    WAP_LAKE__CHECKPOINT_ROOT       = module.lake.checkpoint_root
+    WAP_SPARK__JARS                 = jsonencode([for jar in var.spark_jars : "${local.jars_uri}/${jar}"])
+    WAP_SPARK__SHUFFLE_PARTITIONS   = tostring(var.spark_shuffle_partitions)
+    WAP_SPARK__EXTRA_CONF           = jsonencode(local.spark_conf)
+    WAP_BATCH__RUNNER               = "emr_serverless"
+    WAP_BATCH__EMR_APPLICATION_ID   = module.spark.application_id
+    WAP_BATCH__EMR_JOB_ROLE_ARN     = module.spark.job_role_arn
+    WAP_BATCH__ARTIFACTS_URI        = "s3://${module.lake.bucket_name}/${module.lake.prefixes.artifacts}/${var.artifact_version}"
   }
 
   # Settings that are secrets: never outputs, read from Secrets Manager.
   secret_env = {
-    WAP_KAFKA__SASL_PASSWORD = { secret_arn = module.kafka.scram_secret_arn, json_key = "password" }
-    WAP_CASSANDRA__PASSWORD  = { secret_arn = module.cassandra.credentials_secret_arn, json_key = "password" }
+    WAP_KAFKA__SASL_PASSWORD  = { secret_arn = module.kafka.scram_secret_arn, json_key = "password" }
+    WAP_CASSANDRA__PASSWORD   = { secret_arn = module.cassandra.credentials_secret_arn, json_key = "password" }
     WAP_COLLECTOR__WRITE_KEYS = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "collector_write_keys" }
     WAP_SERVING__API_TOKENS   = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "serving_api_tokens" }
     WAP_SQL__TOKEN            = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "sql_token" }
@@ -146,4 +146,119 @@ resource "aws_secretsmanager_secret" "app" {
   name        = "${var.name}/app"
   description = "WAP_COLLECTOR__WRITE_KEYS, WAP_SERVING__API_TOKENS and WAP_SQL__TOKEN as JSON keys collector_write_keys, serving_api_tokens, sql_token"
   kms_key_id  = module.kms.key_arn
+}
+
+# --- the long-running processes: ECS Fargate ------------------------------------
+
+resource "aws_ecs_cluster" "this" {
+  name = var.name
+
+  setting {
+    name  = "containerInsights"
+    value = "enabled"
+  }
+}
+
+locals {
+  service_common = {
+    cluster_arn  = aws_ecs_cluster.this.arn
+    image        = var.container_image
+    vpc_id       = module.network.vpc_id
+    vpc_cidr     = module.network.vpc_cidr
+    subnet_ids   = module.network.private_subnet_ids
+    settings_env = local.settings_env
+    secret_env   = local.secret_env
+    kms_key_arn  = module.kms.key_arn
+  }
+}
+
+# Websites' browsers and servers send their events here: internet-facing.
+module "collector" {
+  source            = "../service"
+  name              = "${var.name}-collector"
+  command           = ["python", "-m", "ingest"]
+  port              = 8088
+  cpu               = 1024
+  memory            = 2048
+  min_tasks         = var.collector_tasks.min
+  max_tasks         = var.collector_tasks.max
+  load_balanced     = true
+  public            = true
+  lb_subnet_ids     = module.network.public_subnet_ids
+  lb_ingress_cidrs  = ["0.0.0.0/0"]
+  certificate_arn   = var.certificate_arn
+  access_log_bucket = module.lake.access_log_bucket
+  cluster_arn       = local.service_common.cluster_arn
+  image             = local.service_common.image
+  vpc_id            = local.service_common.vpc_id
+  vpc_cidr          = local.service_common.vpc_cidr
+  subnet_ids        = local.service_common.subnet_ids
+  settings_env      = local.service_common.settings_env
+  secret_env        = local.service_common.secret_env
+  kms_key_arn       = local.service_common.kms_key_arn
+}
+
+# Analysts and dashboards: an internal load balancer.
+module "serving" {
+  source            = "../service"
+  name              = "${var.name}-serving"
+  command           = ["python", "-m", "serving", "serve"]
+  port              = 8090
+  cpu               = 1024
+  memory            = 2048
+  min_tasks         = var.serving_tasks.min
+  max_tasks         = var.serving_tasks.max
+  load_balanced     = true
+  public            = false
+  lb_subnet_ids     = module.network.private_subnet_ids
+  lb_ingress_cidrs  = var.analyst_cidrs
+  certificate_arn   = var.certificate_arn
+  access_log_bucket = module.lake.access_log_bucket
+  cluster_arn       = local.service_common.cluster_arn
+  image             = local.service_common.image
+  vpc_id            = local.service_common.vpc_id
+  vpc_cidr          = local.service_common.vpc_cidr
+  subnet_ids        = local.service_common.subnet_ids
+  settings_env      = local.service_common.settings_env
+  secret_env        = local.service_common.secret_env
+  kms_key_arn       = local.service_common.kms_key_arn
+}
+
+# The streaming speed layer: one Spark driver (local mode on the task's cores), never two
+# at once (one checkpoint); ECS restarts it when it stops, from its checkpoint.
+module "speed" {
+  source           = "../service"
+  name             = "${var.name}-speed"
+  command          = ["python", "-m", "speed_layer"]
+  port             = 8096
+  cpu              = 4096
+  memory           = 16384
+  min_tasks        = 1
+  max_tasks        = 1
+  load_balanced    = false
+  task_policy_json = data.aws_iam_policy_document.speed.json
+  cluster_arn      = local.service_common.cluster_arn
+  image            = local.service_common.image
+  vpc_id           = local.service_common.vpc_id
+  vpc_cidr         = local.service_common.vpc_cidr
+  subnet_ids       = local.service_common.subnet_ids
+  settings_env     = merge(local.settings_env, { WAP_SPEED__METRICS_HOST = "0.0.0.0", WAP_SPARK__MASTER = "local[*]" })
+  secret_env       = local.service_common.secret_env
+  kms_key_arn      = local.service_common.kms_key_arn
+}
+
+# The speed layer reads and writes its checkpoints in the lake bucket.
+data "aws_iam_policy_document" "speed" {
+  statement {
+    actions   = ["s3:ListBucket"]
+    resources = [module.lake.bucket_arn]
+  }
+  statement {
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    resources = ["${module.lake.bucket_arn}/${module.lake.prefixes.checkpoints}/*"]
+  }
+  statement {
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [module.kms.key_arn]
+  }
 }

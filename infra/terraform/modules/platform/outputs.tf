@@ -43,3 +43,13 @@ output "lake_bucket" {
   description = "Bucket of the lake; upload jars and job code under artifacts/."
   value       = module.lake.bucket_name
 }
+
+output "collector_url" {
+  description = "HTTPS address of the collector's load balancer (point DNS for the websites here)."
+  value       = module.collector.url
+}
+
+output "serving_url" {
+  description = "HTTPS address of serving's internal load balancer."
+  value       = module.serving.url
+}

@@ -105,3 +105,28 @@ variable "dags_dir" {
   description = "The project's dags/ folder."
   type        = string
 }
+
+variable "container_image" {
+  description = "The project's container image (the wheel from `platformctl package`, its requirements and a Java 17 runtime) the collector, serving and the speed layer run."
+  type        = string
+}
+
+variable "certificate_arn" {
+  description = "ACM certificate of the collector's and serving's HTTPS load balancers."
+  type        = string
+}
+
+variable "analyst_cidrs" {
+  description = "Networks that may reach serving's internal load balancer (analysts, dashboards)."
+  type        = list(string)
+}
+
+variable "collector_tasks" {
+  description = "Least and most collector tasks (autoscaled on CPU between them)."
+  type        = object({ min = number, max = number })
+}
+
+variable "serving_tasks" {
+  description = "Least and most serving tasks (autoscaled on CPU between them)."
+  type        = object({ min = number, max = number })
+}

@@ -1,0 +1,127 @@
+variable "name" {
+  description = "Name of the service and prefix of its resources, e.g. wap-prod-collector."
+  type        = string
+}
+
+variable "cluster_arn" {
+  description = "ECS cluster the service runs in."
+  type        = string
+}
+
+variable "image" {
+  description = "Container image of the project (one image, a command per service)."
+  type        = string
+}
+
+variable "command" {
+  description = "The container's command, e.g. [\"python\", \"-m\", \"ingest\"]."
+  type        = list(string)
+}
+
+variable "port" {
+  description = "Port the container listens on (its /health and /metrics too)."
+  type        = number
+}
+
+variable "cpu" {
+  description = "Fargate task CPU units (1024 = one vCPU)."
+  type        = number
+}
+
+variable "memory" {
+  description = "Fargate task memory, MiB."
+  type        = number
+}
+
+variable "min_tasks" {
+  description = "Tasks always running (and the desired count at creation)."
+  type        = number
+}
+
+variable "max_tasks" {
+  description = "Most tasks autoscaling may run; equal to min_tasks for a service that must not scale (the speed layer)."
+  type        = number
+}
+
+variable "cpu_target_percent" {
+  description = "Target average CPU of the service's tasks for autoscaling."
+  type        = number
+  default     = 60
+}
+
+variable "vpc_id" {
+  description = "VPC of the service."
+  type        = string
+}
+
+variable "vpc_cidr" {
+  description = "CIDR of the VPC (the tasks reach Kafka and Keyspaces inside it)."
+  type        = string
+}
+
+variable "subnet_ids" {
+  description = "Private subnets the tasks run in."
+  type        = list(string)
+}
+
+variable "load_balanced" {
+  description = "Put the service behind an HTTPS Application Load Balancer (the collector, serving); false for a worker (the speed layer)."
+  type        = bool
+}
+
+variable "public" {
+  description = "Internet-facing load balancer (the collector takes browsers' calls); false: internal."
+  type        = bool
+  default     = false
+}
+
+variable "lb_subnet_ids" {
+  description = "Subnets of the load balancer: public ones for an internet-facing one."
+  type        = list(string)
+  default     = []
+}
+
+variable "lb_ingress_cidrs" {
+  description = "Who may reach the load balancer (0.0.0.0/0 for the collector)."
+  type        = list(string)
+  default     = []
+}
+
+variable "certificate_arn" {
+  description = "ACM certificate of the load balancer's HTTPS listener."
+  type        = string
+  default     = null
+}
+
+variable "access_log_bucket" {
+  description = "Bucket receiving the load balancer's access logs (under alb/<name>/)."
+  type        = string
+  default     = null
+}
+
+variable "settings_env" {
+  description = "The platform's non-secret WAP_* settings, as environment variables."
+  type        = map(string)
+}
+
+variable "secret_env" {
+  description = "Secret WAP_* settings: name -> {secret_arn, json_key} in Secrets Manager."
+  type        = map(object({ secret_arn = string, json_key = string }))
+}
+
+variable "kms_key_arn" {
+  description = "KMS key of the logs and the secrets."
+  type        = string
+}
+
+variable "log_retention_days" {
+  description = "Retention of the service's CloudWatch logs."
+  type        = number
+  default     = 365
+}
+
+variable "task_policy_json" {
+  description = "Extra IAM policy of the task role (the speed layer's lake and checkpoint access); null for none."
+  type        = string
+  default     = null
+}
