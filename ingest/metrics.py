@@ -1,10 +1,11 @@
-"""The collector's Prometheus metrics, on a registry of its own (no globals)."""
+"""The collector's Prometheus metrics, on a registry of its own (no globals), with the
+standard process metrics (``process_*``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 __all__ = ["CollectorMetrics"]
 
@@ -15,6 +16,7 @@ class CollectorMetrics:
 
     def __post_init__(self) -> None:
         r = self.registry
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, resident memory, open fds
         self.accepted = Counter(
             "collector_events_accepted", "Events validated and acknowledged by Kafka", registry=r
         )

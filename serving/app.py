@@ -167,6 +167,19 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         default_response_class=_Json,
     )
 
+    @app.middleware("http")
+    async def _measure(request: Request, call_next) -> Response:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            metrics.observe_request(path, status, time.perf_counter() - started)
+
     @app.exception_handler(QueryError)
     async def _query_error(_: Request, error: QueryError) -> Response:
         return _error(error.status, error.code, error.message)

@@ -17,6 +17,14 @@ Cassandra read of its own. Every worker answers the same values.
 
 A view never reconciled has none of these series.
 
+Requests, summed over the server's workers (prometheus_client's multiprocess
+mode when ``PROMETHEUS_MULTIPROC_DIR`` is set, as :func:`serving.server.serve`
+sets it for several workers):
+
+- ``wap_serving_requests_total{route, status}``: answered requests by route
+  (its template, e.g. ``/v1/top``) and HTTP status;
+- ``wap_serving_request_duration_seconds{route}``: their latency (histogram).
+
 The two layers' progress per view, read from the same pointers (so they go
 on moving when the speed job or the batch stops, which is what alerts need):
 
@@ -39,10 +47,19 @@ And the worker's shared caches (:mod:`serving.cache`), per ``cache``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
 
 __all__ = ["ServingMetrics"]
 
@@ -53,6 +70,22 @@ class ServingMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        self.http_registry = CollectorRegistry()
+        self.requests = Counter(
+            "wap_serving_requests",
+            "Answered requests by route and HTTP status",
+            ["route", "status"],
+            registry=self.http_registry,
+        )
+        self.latency = Histogram(
+            "wap_serving_request_duration_seconds",
+            "Request latency by route",
+            ["route"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.http_registry,
+        )
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+            ProcessCollector(registry=r)
         self.compared = Gauge(
             "wap_reconcile_windows_compared",
             "Closed windows the last reconciliation compared",
@@ -153,5 +186,28 @@ class ServingMetrics:
             self.drift.labels(view).set(0 if row["passed"] else 1)
             self.checked.labels(view).set((row["checked_at"] or 0) / 1000)
 
+    def observe_request(self, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, str(status)).inc()
+        self.latency.labels(route).observe(seconds)
+
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """This worker's gauges, and the request metrics of all workers."""
+        return generate_latest(self.registry) + generate_latest(_HttpOnly(self.http_registry))
+
+
+class _HttpOnly:
+    """The request metrics: summed over every worker's files in multiprocess mode (the
+    workers' gauges there too are left out: each worker exports its own), else this one's."""
+
+    _NAMES = frozenset({"wap_serving_requests", "wap_serving_request_duration_seconds"})
+
+    def __init__(self, own: CollectorRegistry) -> None:
+        self.own = own
+
+    def collect(self):
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+            yield from self.own.collect()
+            return
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged)
+        yield from (family for family in merged.collect() if family.name in self._NAMES)

@@ -29,7 +29,14 @@ def serve(settings: Settings) -> None:
         return
     import multiprocessing
     import multiprocessing.connection
+    import os
+    import shutil
     import signal
+    import tempfile
+
+    # The workers' request metrics, summed by whichever worker a scrape reaches.
+    metrics_dir = tempfile.mkdtemp(prefix="wap-serving-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
 
     context = multiprocessing.get_context("spawn")
     workers = [
@@ -52,6 +59,7 @@ def serve(settings: Settings) -> None:
     stop()
     for worker in workers:
         worker.join(15)
+    shutil.rmtree(metrics_dir, ignore_errors=True)
     failed = [w.exitcode for w in workers if w.exitcode not in (0, -signal.SIGTERM)]
     if failed:
         raise SystemExit(f"a serving worker exited with {failed[0]}; see the log above")

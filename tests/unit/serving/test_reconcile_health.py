@@ -70,6 +70,7 @@ def test_metrics_carry_every_reconciled_view_and_the_drift_flag():
         (s.name, s.labels["view"]): s.value
         for family in text_string_to_metric_families(metrics.render().decode())
         for s in family.samples
+        if "view" in s.labels
     }
     assert samples[("wap_reconcile_windows_compared", "clicks")] == 49
     assert samples[("wap_reconcile_windows_differing", "page_activity")] == 3
@@ -101,9 +102,55 @@ def test_metrics_carry_both_layers_progress_as_ages():
         (s.name, s.labels["view"]): s.value
         for family in text_string_to_metric_families(metrics.render().decode())
         for s in family.samples
+        if "view" in s.labels
     }
     assert samples[("wap_speed_freshness_seconds", "clicks")] == 12
     assert samples[("wap_speed_heartbeat_age_seconds", "clicks")] == 2
     assert samples[("wap_speed_kafka_lag_records", "clicks")] == 40
     assert samples[("wap_batch_boundary_age_seconds", "clicks")] == 3600
     assert not [key for key in samples if key[1] == "search_terms"]
+
+
+def test_requests_are_counted_by_route_and_status_with_their_latency():
+    metrics = ServingMetrics()
+    metrics.observe_request("/v1/top", 200, 0.004)
+    metrics.observe_request("/v1/top", 200, 0.3)
+    metrics.observe_request("/v1/top", 400, 0.001)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    route = ("route", "/v1/top")
+    assert samples[("wap_serving_requests_total", (route, ("status", "200")))] == 2
+    assert samples[("wap_serving_requests_total", (route, ("status", "400")))] == 1
+    assert samples[("wap_serving_request_duration_seconds_count", (route,))] == 3
+    assert samples[("wap_serving_request_duration_seconds_bucket", (("le", "0.005"), route))] == 2
+    assert any(name == "process_cpu_seconds_total" for name, _ in samples)
+
+
+def test_several_workers_requests_are_summed_by_whichever_worker_is_scraped(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    worker = (
+        "from serving.metrics import ServingMetrics\n"
+        "m = ServingMetrics()\n"
+        "m.observe_request('/v1/top', 200, 0.01)\n"
+        "print(m.render().decode())\n"
+    )
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", worker], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    ]
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(outputs[-1])
+        for s in family.samples
+    }
+    key = ("wap_serving_requests_total", (("route", "/v1/top"), ("status", "200")))
+    assert samples[key] == 2  # the first worker's request and its own
