@@ -6,7 +6,7 @@ for ``WAP_BATCH__RUNNER=emr_serverless`` (:mod:`batch_layer.emr`):
 - ``batch_entry.py``: the job's entry point (``python -m batch_layer`` with its arguments);
 - ``web_activity_platform-<version>-py3-none-any.whl``: the project, built from this tree;
 - ``requirements.txt``: its runtime dependencies, pinned as ``requirements/main.lock``
-  pins them (pyspark left out: the cluster's Spark provides it);
+  pins them (pyspark left out: the cluster's Spark provides it), and boto3;
 - ``jars/``: the connector jars of ``.platform/jars/spark`` (Delta, Kafka, OpenLineage);
 - ``manifest.json``: the version, the git commit, and each file's size and sha256.
 
@@ -35,12 +35,20 @@ __all__ = ["ENTRY", "build_artifact", "runtime_requirements"]
 _log = get_logger(__name__)
 ENTRY = '''"""The batch steps on a cluster: ``batch_entry.py STEP --pipeline P ...``."""
 
+import os
 import sys
 
-from batch_layer.__main__ import main
+from core.secrets import export_secrets
+
+export_secrets(os.environ)  # WAP_SECRETS: the secret settings, from Secrets Manager
+
+from batch_layer.__main__ import main  # noqa: E402 - after the secrets are in the environment
 
 sys.exit(main(sys.argv[1:]))
 '''
+CLUSTER_EXTRAS = ("boto3==1.44.8",)
+"""What the cluster's Python needs beyond the lock: the Secrets Manager client of
+:func:`core.secrets.export_secrets` (pinned as in ``requirements/airflow.lock``)."""
 _CLUSTER_PROVIDED = {"pyspark", "py4j"}
 
 
@@ -90,7 +98,8 @@ def build_artifact(settings: Settings, out: Path, *, pyenv: bool = False) -> dic
         (wheel,) = Path(built).glob("*.whl")
         shutil.copy(wheel, out / wheel.name)
     (out / "batch_entry.py").write_text(ENTRY)
-    (out / "requirements.txt").write_text("\n".join(runtime_requirements()) + "\n")
+    pins = [*runtime_requirements(), *CLUSTER_EXTRAS]
+    (out / "requirements.txt").write_text("\n".join(pins) + "\n")
     for jar in settings.spark.jars or local_spark_jars(settings.local.state_dir):
         shutil.copy(jar, out / "jars" / Path(jar).name)
     if pyenv:

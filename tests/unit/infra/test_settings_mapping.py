@@ -59,8 +59,13 @@ def _setting_outputs(directory, parse_dir, labelled) -> set[str]:
 
 
 def _platform_map(terraform_root, name: str) -> set[str]:
-    """Keys of one map local of the platform module (settings_env or secret_env)."""
+    """Keys of one map local of the platform module (settings_env, the merge of
+    job_settings_env and batch_env, or secret_env)."""
     text = (terraform_root / "modules" / "platform" / "main.tf").read_text()
+    if name == "settings_env":
+        return _platform_map(terraform_root, "job_settings_env") | _platform_map(
+            terraform_root, "batch_env"
+        )
     body = text.split(f"  {name} = {{", 1)[1].split("\n  }\n", 1)[0]
     return set(_SETTINGS_ENV_KEY.findall(body))
 

@@ -20,8 +20,9 @@ locals {
   jars_uri = "s3://${module.lake.bucket_name}/${module.lake.prefixes.artifacts}/jars"
 
   # One entry per setting of core/settings.py, named as its environment
-  # variable and rendered as pydantic-settings parses it.
-  settings_env = {
+  # variable and rendered as pydantic-settings parses it: those the Spark jobs
+  # read (job_settings_env) and the DAGs' runtime (batch_env).
+  job_settings_env = {
     WAP_ENVIRONMENT                 = var.environment
     WAP_KAFKA__BOOTSTRAP_SERVERS    = module.kafka.bootstrap_brokers
     WAP_KAFKA__SECURITY_PROTOCOL    = "SASL_SSL"
@@ -45,11 +46,16 @@ locals {
     WAP_SPARK__JARS                 = jsonencode([for jar in var.spark_jars : "${local.jars_uri}/${jar}"])
     WAP_SPARK__SHUFFLE_PARTITIONS   = tostring(var.spark_shuffle_partitions)
     WAP_SPARK__EXTRA_CONF           = jsonencode(local.spark_conf)
-    WAP_BATCH__RUNNER               = "emr_serverless"
-    WAP_BATCH__EMR_APPLICATION_ID   = module.spark.application_id
-    WAP_BATCH__EMR_JOB_ROLE_ARN     = module.spark.job_role_arn
-    WAP_BATCH__ARTIFACTS_URI        = "s3://${module.lake.bucket_name}/${module.lake.prefixes.artifacts}/${var.artifact_version}"
   }
+
+  batch_env = {
+    WAP_BATCH__RUNNER             = "emr_serverless"
+    WAP_BATCH__EMR_APPLICATION_ID = module.spark.application_id
+    WAP_BATCH__EMR_JOB_ROLE_ARN   = module.spark.job_role_arn
+    WAP_BATCH__ARTIFACTS_URI      = "s3://${module.lake.bucket_name}/${module.lake.prefixes.artifacts}/${var.artifact_version}"
+  }
+
+  settings_env = merge(local.job_settings_env, local.batch_env)
 
   # Settings that are secrets: never outputs, read from Secrets Manager.
   secret_env = {
@@ -105,14 +111,20 @@ module "lake" {
 }
 
 module "spark" {
-  source              = "../spark"
-  name                = var.name
-  vpc_id              = module.network.vpc_id
-  vpc_cidr            = module.network.vpc_cidr
-  subnet_ids          = module.network.private_subnet_ids
-  max_cpu             = var.spark_max_cpu
-  max_memory          = var.spark_max_memory
-  spark_conf          = local.spark_conf
+  source     = "../spark"
+  name       = var.name
+  vpc_id     = module.network.vpc_id
+  vpc_cidr   = module.network.vpc_cidr
+  subnet_ids = module.network.private_subnet_ids
+  max_cpu    = var.spark_max_cpu
+  max_memory = var.spark_max_memory
+  # Every job run gets the settings as its driver's environment, and where to read the
+  # secret ones (core/secrets.py); the DAGs' runtime settings are not the jobs'.
+  spark_conf = merge(
+    local.spark_conf,
+    { for name, value in local.job_settings_env : "spark.emr-serverless.driverEnv.${name}" => value },
+    { "spark.emr-serverless.driverEnv.WAP_SECRETS" = jsonencode(local.secret_env) },
+  )
   bucket_name         = module.lake.bucket_name
   bucket_arn          = module.lake.bucket_arn
   prefixes            = module.lake.prefixes
