@@ -54,3 +54,13 @@ def test_the_rendered_config_is_valid_and_scrapes_the_services(tmp_path):
     assert jobs["speed"]["static_configs"][0]["targets"] == ["127.0.0.1:8096"]
     assert jobs["batch"]["static_configs"][0]["targets"] == ["127.0.0.1:8095"]
     assert jobs["serving"]["static_configs"][0]["targets"] == ["127.0.0.1:8090"]
+
+
+def test_every_alert_has_a_promtool_test_and_an_operations_entry():
+    rules = yaml.safe_load(render_rules(Settings()))["groups"][0]["rules"]
+    alerts = {rule["alert"] for rule in rules}
+    tests = yaml.safe_load((TEMPLATE_DIR / "alerts.test.yml").read_text())["tests"]
+    tested = {case["alertname"] for test in tests for case in test["alert_rule_test"]}
+    assert tested == alerts
+    operations = (TEMPLATE_DIR.parents[2] / "docs" / "operations.md").read_text()
+    assert all(f"| `{alert}` |" in operations for alert in alerts)
