@@ -171,6 +171,8 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     token = next(iter(settings.serving.api_tokens.values())).get_secret_value()
     _say("done", f"dashboard: http://{host}:{settings.serving.port}/dashboard#token={token}")
     _say("done", f"Airflow: http://127.0.0.1:{settings.airflow.api_port} (DAGs, runs, task logs)")
+    prometheus = f"http://127.0.0.1:{settings.monitoring.prometheus_port}"
+    _say("done", f"Prometheus: {prometheus} (alerts: {prometheus}/alerts; docs/operations.md)")
     _say("done", "`make status` shows the services; `make down` stops everything.")
     return merged
 
