@@ -1,0 +1,101 @@
+"""The sections of the settings for the SQL server, monitoring and lineage
+(``WAP_SQL__*``, ``WAP_MONITORING__*``, ``WAP_LINEAGE__*``).
+
+Part of :class:`core.settings.Settings` (and exported from there), kept in a
+module of their own: they configure how the platform is queried and watched,
+not its data path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+__all__ = ["LineageSettings", "MonitoringSettings", "SqlSettings"]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SqlSettings(_Section):
+    """The SQL server: Spark Connect over the serving views and silver's events, read-only."""
+
+    host: str = "127.0.0.1"
+    """Interface the Spark Connect server listens on (``0.0.0.0`` to serve other machines,
+    behind TLS: see docs/sql.md)."""
+    port: int = Field(default=15002, ge=1, le=65535)
+    """Spark Connect's gRPC port (its usual 15002): ``sc://host:15002/;token=...``."""
+    health_port: int = Field(default=15003, ge=1, le=65535)
+    """HTTP port of the server's ``/health`` (catalog refresh age, views, sessions)."""
+    token: SecretStr = SecretStr("local-dev-sql-token")
+    """The bearer token every Spark Connect client presents (``;token=`` in the URL). The
+    local default is for this machine only."""
+    driver_memory: str = "1g"
+    """Heap of the server's Spark driver (it is the whole Spark JVM on ``local`` masters)."""
+    refresh_s: float = Field(default=15.0, gt=0)
+    """How often the server re-reads the boundaries, the speed rows and silver's version."""
+    max_rows: int = Field(default=10_000, ge=1)
+    """Most rows ``POST /v1/sql`` returns; a query with more is refused (add a LIMIT)."""
+    time_limit_s: float = Field(default=60.0, gt=0)
+    """Longest ``POST /v1/sql`` lets a query run before it is cancelled."""
+
+    def url(self) -> str:
+        """The Spark Connect URL with the token, as ``SparkSession.builder.remote`` takes it.
+
+        On this machine it names ``localhost``: the client then sends the token over a
+        local channel; to any other host it speaks TLS (docs/sql.md: production).
+        """
+        local = self.host in {"127.0.0.1", "0.0.0.0", "localhost"}
+        host = "localhost" if local else self.host
+        return f"sc://{host}:{self.port}/;token={self.token.get_secret_value()}"
+
+
+class MonitoringSettings(_Section):
+    """Prometheus: what it scrapes locally, and the thresholds of the platform's alert rules.
+
+    The rules (``infra/local/prometheus/alerts.yml.tmpl``) are rendered with these values;
+    a production Prometheus loads the same rendered file.
+    """
+
+    prometheus_port: int = Field(default=9090, ge=1, le=65535)
+    """Port of the local Prometheus (its UI, its API and ``/api/v1/alerts``)."""
+    scrape_interval_s: int = Field(default=15, ge=1)
+    """How often Prometheus scrapes every target and evaluates the rules."""
+    freshness_alert_s: int = Field(default=300, ge=1)
+    """``SpeedLayerStale`` fires when a view's speed freshness (now - newest event reflected)
+    stays above this ..."""
+    freshness_alert_for: str = "2m"
+    """... for this long (a Prometheus duration)."""
+    publish_alert_periods: int = Field(default=3, ge=1)
+    """``BatchNotPublishing`` fires when a view's boundary is older than this many batch
+    periods (plus the lateness)."""
+    error_ratio_alert: float = Field(default=0.05, gt=0, le=1)
+    """``CollectorErrors`` fires when this share of the collector's requests answer 5xx."""
+
+
+class LineageSettings(_Section):
+    """OpenLineage events of the batch steps (Spark's OpenLineage listener)."""
+
+    enabled: bool = True
+    """Emit a START and a COMPLETE event, with input and output datasets, per Spark action of
+    every batch step."""
+    transport: Literal["file", "http"] = "file"
+    """``file``: one JSON event per line in ``location``; ``http``: POST to ``url`` (Marquez,
+    DataHub, a cloud catalogue's OpenLineage endpoint)."""
+    location: Path = PROJECT_ROOT / ".platform" / "lineage" / "openlineage.jsonl"
+    """The events file of the ``file`` transport."""
+    url: str | None = None
+    """The endpoint of the ``http`` transport, e.g. ``http://marquez:5000``."""
+    namespace: str = "web-activity-platform"
+    """The OpenLineage namespace of the batch jobs."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LineageSettings:
+        if self.enabled and self.transport == "http" and not self.url:
+            raise ValueError("lineage.transport=http needs lineage.url (WAP_LINEAGE__URL).")
+        return self
