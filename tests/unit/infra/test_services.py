@@ -39,8 +39,8 @@ def test_the_collector_serving_and_speed_layer_are_deployed(
     assert services["serving"]["load_balanced"] and not services["serving"]["public"]
     assert not services["speed"]["load_balanced"]
     assert services["speed"]["min_tasks"] == services["speed"]["max_tasks"] == 1
-    for service in services.values():
-        assert "secret_env" in service and "settings_env" in service
+    for service in services.values():  # the settings and secrets of the platform, and its network
+        assert "local.service_common" in service["platform"]
 
 
 def test_load_balancers_check_health_and_speak_tls_only(terraform_root, parse_dir, unquote):

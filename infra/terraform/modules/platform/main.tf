@@ -200,14 +200,7 @@ module "collector" {
   lb_ingress_cidrs  = ["0.0.0.0/0"]
   certificate_arn   = var.certificate_arn
   access_log_bucket = module.lake.access_log_bucket
-  cluster_arn       = local.service_common.cluster_arn
-  image             = local.service_common.image
-  vpc_id            = local.service_common.vpc_id
-  vpc_cidr          = local.service_common.vpc_cidr
-  subnet_ids        = local.service_common.subnet_ids
-  settings_env      = local.service_common.settings_env
-  secret_env        = local.service_common.secret_env
-  kms_key_arn       = local.service_common.kms_key_arn
+  platform          = local.service_common
 }
 
 # Analysts and dashboards: an internal load balancer.
@@ -226,14 +219,7 @@ module "serving" {
   lb_ingress_cidrs  = var.analyst_cidrs
   certificate_arn   = var.certificate_arn
   access_log_bucket = module.lake.access_log_bucket
-  cluster_arn       = local.service_common.cluster_arn
-  image             = local.service_common.image
-  vpc_id            = local.service_common.vpc_id
-  vpc_cidr          = local.service_common.vpc_cidr
-  subnet_ids        = local.service_common.subnet_ids
-  settings_env      = local.service_common.settings_env
-  secret_env        = local.service_common.secret_env
-  kms_key_arn       = local.service_common.kms_key_arn
+  platform          = local.service_common
 }
 
 # The streaming speed layer: one Spark driver (local mode on the task's cores), never two
@@ -249,14 +235,9 @@ module "speed" {
   max_tasks        = 1
   load_balanced    = false
   task_policy_json = data.aws_iam_policy_document.speed.json
-  cluster_arn      = local.service_common.cluster_arn
-  image            = local.service_common.image
-  vpc_id           = local.service_common.vpc_id
-  vpc_cidr         = local.service_common.vpc_cidr
-  subnet_ids       = local.service_common.subnet_ids
-  settings_env     = merge(local.settings_env, { WAP_SPEED__METRICS_HOST = "0.0.0.0", WAP_SPARK__MASTER = "local[*]" })
-  secret_env       = local.service_common.secret_env
-  kms_key_arn      = local.service_common.kms_key_arn
+  platform = merge(local.service_common, {
+    settings_env = merge(local.settings_env, { WAP_SPEED__METRICS_HOST = "0.0.0.0", WAP_SPARK__MASTER = "local[*]" })
+  })
 }
 
 # The speed layer reads and writes its checkpoints in the lake bucket.

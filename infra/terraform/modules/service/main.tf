@@ -9,9 +9,9 @@ data "aws_region" "current" {}
 
 locals {
   lb_count    = var.load_balanced ? 1 : 0
-  environment = [for name, value in var.settings_env : { name = name, value = value }]
+  environment = [for name, value in var.platform.settings_env : { name = name, value = value }]
   secrets = [
-    for name, secret in var.secret_env :
+    for name, secret in var.platform.secret_env :
     { name = name, valueFrom = "${secret.secret_arn}:${secret.json_key}::" }
   ]
 }
@@ -19,7 +19,7 @@ locals {
 resource "aws_cloudwatch_log_group" "this" {
   name              = "/ecs/${var.name}"
   retention_in_days = var.log_retention_days
-  kms_key_id        = var.kms_key_arn
+  kms_key_id        = var.platform.kms_key_arn
 }
 
 data "aws_iam_policy_document" "assume" {
@@ -46,11 +46,11 @@ resource "aws_iam_role_policy_attachment" "execution" {
 data "aws_iam_policy_document" "secrets" {
   statement {
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = distinct([for secret in values(var.secret_env) : secret.secret_arn])
+    resources = distinct([for secret in values(var.platform.secret_env) : secret.secret_arn])
   }
   statement {
     actions   = ["kms:Decrypt"]
-    resources = [var.kms_key_arn]
+    resources = [var.platform.kms_key_arn]
   }
 }
 
@@ -85,7 +85,7 @@ resource "aws_ecs_task_definition" "this" {
   container_definitions = jsonencode([
     {
       name                   = "app"
-      image                  = var.image
+      image                  = var.platform.image
       command                = var.command
       essential              = true
       readonlyRootFilesystem = true
@@ -121,14 +121,14 @@ resource "aws_ecs_task_definition" "this" {
 resource "aws_security_group" "tasks" {
   name        = "${var.name}-tasks"
   description = "Tasks of ${var.name}: in from the load balancer only, out to the VPC and AWS APIs"
-  vpc_id      = var.vpc_id
+  vpc_id      = var.platform.vpc_id
 
   egress {
     description = "Kafka, Keyspaces and the other services inside the VPC"
     from_port   = 0
     to_port     = 65535
     protocol    = "tcp"
-    cidr_blocks = [var.vpc_cidr]
+    cidr_blocks = [var.platform.vpc_cidr]
   }
 
   egress {
@@ -159,7 +159,7 @@ resource "aws_security_group_rule" "from_vpc" {
   to_port           = var.port
   protocol          = "tcp"
   security_group_id = aws_security_group.tasks.id
-  cidr_blocks       = [var.vpc_cidr]
+  cidr_blocks       = [var.platform.vpc_cidr]
 }
 
 resource "aws_security_group" "lb" {
@@ -167,7 +167,7 @@ resource "aws_security_group" "lb" {
   count       = local.lb_count
   name        = "${var.name}-lb"
   description = "Load balancer of ${var.name}: HTTPS in, to the tasks out"
-  vpc_id      = var.vpc_id
+  vpc_id      = var.platform.vpc_id
 
   ingress {
     description = "HTTPS from the service's clients"
@@ -190,7 +190,7 @@ resource "aws_security_group" "lb" {
     from_port   = var.port
     to_port     = var.port
     protocol    = "tcp"
-    cidr_blocks = [var.vpc_cidr]
+    cidr_blocks = [var.platform.vpc_cidr]
   }
 }
 
@@ -219,7 +219,7 @@ resource "aws_lb_target_group" "this" {
   port        = var.port
   protocol    = "HTTP"
   target_type = "ip"
-  vpc_id      = var.vpc_id
+  vpc_id      = var.platform.vpc_id
 
   health_check {
     path                = "/health"
@@ -262,7 +262,7 @@ resource "aws_lb_listener" "http" {
 
 resource "aws_ecs_service" "this" {
   name                              = var.name
-  cluster                           = var.cluster_arn
+  cluster                           = var.platform.cluster_arn
   task_definition                   = aws_ecs_task_definition.this.arn
   desired_count                     = var.min_tasks
   launch_type                       = "FARGATE"
@@ -272,7 +272,7 @@ resource "aws_ecs_service" "this" {
   deployment_maximum_percent         = var.max_tasks == var.min_tasks ? 100 : 200
 
   network_configuration {
-    subnets          = var.subnet_ids
+    subnets          = var.platform.subnet_ids
     security_groups  = [aws_security_group.tasks.id]
     assign_public_ip = false
   }
@@ -299,7 +299,7 @@ resource "aws_ecs_service" "this" {
 resource "aws_appautoscaling_target" "this" {
   count              = var.max_tasks > var.min_tasks ? 1 : 0
   service_namespace  = "ecs"
-  resource_id        = "service/${split("/", var.cluster_arn)[1]}/${aws_ecs_service.this.name}"
+  resource_id        = "service/${split("/", var.platform.cluster_arn)[1]}/${aws_ecs_service.this.name}"
   scalable_dimension = "ecs:service:DesiredCount"
   min_capacity       = var.min_tasks
   max_capacity       = var.max_tasks

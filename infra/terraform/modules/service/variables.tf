@@ -3,14 +3,18 @@ variable "name" {
   type        = string
 }
 
-variable "cluster_arn" {
-  description = "ECS cluster the service runs in."
-  type        = string
-}
-
-variable "image" {
-  description = "Container image of the project (one image, a command per service)."
-  type        = string
+variable "platform" {
+  description = "What every service of the platform shares: the ECS cluster, the project's image, the network, the WAP_* settings (secret ones as {secret_arn, json_key} in Secrets Manager) and the KMS key."
+  type = object({
+    cluster_arn  = string
+    image        = string
+    vpc_id       = string
+    vpc_cidr     = string
+    subnet_ids   = list(string)
+    settings_env = map(string)
+    secret_env   = map(object({ secret_arn = string, json_key = string }))
+    kms_key_arn  = string
+  })
 }
 
 variable "command" {
@@ -49,21 +53,6 @@ variable "cpu_target_percent" {
   default     = 60
 }
 
-variable "vpc_id" {
-  description = "VPC of the service."
-  type        = string
-}
-
-variable "vpc_cidr" {
-  description = "CIDR of the VPC (the tasks reach Kafka and Keyspaces inside it)."
-  type        = string
-}
-
-variable "subnet_ids" {
-  description = "Private subnets the tasks run in."
-  type        = list(string)
-}
-
 variable "load_balanced" {
   description = "Put the service behind an HTTPS Application Load Balancer (the collector, serving); false for a worker (the speed layer)."
   type        = bool
@@ -97,21 +86,6 @@ variable "access_log_bucket" {
   description = "Bucket receiving the load balancer's access logs (under alb/<name>/)."
   type        = string
   default     = null
-}
-
-variable "settings_env" {
-  description = "The platform's non-secret WAP_* settings, as environment variables."
-  type        = map(string)
-}
-
-variable "secret_env" {
-  description = "Secret WAP_* settings: name -> {secret_arn, json_key} in Secrets Manager."
-  type        = map(object({ secret_arn = string, json_key = string }))
-}
-
-variable "kms_key_arn" {
-  description = "KMS key of the logs and the secrets."
-  type        = string
 }
 
 variable "log_retention_days" {
