@@ -232,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
     print(json.dumps(summary, default=str), flush=True)
+    if settings.monitoring.pushgateway_url:
+        from batch_layer.metrics import push
+
+        state = "success" if code == 0 else "failed"
+        push(settings.monitoring.pushgateway_url, spec.name, argv, state, code, summary)
     return code
 
 

@@ -13,8 +13,10 @@ layer's figures per pipeline and step:
 - ``wap_batch_step_rows{pipeline, step, kind}``: the row counts the step's last run
   reported (``records``, ``events``, ``rejects``, ``duplicates``, ``rows``...).
 
-A process running steps with ``spark-submit`` (``WAP_BATCH__RUNNER=submit``)
-has no server to scrape; its figures are in the tasks' logs.
+A step run as a job of its own (``WAP_BATCH__RUNNER=submit`` or
+``emr_serverless``) has no server to scrape: it pushes the same metrics to
+the Pushgateway of ``monitoring.pushgateway_url`` (:func:`push`), grouped by
+pipeline and step, which Prometheus scrapes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, generate_latest
 
-__all__ = ["EXIT_STATES", "BatchMetrics"]
+__all__ = ["EXIT_STATES", "BatchMetrics", "push"]
 
 EXIT_STATES = {3: "gate_failed", 4: "drift"}
 """The CLI's exit codes that are findings, not crashes."""
@@ -92,3 +94,25 @@ class BatchMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def push(
+    url: str, pipeline: str, args: list[str], state: str, exit_code: int | None,
+    summary: Mapping[str, Any] | None,
+) -> None:  # fmt: skip
+    """One step job's metrics to a Pushgateway (replacing that pipeline and step's last);
+    a Pushgateway that does not answer is logged, never the step's failure."""
+    from prometheus_client import push_to_gateway
+
+    from core.log import get_logger, log_event
+
+    metrics = BatchMetrics()
+    metrics.observe(pipeline, args, state, exit_code, summary)
+    step = args[0] if args else ""
+    try:
+        push_to_gateway(
+            url, job="wap_batch", grouping_key={"pipeline": pipeline, "step": step},
+            registry=metrics.registry, timeout=10,
+        )  # fmt: skip
+    except OSError as error:
+        log_event(get_logger(__name__), "batch.metrics_not_pushed", 30, url=url, error=str(error))

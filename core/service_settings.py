@@ -76,6 +76,10 @@ class MonitoringSettings(_Section):
     periods (plus the lateness)."""
     error_ratio_alert: float = Field(default=0.05, gt=0, le=1)
     """``CollectorErrors`` fires when this share of the collector's requests answer 5xx."""
+    pushgateway_url: str | None = None
+    """A Prometheus Pushgateway the batch steps push their metrics to when they run as
+    jobs of their own (``spark-submit``, EMR Serverless), e.g. ``http://pushgateway:9091``;
+    the step server is scraped instead. None: not pushed."""
 
 
 class LineageSettings(_Section):

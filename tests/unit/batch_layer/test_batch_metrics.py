@@ -37,3 +37,41 @@ def test_steps_durations_rows_and_findings_are_counted():
     assert got[("wap_batch_step_rows", ("kind", "records"), p, ("step", "bronze"))] == 1200
     assert got[("wap_batch_step_rows", ("kind", "rejects"), p, ("step", "silver"))] == 20
     assert not [k for k in got if ("kind", "gap") in k]  # booleans are not row counts
+
+
+def test_a_step_job_pushes_its_metrics_to_the_pushgateway():
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from batch_layer.metrics import push
+
+    received: list[tuple[str, bytes]] = []
+
+    class Gateway(BaseHTTPRequestHandler):
+        def do_PUT(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    summary = {"steps": {"gold": {"seconds": 3.0, "result": {"rows": 40}}}}
+    push(f"http://127.0.0.1:{server.server_port}", "web_events", ["gold"], "success", 0, summary)
+    server.server_close()
+    ((path, body),) = received
+    assert path == "/metrics/job/wap_batch/pipeline/web_events/step/gold"
+    text = body.decode()
+    assert 'wap_batch_step_rows{kind="rows",pipeline="web_events",step="gold"} 40.0' in text
+    assert 'wap_batch_requests_total{pipeline="web_events",state="success",step="gold"} 1.0' in text
+
+
+def test_an_absent_pushgateway_is_not_the_steps_failure(caplog):
+    from batch_layer.metrics import push
+
+    with caplog.at_level("WARNING"):
+        push("http://127.0.0.1:9", "web_events", ["gold"], "success", 0, None)  # nothing listens
+    assert [r for r in caplog.records if "batch.metrics_not_pushed" in r.getMessage()]
