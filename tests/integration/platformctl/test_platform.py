@@ -24,11 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture
-def isolated(settings: Settings, tmp_path: Path):
-    state = tmp_path / "state"
-    (state / "jars").mkdir(parents=True)
-    for component in ("kafka", "cassandra", "spark"):
-        os.symlink(settings.local.state_dir / "jars" / component, state / "jars" / component)
+def isolated(settings: Settings, isolated_state: Path):
+    state = isolated_state
     isolated = settings.model_copy(
         update={
             "kafka": KafkaSettings(bootstrap_servers="127.0.0.1:19092"),

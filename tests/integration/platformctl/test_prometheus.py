@@ -11,7 +11,6 @@ and a few evaluation intervals.
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,11 +39,8 @@ FRESHNESS_S, FOR = 30, "10s"
 
 
 @pytest.fixture
-def watched(settings: Settings, tmp_path: Path):
-    state = tmp_path / "state"
-    (state / "jars").mkdir(parents=True)
-    for component in ("kafka", "cassandra", "spark"):
-        os.symlink(settings.local.state_dir / "jars" / component, state / "jars" / component)
+def watched(settings: Settings, isolated_state: Path, tmp_path: Path):
+    state = isolated_state
     watched = settings.model_copy(
         update={
             "kafka": KafkaSettings(bootstrap_servers="127.0.0.1:29092"),
