@@ -58,6 +58,10 @@ class CollectorSettings(BaseModel):
     clients and load balancers in front (HTTP libraries: about 5 s; AWS ALB: 60 s), so the
     collector never closes a connection just as a client reuses it (the client would get a
     reset, not an answer)."""
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    """How long a connection may take to send a request's line and headers before the
+    collector closes it (also the wait for the first request on a new connection); a client
+    sending half a request (slow loris) is dropped after this."""
     allowed_origins: dict[str, tuple[str, ...]] = {}
     """Source id -> the origins (``https://shop.example``) whose pages may send that source's
     events from a browser (CORS); ``*`` is any origin. A source without an entry takes no

@@ -80,6 +80,10 @@ class MonitoringSettings(_Section):
     """A Prometheus Pushgateway the batch steps push their metrics to when they run as
     jobs of their own (``spark-submit``, EMR Serverless), e.g. ``http://pushgateway:9091``;
     the step server is scraped instead. None: not pushed."""
+    lifecycle_api: bool = False
+    """Start the local Prometheus with ``--web.enable-lifecycle`` (``POST /-/reload`` and
+    ``/-/quit`` for anyone who reaches its port). Off: it reloads its configuration on
+    ``SIGHUP`` (only its own OS user can send one) or a restart."""
 
 
 class LineageSettings(_Section):
