@@ -13,7 +13,7 @@ demo: install  ## start the platform, send traffic, print merged answers
 	$(BIN)/python -m platformctl demo
 
 test: install  ## every test, against the real local Kafka, Cassandra, Spark, Delta and Airflow
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30 --durations-min=1
 
 unit: install  ## only the tests that need no service (Spark runs in-process)
 	$(BIN)/python -m pytest -m "not integration"
