@@ -25,7 +25,9 @@ from platformctl.airflow_venv import ensure_airflow_venv
 __all__ = [
     "CHROMIUM",
     "JAR_COMPONENTS",
+    "analyst_python",
     "install",
+    "install_analyst_client",
     "install_airflow",
     "install_browser",
     "install_jars",
@@ -208,6 +210,33 @@ def install_airflow(settings: Settings) -> Path:
     )
 
 
+def analyst_python(settings: Settings) -> Path:
+    """The interpreter of the analyst's virtualenv: ``pyspark-client`` and nothing else."""
+    return settings.local.state_dir / "analyst-venv" / "bin" / "python"
+
+
+def install_analyst_client(settings: Settings) -> Path:
+    """A virtualenv holding only ``pyspark-client`` from PyPI, at the server's Spark version:
+    what an analyst installs to query the SQL server (the SQL tests run their scripts in it)."""
+    import sys
+
+    import pyspark
+
+    python = analyst_python(settings)
+    venv = python.parents[1]
+    wanted = f"pyspark-client=={pyspark.__version__}"
+    stamp = venv / ".requirement"
+    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return python
+    started = time.monotonic()
+    uv = Path(sys.executable).with_name("uv")
+    subprocess.run([uv, "venv", "-q", "--clear", "--python", sys.executable, venv], check=True)
+    subprocess.run([uv, "pip", "install", "-q", "--python", python, wanted], check=True)
+    stamp.write_text(wanted)
+    log_event(_log, "install.analyst_client.done", seconds=round(time.monotonic() - started, 1))
+    return python
+
+
 def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -> None:
     """Everything ``up``, the jobs and the tests need on this machine."""
     from serving.connect.guard import build_guard_jar
@@ -215,6 +244,7 @@ def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -
     for component in JAR_COMPONENTS:
         install_jars(settings, component)
     build_guard_jar(settings.local.state_dir)
+    install_analyst_client(settings)
     install_prometheus()
     install_npm(settings)
     if browser:
