@@ -1,4 +1,4 @@
-"""Pipeline specs: what a declaration must get right, and the registry's uniqueness rules."""
+"""Pipeline declarations: what one must get right, and the registry's rules across them."""
 
 from __future__ import annotations
 
@@ -7,16 +7,21 @@ import sys
 
 import pytest
 
-from batch_layer.pipelines import (
-    PIPELINES,
-    WEB_EVENTS,
-    PipelineSpec,
-    Reconciliation,
-    _check_pipelines,
-    pipeline,
-)
 from core.settings import PROJECT_ROOT, BatchSettings, KafkaSettings, Settings
+from pipelines import (
+    PIPELINES,
+    DeclarationError,
+    PipelineSpec,
+    Producer,
+    Reconciliation,
+    check_pipelines,
+    pipeline,
+    validate_all,
+)
+from pipelines.registry import discover
 from views import VIEWS, Measure, ViewSpec, view
+
+WEB_EVENTS = pipeline("web_events")
 
 
 def a_view(name: str, *measures: Measure) -> ViewSpec:
@@ -27,9 +32,18 @@ def a_view(name: str, *measures: Measure) -> ViewSpec:
 ORDERS = PipelineSpec("orders", "orders", 1, ("orders_by_sku",), topic="shop.orders.v1")
 
 
+@pytest.fixture
+def contracts(tmp_path):
+    """A contracts folder holding ``web_events`` v1 and ``orders`` v1 and v2 (names only)."""
+    for name, major in [("web_events", 1), ("orders", 1), ("orders", 2)]:
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / f"v{major}.odcs.yaml").write_text("")
+    return tmp_path
+
+
 def test_web_events_computes_every_view_and_reconciles_counts_only():
     assert pipeline("web_events") is WEB_EVENTS
-    assert list(WEB_EVENTS.views) == [v.name for v in VIEWS]
+    assert set(WEB_EVENTS.views) <= {v.name for v in VIEWS}
     assert (WEB_EVENTS.contract, WEB_EVENTS.contract_major) == ("web_events", 1)
     checked = {(r.view, r.measure) for r in WEB_EVENTS.reconcile}
     assert checked == {
@@ -94,9 +108,10 @@ def test_topic_schedule_and_table_name_default_to_settings():
     assert hourly.table_name(settings) == "shop_orders_v1"
 
 
-def test_an_unknown_pipeline_lists_the_known_ones():
-    with pytest.raises(KeyError, match=r"No pipeline 'web'; the pipelines are: web_events\."):
+def test_an_unknown_pipeline_lists_the_known_ones_and_where_to_declare_one():
+    with pytest.raises(KeyError, match=r"No pipeline 'web'; the pipelines are: .*web_events") as e:
         pipeline("web")
+    assert "pipelines/declared/" in str(e.value)
 
 
 def test_the_declared_pipelines_have_unique_names_and_views():
@@ -106,31 +121,87 @@ def test_the_declared_pipelines_have_unique_names_and_views():
     assert len(views) == len(set(views))
 
 
-def test_distinct_pipelines_pass_the_check_unchanged():
+def test_distinct_pipelines_pass_the_check_unchanged(contracts):
     pipelines = (WEB_EVENTS, ORDERS)
-    assert _check_pipelines(pipelines) is pipelines
+    assert check_pipelines(pipelines, contracts) is pipelines
 
 
-def test_two_pipelines_with_one_name_are_refused():
+def test_two_pipelines_with_one_name_are_refused(contracts):
     twin = PipelineSpec("orders", "orders", 2, ("orders_v2",), topic="shop.orders.v2")
-    with pytest.raises(ValueError, match=r"Pipelines declared more than once: \['orders'\]"):
-        _check_pipelines((WEB_EVENTS, ORDERS, twin))
+    with pytest.raises(DeclarationError, match=r"pipeline name 'orders' is declared 2 times"):
+        check_pipelines((WEB_EVENTS, ORDERS, twin), contracts)
 
 
-def test_a_view_in_two_pipelines_names_the_view_and_both_pipelines():
+def test_a_view_in_two_pipelines_names_the_view_and_both_pipelines(contracts):
     # Both would write gold/clicks and the Cassandra batch_clicks tables.
-    clicks_again = PipelineSpec("app_events", "app_events", 1, ("clicks",))
-    with pytest.raises(ValueError) as refused:
-        _check_pipelines((WEB_EVENTS, ORDERS, clicks_again))
+    clicks_again = PipelineSpec("app_events", "orders", 2, ("clicks",), topic="app.events.v2")
+    with pytest.raises(DeclarationError) as refused:
+        check_pipelines((WEB_EVENTS, ORDERS, clicks_again), contracts)
     message = str(refused.value)
-    assert "'clicks' (pipelines web_events, app_events)" in message
-    assert "orders" not in message
-    assert "batch_<view>" in message
+    assert "view 'clicks' is declared by pipelines web_events, app_events" in message
+    assert "'orders'" not in message
+    assert "keep each view in one pipeline" in message
 
 
-def test_every_declared_pipeline_validates_against_its_views():
+def test_two_pipelines_on_one_topic_are_refused(contracts):
+    again = PipelineSpec("orders_eu", "orders", 1, ("orders_eu",), topic="shop.orders.v1")
+    with pytest.raises(DeclarationError, match=r"topic 'shop.orders.v1' is claimed by pipelines"):
+        check_pipelines((ORDERS, again), contracts)
+    collector_twice = PipelineSpec("app", "orders", 1, ("app_views",))
+    with pytest.raises(DeclarationError, match=r"the collector's topic is claimed by pipelines"):
+        check_pipelines((WEB_EVENTS, collector_twice), contracts)
+
+
+def test_a_missing_contract_names_the_file_and_the_fix(contracts):
+    ghost = PipelineSpec("ghost", "ghosts", 3, ("ghost_views",), topic="ghosts.v3")
+    with pytest.raises(DeclarationError) as refused:
+        check_pipelines((ghost,), contracts)
+    assert "data_contracts/ghosts/v3.odcs.yaml does not exist" in str(refused.value).replace(
+        contracts.name, "data_contracts"
+    )
+    assert "contract=/contract_major=" in str(refused.value)
+
+
+def test_a_topic_whose_version_is_not_the_contract_s_major_is_refused():
+    with pytest.raises(ValueError, match=r"topic 'shop.orders.v2' carries major version 2"):
+        PipelineSpec("orders", "orders", 1, ("o",), topic="shop.orders.v2")
+
+
+def test_identity_fields_must_be_contract_fields():
+    wrong = PipelineSpec(
+        "web2", "web_events", 1, ("page_activity",), topic="web2.v1", identity=("buyer",)
+    )
+    with pytest.raises(DeclarationError, match=r"identity fields \['buyer'\] are not fields"):
+        validate_all((wrong,))
+
+
+def test_a_contract_that_puts_its_records_on_another_topic_is_refused():
+    elsewhere = PipelineSpec("web2", "web_events", 1, ("page_activity",), topic="web2.v1")
+    with pytest.raises(DeclarationError, match=r"its contract web-events/1\.\d+\.\d+ says"):
+        validate_all((elsewhere,))
+
+
+def test_a_declaration_module_without_a_pipeline_is_refused(tmp_path, monkeypatch):
+    package = tmp_path / "some_declarations"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "typo.py").write_text("PIPELNE = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    with pytest.raises(DeclarationError, match=r"some_declarations.typo declares no pipeline"):
+        discover(importlib.import_module("some_declarations"))
+
+
+def test_a_producer_pipeline_says_which_service_writes_its_topic():
+    spec = PipelineSpec("o", "orders", 1, ("v",), topic="o.v1", arrival=Producer("checkout"))
+    assert (spec.arrival.kind, spec.arrival.service) == ("producer", "checkout")
+    assert WEB_EVENTS.arrival.kind == "collector"
+
+
+def test_every_declared_pipeline_validates_against_its_views_and_contract():
+    assert validate_all() is PIPELINES
     for spec in PIPELINES:
-        assert spec.validate() is spec
         assert [v.name for v in spec.view_specs] == list(spec.views)
 
 
@@ -148,9 +219,9 @@ def test_a_view_the_registry_does_not_know_fails_validation_not_declaration():
 
 
 def test_declaring_the_pipelines_imports_no_spark():
-    # Airflow's venv imports batch_layer.pipelines to parse the DAGs.
+    # Airflow's venv imports the declarations to parse the DAGs.
     code = (
-        "import sys, batch_layer.pipelines; "
+        "import sys, pipelines; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'views')))"
     )
     out = subprocess.run(

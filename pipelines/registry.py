@@ -1,0 +1,161 @@
+"""Every declared pipeline, found in ``pipelines/declared/``, checked before anything runs.
+
+A declaration is one module of :mod:`pipelines.declared` holding ``PIPELINE``, a
+:class:`~pipelines.spec.PipelineSpec`; nothing else lists it. Importing this
+module finds them all and refuses, with a message naming the declaration and
+the fix, what would half-deploy: two pipelines with one name, one topic or one
+view, a contract that does not exist at the declared major version. What needs
+the contract's and the views' contents (a view no module defines, a contract
+whose topic is another one) is checked by :func:`validate_all`, which
+``platformctl up`` and every job call before they start anything.
+
+>>> [spec.name for spec in PIPELINES]
+['web_events']
+>>> pipeline("nope")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+KeyError: "No pipeline 'nope'; the pipelines are: web_events. A pipeline is declared by...
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from pipelines import declared
+from pipelines.spec import PipelineSpec
+
+__all__ = [
+    "CONTRACTS_ROOT",
+    "PIPELINES",
+    "DeclarationError",
+    "check_pipelines",
+    "discover",
+    "pipeline",
+    "pipeline_of_view",
+    "validate_all",
+]
+
+CONTRACTS_ROOT = Path(__file__).resolve().parents[1] / "data_contracts"
+"""Where contracts live: ``<contract>/v<major>.odcs.yaml``."""
+
+
+class DeclarationError(ValueError):
+    """A pipeline declaration that cannot be deployed as it stands."""
+
+
+def discover(package=declared) -> tuple[PipelineSpec, ...]:
+    """The ``PIPELINE`` of every module of ``package``, in module-name order."""
+    found = []
+    for module_info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if module_info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{module_info.name}")
+        spec = getattr(module, "PIPELINE", None)
+        if not isinstance(spec, PipelineSpec):
+            raise DeclarationError(
+                f"{module.__name__} declares no pipeline: a module of pipelines/declared/ "
+                "holds PIPELINE = PipelineSpec(...) (docs/adding-a-pipeline.md)."
+            )
+        found.append(spec)
+    return tuple(found)
+
+
+def _claimed_twice(claims: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    owners: dict[str, list[str]] = {}
+    for thing, pipeline_name in claims:
+        owners.setdefault(thing, []).append(pipeline_name)
+    return {thing: names for thing, names in owners.items() if len(names) > 1}
+
+
+def check_pipelines(
+    pipelines: tuple[PipelineSpec, ...], contracts_root: Path = CONTRACTS_ROOT
+) -> tuple[PipelineSpec, ...]:
+    """``pipelines``, once names, topics and views are each claimed once and every contract
+    exists at its major version. Reads no file but the contracts' names."""
+    problems = []
+    for name, owners in _claimed_twice((s.name, s.name) for s in pipelines).items():
+        problems.append(f"pipeline name {name!r} is declared {len(owners)} times: rename one")
+    for topic, owners in _claimed_twice(
+        (s.topic or "<collector>", s.name) for s in pipelines
+    ).items():
+        where = "the collector's topic" if topic == "<collector>" else f"topic {topic!r}"
+        problems.append(
+            f"{where} is claimed by pipelines {', '.join(owners)}: a topic belongs to one "
+            "pipeline (give each its own topic=...)"
+        )
+    for view, owners in _claimed_twice((v, s.name) for s in pipelines for v in s.views).items():
+        problems.append(
+            f"view {view!r} is declared by pipelines {', '.join(owners)}: gold/<view> and the "
+            "Cassandra tables are named after the view, so keep each view in one pipeline"
+        )
+    for spec in pipelines:
+        contract = contracts_root / spec.contract / f"v{spec.contract_major}.odcs.yaml"
+        if not contract.is_file():
+            problems.append(
+                f"pipeline {spec.name!r} names contract {spec.contract} v{spec.contract_major}, "
+                f"but {contract.relative_to(contracts_root.parent)} does not exist: add it "
+                "or fix contract=/contract_major="
+            )
+    if problems:
+        raise DeclarationError("Pipeline declarations refused:\n- " + "\n- ".join(problems))
+    return pipelines
+
+
+def validate_all(pipelines: tuple[PipelineSpec, ...] | None = None) -> tuple[PipelineSpec, ...]:
+    """Every pipeline, once its views resolve, its reconciliations sum counts, its identity
+    fields are contract fields and its contract's declared topic is the pipeline's."""
+    from data_contracts.contract import ContractError, load_contract
+
+    problems = []
+    for spec in PIPELINES if pipelines is None else pipelines:
+        try:
+            spec.validate()
+        except (KeyError, ValueError) as error:
+            problems.append(f"pipeline {spec.name!r}: {str(error).strip(chr(34))}")
+            continue
+        contract = load_contract(spec.contract, spec.contract_major)
+        fields = {p.name for p in contract.properties}
+        missing = [f for f in spec.identity if f not in fields]
+        if missing:
+            problems.append(
+                f"pipeline {spec.name!r}: identity fields {missing} are not fields of "
+                f"{contract.ref} (fields: {', '.join(sorted(fields))})"
+            )
+        try:
+            declared_topic = contract.topic
+        except ContractError:
+            declared_topic = None
+        if spec.topic is not None and declared_topic and declared_topic != spec.topic:
+            problems.append(
+                f"pipeline {spec.name!r} reads topic {spec.topic!r} but its contract "
+                f"{contract.ref} says its records are on {declared_topic!r}: make them agree"
+            )
+    if problems:
+        raise DeclarationError("Pipeline declarations refused:\n- " + "\n- ".join(problems))
+    return PIPELINES if pipelines is None else pipelines
+
+
+PIPELINES: tuple[PipelineSpec, ...] = check_pipelines(discover())
+
+
+def pipeline(name: str) -> PipelineSpec:
+    """The pipeline called ``name``."""
+    for spec in PIPELINES:
+        if spec.name == name:
+            return spec
+    known = ", ".join(spec.name for spec in PIPELINES)
+    raise KeyError(
+        f"No pipeline {name!r}; the pipelines are: {known}. A pipeline is declared by a "
+        "module of pipelines/declared/ (docs/adding-a-pipeline.md)."
+    )
+
+
+def pipeline_of_view(view: str) -> PipelineSpec:
+    """The pipeline that declares ``view``."""
+    for spec in PIPELINES:
+        if view in spec.views:
+            return spec
+    raise KeyError(f"No pipeline declares view {view!r}.")
