@@ -1,7 +1,13 @@
-"""Connecting to Cassandra the same way everywhere (local node or a managed cluster)."""
+"""Connecting to Cassandra the same way everywhere (local node or a managed cluster).
+
+Statements run at the consistency :mod:`layout.consistency` gives their kind:
+:func:`prepare` sets it on each statement, and :func:`connect` makes its
+default the sessions' default for statements prepared elsewhere.
+"""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -17,6 +23,8 @@ __all__ = [
     "ensure_keyspace",
     "execute_all",
     "fetch_all",
+    "logged_batch",
+    "prepare",
     "process_session",
     "replication_cql",
     "view_row_values",
@@ -29,6 +37,7 @@ def connect(
     cassandra: CassandraSettings, *, connect_timeout_s: float = 10
 ) -> tuple[Cluster, Session]:
     """Open a cluster connection; the caller shuts the cluster down."""
+    from cassandra import ConsistencyLevel
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import (
@@ -56,6 +65,7 @@ def connect(
                     DCAwareRoundRobinPolicy(local_dc=cassandra.local_datacenter)
                 ),
                 request_timeout=cassandra.request_timeout_s,
+                consistency_level=ConsistencyLevel.name_to_value[_default_consistency()],
             )
         },
         protocol_version=5,
@@ -64,6 +74,50 @@ def connect(
         connect_timeout=connect_timeout_s,
     )
     return cluster, cluster.connect()
+
+
+def _default_consistency() -> str:
+    from layout.consistency import DEFAULT
+
+    return DEFAULT
+
+
+_PREPARED: weakref.WeakKeyDictionary[Any, dict[str, PreparedStatement]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def prepare(session: Session, cql: str) -> PreparedStatement:
+    """``cql`` prepared on ``session`` (once per session) at its kind's consistency
+    (:func:`layout.consistency.consistency_of`): every statement the platform decides on is
+    prepared here."""
+    from cassandra import ConsistencyLevel
+
+    from layout.consistency import consistency_of
+
+    prepared = _PREPARED.setdefault(session, {})
+    if cql not in prepared:
+        statement = session.prepare(cql)
+        statement.consistency_level = ConsistencyLevel.name_to_value[consistency_of(cql)]
+        prepared[cql] = statement
+    return prepared[cql]
+
+
+def logged_batch(statements: Sequence[tuple[PreparedStatement, Sequence[Any]]]) -> Any:
+    """One logged batch of ``(prepared statement, values)``: all of them apply or none, at
+    their consistency (the same for every statement of the batch)."""
+    from cassandra.query import BatchStatement, BatchType
+
+    levels = {statement.consistency_level for statement, _ in statements}
+    if len(levels) != 1:
+        raise ValueError(
+            f"A batch runs at one consistency; its statements have {sorted(map(str, levels))}: "
+            "batch statements of one kind (layout.consistency)."
+        )
+    batch = BatchStatement(batch_type=BatchType.LOGGED, consistency_level=levels.pop())
+    for statement, values in statements:
+        batch.add(statement, values)
+    return batch
 
 
 def replication_cql(replication: Mapping[str, str | int]) -> str:

@@ -9,7 +9,13 @@ sides use, gold (:mod:`layout.lake`). Importing it needs neither Spark nor
 a Cassandra driver.
 """
 
-from layout.ddl import create_statements, create_tables, create_view_tables, ensure_columns
+from layout.ddl import (
+    apply_ttl,
+    create_statements,
+    create_tables,
+    create_view_tables,
+    ensure_columns,
+)
 from layout.lake import gold_path
 from layout.pointers import (
     BOUNDARY_TABLE,
@@ -56,6 +62,7 @@ __all__ = [
     "LayerShape",
     "PointerTables",
     "ViewTables",
+    "apply_ttl",
     "create_statements",
     "create_tables",
     "create_view_tables",

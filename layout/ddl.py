@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from core.settings import Settings
     from views.spec import ViewSpec
 
-__all__ = ["create_statements", "create_tables", "create_view_tables", "ensure_columns"]
+__all__ = [
+    "apply_ttl",
+    "create_statements",
+    "create_tables",
+    "create_view_tables",
+    "ensure_columns",
+]
 
 
 def create_statements(
@@ -60,7 +66,8 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
     The speed tables are those of each view's current version (``speed_versions``):
     after a replay switched a view to ``speed_v<N>_*``, the superseded tables are
     dropped and not created again. Columns a newer release added (progress and run
-    columns, the fence, a view's new measure) are added in place.
+    columns, the fence, a view's new measure) are added in place, and speed tables
+    created with another TTL get ``settings.speed.ttl_s`` (:func:`apply_ttl`).
     """
     from core.cassandra import connect
 
@@ -91,15 +98,55 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
             session.execute(statement)
         for tables in [*speed, *batch]:
             ensure_columns(session, tables)
+        for tables in speed:
+            apply_ttl(session, tables, settings.speed.ttl_s)
     finally:
         cluster.shutdown()
 
 
 def create_view_tables(session, tables: ViewTables, ttl_s: int | None) -> None:
-    """Create one view's tables in one layer and version (idempotent), with every column."""
+    """Create one view's tables in one layer and version (idempotent), with every column and,
+    for speed tables, rows expiring after ``ttl_s`` (:func:`apply_ttl`)."""
     for statement in tables.create(ttl_s):
         session.execute(statement)
     ensure_columns(session, tables)
+    if ttl_s is not None:
+        apply_ttl(session, tables, ttl_s)
+
+
+def apply_ttl(session, tables: ViewTables, ttl_s: int) -> list[str]:
+    """Give both tables ``ttl_s`` as their default TTL where they have another; return the
+    ALTER statements run.
+
+    ``CREATE TABLE IF NOT EXISTS`` leaves an existing table's TTL as it was created, so a
+    raised ``speed.ttl_s`` would not reach the rows while serving already counts on it.
+    Rows written before the change keep the TTL they were written with.
+    """
+    keyspace = tables.keyspace
+    names = [table.split(".", 1)[1] for table in (tables.by_key, tables.by_minute)]
+    current = {
+        row.table_name: row.default_time_to_live
+        for row in session.execute(
+            "SELECT table_name, default_time_to_live FROM system_schema.tables "
+            "WHERE keyspace_name = %s",
+            (keyspace,),
+        )
+        if row.table_name in names
+    }
+    missing = [name for name in names if name not in current]
+    if missing:
+        raise ValueError(
+            f"Tables {missing} of keyspace {keyspace!r} do not exist; create them first "
+            "(layout.create_tables)."
+        )
+    statements = [
+        statement
+        for name, statement in zip(names, tables.alter_ttl(ttl_s), strict=True)
+        if current[name] != ttl_s
+    ]
+    for statement in statements:
+        session.execute(statement)
+    return statements
 
 
 def ensure_columns(session, tables: ViewTables) -> None:

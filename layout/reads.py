@@ -65,7 +65,9 @@ def read_boundaries(
             return read_boundaries(cassandra, views, session=own)
         finally:
             cluster.shutdown()
-    select = session.prepare(PointerTables(cassandra.keyspace).select_boundary)
+    from core.cassandra import prepare
+
+    select = prepare(session, PointerTables(cassandra.keyspace).select_boundary)
     out: dict[str, Boundary | None] = {}
     for name in views:
         row = session.execute(select, (name,)).one()
@@ -79,9 +81,11 @@ def read_boundaries(
 
 def read_speed_versions(session: Any, keyspace: str, views: Iterable[str]) -> dict[str, int]:
     """Per view name, the speed version serving reads (0 until a replay switched it)."""
+    from core.cassandra import prepare
+
     found = {
         row.view_name: row.version or 0
-        for row in session.execute(PointerTables(keyspace).select_speed_versions)
+        for row in session.execute(prepare(session, PointerTables(keyspace).select_speed_versions))
     }
     return {name: found.get(name, 0) for name in views}
 
@@ -110,8 +114,10 @@ def read_watermarks(
             return read_watermarks(cassandra, views, session=own)
         finally:
             cluster.shutdown()
+    from core.cassandra import prepare
+
     wanted = set(views)
-    select = PointerTables(cassandra.keyspace).select_progress(("watermark",))
+    select = prepare(session, PointerTables(cassandra.keyspace).select_progress(("watermark",)))
     return {
         row.view_name: _utc(row.watermark) or _EPOCH
         for row in session.execute(select)
@@ -123,7 +129,9 @@ def read_live_floor(session: Any, keyspace: str, checkpoint_name: str) -> dateti
     """The floor of the speed layer's live run: the newest run in state ``live`` (or recorded
     before states existed), as ``speed_layer.start.current_start`` picks it. Windows before
     the floor are not the live run's to write; None: it writes every window."""
-    select = session.prepare(PointerTables(keyspace).select_runs)
+    from core.cassandra import prepare
+
+    select = prepare(session, PointerTables(keyspace).select_runs)
     for row in session.execute(select, (checkpoint_name,)):  # newest first
         if row.state in (None, "live"):
             return _utc(row.floor)
@@ -135,7 +143,9 @@ def read_reconcile_results(
 ) -> dict[str, dict[str, Any] | None]:
     """Per view name, its last reconciliation as :data:`RECONCILE_COLUMNS` (timestamps in
     epoch ms), or None when it was never reconciled."""
-    select = session.prepare(PointerTables(keyspace).select_reconcile)
+    from core.cassandra import prepare
+
+    select = prepare(session, PointerTables(keyspace).select_reconcile)
     out: dict[str, dict[str, Any] | None] = {}
     for name in views:
         row = session.execute(select, (name,)).one()

@@ -19,9 +19,9 @@ each part of a range, so a month costs about 30 partitions, not 43,200.
 The layers differ in three ways, all held by :data:`LAYERS`:
 
 - **speed** rows are written as absolute values (upserts, never counter
-  increments) with the micro-batch that wrote them (``checkpoint_id``,
-  ``batch_id``, ``written_at``): the fence that makes a replayed micro-batch
-  a no-op (:mod:`speed_layer.sink`); they expire after ``ttl_s``
+  increments) with the micro-batch that wrote them (``run_id``,
+  ``batch_id``, ``written_at``, ``checkpoint_id``): the fence that makes a
+  replayed micro-batch a no-op (:mod:`speed_layer.sink`); they expire after ``ttl_s``
   (longer than the batch layer's delay: by then the batch view has replaced
   them), compacted by time window;
 - **batch** rows are written under a new ``version`` per published day, in
@@ -77,6 +77,9 @@ class LayerShape:
     """Default of :attr:`ViewTables.versioned`: a ``version`` in the partition keys."""
     written_by: tuple[tuple[str, str], ...] = ()
     """Columns after the measures saying which write a row came from (name, CQL type)."""
+    optional_written_by: int = 0
+    """How many of the last :attr:`written_by` columns a row may be written without (null):
+    rows loaded as they are (fixtures, benchmarks) carry no run."""
     expires: bool = False
     """Rows expire after a TTL, with time-window compaction."""
 
@@ -84,7 +87,13 @@ class LayerShape:
 LAYERS: dict[str, LayerShape] = {
     "speed": LayerShape(
         versioned=False,
-        written_by=(("batch_id", "bigint"), ("written_at", "timestamp"), ("checkpoint_id", "int")),
+        written_by=(
+            ("batch_id", "bigint"),
+            ("written_at", "timestamp"),
+            ("checkpoint_id", "int"),
+            ("run_id", "uuid"),
+        ),
+        optional_written_by=1,
         expires=True,
     ),
     "batch": LayerShape(versioned=True),
@@ -234,9 +243,12 @@ class ViewTables:
         if self.versioned == (version is None):
             need = "needs a version" if self.versioned else "has no version"
             raise ValueError(f"A row of {self.by_key} {need}; got version={version!r}.")
-        if len(written_by) != len(self.shape.written_by):
-            names = [name for name, _ in self.shape.written_by]
+        shape = self.shape
+        need = len(shape.written_by) - shape.optional_written_by
+        if not need <= len(written_by) <= len(shape.written_by):
+            names = [name for name, _ in shape.written_by]
             raise ValueError(f"A row of {self.by_key} is written with {names}; got {written_by!r}.")
+        written_by = (*written_by, *[None] * (len(shape.written_by) - len(written_by)))
         head = (version,) if self.versioned else ()
         return (
             (*keys, start.date(), *head, start, *measures, *written_by),
@@ -298,6 +310,16 @@ class ViewTables:
         types = self._types()
         columns = {m: types[m] for m in self._measures()} | dict(self.shape.written_by)
         return {table: columns for table in (self.by_key, self.by_minute)}
+
+    def alter_ttl(self, ttl_s: int) -> list[str]:
+        """Both ALTER TABLE statements giving rows written from now on ``ttl_s`` (a table
+        created with another TTL keeps it: ``CREATE TABLE IF NOT EXISTS`` changes nothing)."""
+        if not self.shape.expires:
+            raise ValueError(f"The {self.layer} rows of {self.spec.name!r} never expire; no ttl_s.")
+        return [
+            f"ALTER TABLE {t} WITH default_time_to_live = {int(ttl_s)}"
+            for t in (self.by_key, self.by_minute)
+        ]
 
     def drop(self) -> list[str]:
         """Both DROP TABLE statements (a superseded speed version is dropped whole)."""

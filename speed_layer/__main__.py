@@ -123,11 +123,13 @@ def _follow(settings, generation: int, wait_s: float) -> int:
     """Print the replay's catch-up until it is live (0) or ``wait_s`` passed (1)."""
     import time
 
-    from core.cassandra import connect
+    from core.cassandra import connect, prepare
+    from layout import PointerTables
     from speed_layer.start import LIVE, REPLAYING, read_runs
 
     cluster, session = connect(settings.cassandra)
     try:
+        select = prepare(session, PointerTables(settings.cassandra.keyspace).select_runs)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             run = next(r for r in read_runs(session, settings) if r.generation == generation)
@@ -137,11 +139,11 @@ def _follow(settings, generation: int, wait_s: float) -> int:
             if run.state != REPLAYING:
                 print(f"replay run {generation} ended {run.state}")
                 return 1
-            row = session.execute(
-                f"SELECT kafka_lag, max_event_time FROM {settings.cassandra.keyspace}.speed_runs "
-                "WHERE checkpoint_name = %s AND generation = %s",
-                (settings.speed.checkpoint_name, generation),
-            ).one()
+            row = next(
+                r
+                for r in session.execute(select, (settings.speed.checkpoint_name,))
+                if r.generation == generation
+            )
             print(f"catching up: lag {row.kafka_lag} records, event time {row.max_event_time}")
             time.sleep(5)
         print(f"replay run {generation} has not switched within {wait_s:.0f}s")

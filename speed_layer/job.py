@@ -32,6 +32,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from core.cassandra import prepare
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -305,15 +306,17 @@ class ProgressRecorder:
         self._tolerance = timedelta(seconds=settings.event_time.future_tolerance_s)
         self._warned: set[str] = set()
         pointers = PointerTables(settings.cassandra.keyspace)
-        self._batch = self._session.prepare(pointers.insert_progress(_WRITTEN))
+        session = self._session
+        self._batch = prepare(session, pointers.insert_progress(_WRITTEN))
+        counts = prepare(session, pointers.select_progress((*_COUNTERS, _REJECTED)))
         self._counts: dict[str, dict[str, Any]] = {
             row.view_name: {name: getattr(row, name) or 0 for name in _COUNTERS}
             | {_REJECTED: dict(row.rejected_rows or {})}
-            for row in self._session.execute(pointers.select_progress((*_COUNTERS, _REJECTED)))
+            for row in session.execute(counts)
         }
-        self._touch = self._session.prepare(pointers.update_heartbeat)
-        self._heartbeat = self._session.prepare(pointers.update_empty_batch)
-        self._stopped = self._session.prepare(pointers.update_stopped)
+        self._touch = prepare(session, pointers.update_heartbeat)
+        self._heartbeat = prepare(session, pointers.update_empty_batch)
+        self._stopped = prepare(session, pointers.update_stopped)
         self._recorded: dict[str, int] = {}
         """Per query name, the last batch whose progress was written."""
         self._progress_seen = threading.Condition()

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from core.cassandra import logged_batch, prepare
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import PointerTables, ViewTables, create_tables, create_view_tables
@@ -190,14 +191,10 @@ def switch(
 ) -> datetime:
     """Point every view at the replay's version (one logged batch: all or none), make the
     replay the live run and retire the old one. Returns the moment of the switch."""
-    from cassandra.query import BatchStatement, BatchType
-
     now = datetime.now(UTC)
-    pointer = session.prepare(PointerTables(settings.cassandra.keyspace).insert_speed_version)
-    batch = BatchStatement(batch_type=BatchType.LOGGED)
-    for spec in views:
-        batch.add(pointer, (spec.name, replay.version, replay.generation, now))
-    session.execute(batch)
+    pointer = prepare(session, PointerTables(settings.cassandra.keyspace).insert_speed_version)
+    rows = [(pointer, (spec.name, replay.version, replay.generation, now)) for spec in views]
+    session.execute(logged_batch(rows))
     update_run(session, settings, replay.generation, state=LIVE, switched_at=now)
     update_run(session, settings, live.generation, state=RETIRED, retired_at=now)
     log_event(

@@ -95,8 +95,11 @@ def start_point(settings: Settings, request, requested: str) -> dict:
 
 
 def _refuse_if_alive(session, settings: Settings, now: datetime) -> None:
+    from core.cassandra import prepare
+
+    pointers = PointerTables(settings.cassandra.keyspace)
     rows = session.execute(
-        PointerTables(settings.cassandra.keyspace).select_progress(("heartbeat_at", "stopped_at"))
+        prepare(session, pointers.select_progress(("heartbeat_at", "stopped_at")))
     )
     for row in rows:
         beat = row.heartbeat_at.replace(tzinfo=UTC) if row.heartbeat_at else None

@@ -9,21 +9,31 @@ view's merge rules (:attr:`views.kinds.Kind.merge`: counts and sums add,
 maxima take the larger, sketches union). The row is written back whole: an
 absolute value, never a counter increment.
 
-The row carries the write that made it, ``(checkpoint_id, batch_id)``: the
+The row carries the write that made it, ``(run_id, batch_id)``: the
 **fence** that makes the fold exactly once (:func:`fold`). Batch ids count
-the micro-batches of one checkpoint, so the checkpoint's location names the
-run (:func:`checkpoint_id`). Spark replays a micro-batch whose commit did not
+the micro-batches of one checkpoint, so the run is the streaming query's
+id, which Spark generates when it creates a checkpoint and keeps in it: a
+restart from the checkpoint is the same run, and a checkpoint lost and
+created again at the same path, whose batch ids start at 0 again, is a new
+one (:class:`Writer`). Spark replays a micro-batch whose commit did not
 reach the checkpoint (a crash between the write and the commit) with the
 same offsets and the same deduplication state, so with the same partials; a
 row whose fence is already at that batch holds its partial and is left as it
 is. Both tables of a view get the same value: the by-key table is written
 first, then the by-minute table, whose row is the one read back; a crash
 between the two leaves the by-minute row unfenced, so the replay folds from
-it again and rewrites both with the same value. A row another checkpoint
-wrote (the run before ``python -m speed_layer reset``, or a job before the
-fence existed) is replaced, not added to: a run writes only windows it sees
-whole (:mod:`speed_layer.start`), so its first partial of a window is all
-of the window it has seen.
+it again and rewrites both with the same value. A row another run wrote (the
+run before ``python -m speed_layer reset``, a lost checkpoint's, or a job
+before the fence existed) is replaced, not added to: a run writes only
+windows it sees whole (:mod:`speed_layer.start`), so its first partial of a
+window is all of the window it has seen. Rows also carry the checkpoint's
+number (:func:`checkpoint_id`): a row written before rows carried their run
+is fenced by it, as it was then.
+
+The fold's reads and writes run at ``LOCAL_QUORUM`` (:mod:`layout.consistency`):
+on a replicated store a read at a lower level may miss the previous batch's
+write, and the fold would then overwrite its counts or add a replayed batch
+again.
 
 The rows never travel to the driver: ``foreachPartition`` runs on the
 executors, each of which keeps one Cassandra session per Python worker
@@ -34,12 +44,14 @@ rows with prepared statements, many in flight at once.
 from __future__ import annotations
 
 import time
+import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from core.cassandra import execute_all, process_session, view_row_values
+from core.cassandra import execute_all, prepare, process_session, view_row_values
 from core.log import get_logger, log_event
 from core.settings import CassandraSettings
 from layout import ViewTables
@@ -48,21 +60,70 @@ from views.kinds import kind
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
 
-__all__ = ["Fence", "ViewsSink", "checkpoint_id", "fold", "fold_rows", "write_rows"]
+__all__ = [
+    "QUERY_ID_PROPERTY",
+    "Fence",
+    "ViewsSink",
+    "Writer",
+    "checkpoint_id",
+    "fold",
+    "fold_rows",
+    "write_rows",
+]
 
 _log = get_logger(__name__)
 
-Fence = tuple[int, int]
-"""``(checkpoint_id, batch_id)``: the micro-batch of a run that last wrote a row."""
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+"""The Spark local property holding the id of the streaming query running a micro-batch."""
+
+Fence = tuple[Any, int]
+"""``(run, batch_id)``: the micro-batch of a run that last wrote a row."""
 
 
 def checkpoint_id(checkpoint: str) -> int:
-    """The run a checkpoint location holds, as the fence's 32-bit number (CRC-32 of the path).
+    """A checkpoint location as a 32-bit number (CRC-32 of the path), kept in every row.
 
     >>> checkpoint_id("s3a://lake/checkpoints/speed/views")
     753739784
     """
     return zlib.crc32(checkpoint.encode()) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class Writer:
+    """The micro-batch writing rows: its run, its batch id and its checkpoint's number.
+
+    >>> run = uuid.UUID(int=7)
+    >>> w = Writer(run, 4, checkpoint=12)
+    >>> w.fence == (run, 4)
+    True
+    >>> w.stored_fence(run_id=uuid.UUID(int=8), checkpoint=12, batch_id=9)[0] == run
+    False
+    >>> w.stored_fence(run_id=None, checkpoint=12, batch_id=3) == (run, 3)  # an older row
+    True
+    >>> w.stored_fence(run_id=None, checkpoint=5, batch_id=3)
+    (None, 3)
+    """
+
+    run: uuid.UUID
+    """The streaming query's id: new with every checkpoint, kept across its restarts."""
+    batch_id: int
+    checkpoint: int
+    """:func:`checkpoint_id` of the checkpoint's location."""
+
+    @property
+    def fence(self) -> Fence:
+        return (self.run, self.batch_id)
+
+    def stored_fence(self, run_id: Any, checkpoint: Any, batch_id: Any) -> Fence:
+        """The fence of a stored row, as :func:`fold` compares it with :attr:`fence`.
+
+        A row written before rows carried their run (``run_id`` null) and by this
+        checkpoint is this run's: the job that wrote it resumed from the same checkpoint.
+        """
+        if run_id is None and checkpoint is not None and checkpoint == self.checkpoint:
+            return (self.run, batch_id)
+        return (run_id, batch_id)
 
 
 def fold(
@@ -87,7 +148,7 @@ def fold(
     True
     >>> fold(kinds, [3, 5.0], [10, 9.0], (7, 40), (8, 0))      # another run's row
     [3, 5.0]
-    >>> fold(kinds, [3, 5.0], [10, 9.0], (None, 12), (7, 0))   # a row without a fence
+    >>> fold(kinds, [3, 5.0], [10, 9.0], (None, 12), (7, 0))   # a row without a run
     [3, 5.0]
     """
     run, batch_id = fence
@@ -100,33 +161,31 @@ def fold(
     return [kind(k).merge_stored([old, new]) for k, old, new in pairs]
 
 
-_PREPARED: dict[tuple[int, str], Any] = {}
-
-
-def _prepared(session: Any, cql: str) -> Any:
-    """``cql`` prepared once per session of this worker process (not once per micro-batch)."""
-    key = (id(session), cql)
-    if key not in _PREPARED:
-        _PREPARED[key] = session.prepare(cql)
-    return _PREPARED[key]
-
-
 def _bind_all(
-    tables: ViewTables, rows: Iterable[tuple[datetime, list[Any], list[Any]]], fence: Fence
+    tables: ViewTables,
+    rows: Iterable[tuple[datetime, list[Any], list[Any]]],
+    batch_id: int,
+    checkpoint: int,
+    run: uuid.UUID | None,
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    run, batch_id = fence
-    written_by = (batch_id, datetime.now(UTC), run)
+    written_by = (batch_id, datetime.now(UTC), checkpoint, run)
     bound = [
         tables.bind(start, keys, values, written_by=written_by) for start, keys, values in rows
     ]
     return [by_key for by_key, _ in bound], [by_minute for _, by_minute in bound]
 
 
-def _write(session: Any, tables: ViewTables, rows: list, fence: Fence, concurrency: int) -> int:
-    key_rows, minute_rows = _bind_all(tables, rows, fence)
+def _write(
+    session: Any,
+    tables: ViewTables,
+    rows: list,
+    written_by: tuple[int, int, uuid.UUID | None],
+    concurrency: int,
+) -> int:
+    key_rows, minute_rows = _bind_all(tables, rows, *written_by)
     # The by-minute row is the one read back: written last, it says the fold is done.
-    execute_all(session, _prepared(session, tables.insert_by_key()), key_rows, concurrency)
-    execute_all(session, _prepared(session, tables.insert_by_minute()), minute_rows, concurrency)
+    execute_all(session, prepare(session, tables.insert_by_key()), key_rows, concurrency)
+    execute_all(session, prepare(session, tables.insert_by_minute()), minute_rows, concurrency)
     return len(key_rows)
 
 
@@ -134,7 +193,7 @@ def fold_rows(
     rows: Iterable[Row],
     tables: ViewTables,
     cassandra: CassandraSettings,
-    fence: Fence,
+    writer: Writer,
     concurrency: int = 64,
 ) -> int:
     """Fold one micro-batch's partial view rows into both tables of a view (:func:`fold`);
@@ -150,11 +209,16 @@ def fold_rows(
     for start, keys, values in partials:
         row = stored.get((start, *keys))
         old = None if row is None else [getattr(row, m) for m in measures]
-        old_fence = None if row is None else (row.checkpoint_id, row.batch_id)
-        merged = fold(kinds, values, old, old_fence, fence)
+        old_fence = (
+            None
+            if row is None
+            else writer.stored_fence(row.run_id, row.checkpoint_id, row.batch_id)
+        )
+        merged = fold(kinds, values, old, old_fence, writer.fence)
         if merged is not None:
             folded.append((start, keys, merged))
-    return _write(session, tables, folded, fence, concurrency)
+    written_by = (writer.batch_id, writer.checkpoint, writer.run)
+    return _write(session, tables, folded, written_by, concurrency)
 
 
 def _stored_rows(
@@ -165,7 +229,7 @@ def _stored_rows(
     round trip each, and made a replay over a day of windows Cassandra-bound)."""
     from cassandra.concurrent import execute_concurrent_with_args
 
-    select = _prepared(session, tables.select_stored_window())
+    select = prepare(session, tables.select_stored_window())
     keys = tables.spec.keys
     results = execute_concurrent_with_args(
         session, select, [(w,) for w in windows], concurrency=concurrency, raise_on_first_error=True
@@ -187,12 +251,13 @@ def write_rows(
     run: int = 0,
     concurrency: int = 64,
 ) -> int:
-    """Write view rows as they are (absolute values, no fold), fenced ``(run, batch_id)``;
-    for loading known rows (fixtures, benchmarks). Returns the rows written."""
+    """Write view rows as they are (absolute values, no fold), from micro-batch ``batch_id``
+    of checkpoint number ``run`` and no run id; for loading known rows (fixtures,
+    benchmarks). Returns the rows written."""
     measures = [m.name for m in tables.spec.measures]
     values = [view_row_values(row, tables.spec.keys, measures) for row in rows]
     session = process_session(cassandra)
-    return _write(session, tables, values, (run, batch_id), concurrency)
+    return _write(session, tables, values, (batch_id, run, None), concurrency)
 
 
 class ViewsSink:
@@ -203,7 +268,20 @@ class ViewsSink:
     ) -> None:
         self.tables = tuple(tables)
         self.cassandra = cassandra
-        self.run = checkpoint_id(checkpoint)
+        self.checkpoint = checkpoint_id(checkpoint)
+
+    def writer(self, events: DataFrame, batch_id: int) -> Writer:
+        """The writer of micro-batch ``batch_id``: its run is the id of the streaming query
+        running it (Spark's local property :data:`QUERY_ID_PROPERTY`, set on the thread that
+        calls ``foreachBatch``), the id Spark keeps in the query's checkpoint."""
+        query_id = events.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        if not query_id:
+            raise RuntimeError(
+                f"micro-batch {batch_id} carries no streaming query id (Spark's local property "
+                f"{QUERY_ID_PROPERTY!r}), so its rows cannot be fenced by their run; ViewsSink "
+                "runs as the foreachBatch function of a streaming query (speed_layer.job)."
+            )
+        return Writer(uuid.UUID(query_id), batch_id, self.checkpoint)
 
     def __call__(self, events: DataFrame, batch_id: int) -> None:
         """Fold the batch into every view, the views' Spark jobs side by side (threads).
@@ -214,11 +292,11 @@ class ViewsSink:
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        cassandra, fence = self.cassandra, (self.run, batch_id)
+        cassandra, writer = self.cassandra, self.writer(events, batch_id)
 
         def fold_view(tables: ViewTables) -> float:
             def write_partition(rows: Iterator[Row]) -> None:
-                fold_rows(rows, tables, cassandra, fence)
+                fold_rows(rows, tables, cassandra, writer)
 
             started = time.monotonic()
             tables.spec.build(events).foreachPartition(write_partition)
@@ -240,6 +318,7 @@ class ViewsSink:
             _log,
             "speed.batch_folded",
             batch_id=batch_id,
+            run=str(writer.run),
             fold_s=round(time.monotonic() - started, 3),
             views=seconds,
         )

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from core.cassandra import prepare
 from core.settings import KafkaSettings, Settings
 from layout.pointers import PointerTables
 from views.common import interval_seconds
@@ -219,7 +220,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 def read_runs(session: Session, settings: Settings) -> list[StartPosition]:
     """Every run of the speed layer's checkpoint name, newest first."""
-    select = session.prepare(PointerTables(settings.cassandra.keyspace).select_runs)
+    select = prepare(session, PointerTables(settings.cassandra.keyspace).select_runs)
     return [
         StartPosition(
             row.generation,
@@ -252,7 +253,7 @@ def pending_replay(session: Session, settings: Settings) -> StartPosition | None
 
 def record_start(session: Session, settings: Settings, start: StartPosition) -> None:
     session.execute(
-        session.prepare(PointerTables(settings.cassandra.keyspace).insert_run),
+        prepare(session, PointerTables(settings.cassandra.keyspace).insert_run),
         (
             settings.speed.checkpoint_name,
             start.generation,
@@ -268,7 +269,7 @@ def record_start(session: Session, settings: Settings, start: StartPosition) -> 
 
 def update_run(session: Session, settings: Settings, generation: int, **columns: Any) -> None:
     """Set columns of ``speed_runs`` (:data:`layout.pointers.RUNS_COLUMNS`) of one run."""
-    statement = session.prepare(
-        PointerTables(settings.cassandra.keyspace).update_run(list(columns))
+    statement = prepare(
+        session, PointerTables(settings.cassandra.keyspace).update_run(list(columns))
     )
     session.execute(statement, (*columns.values(), settings.speed.checkpoint_name, generation))

@@ -89,7 +89,7 @@ def test_a_run_update_names_only_run_columns():
 
 def test_views_never_switched_read_version_zero():
     rows = [SimpleNamespace(view_name="clicks", version=4)]
-    session = SimpleNamespace(execute=lambda _statement: rows)
+    session = _Session(lambda _statement, _params: rows)
     assert read_speed_versions(session, "ks", ["clicks", "search_terms"]) == {
         "clicks": 4,
         "search_terms": 0,
@@ -134,7 +134,7 @@ class _Session:
         self.rows, self.executed = rows, []
 
     def prepare(self, cql):
-        return cql
+        return SimpleNamespace(query_string=cql, consistency_level=None)
 
     def execute(self, statement, params=()):
         self.executed.append((statement, params))
@@ -174,4 +174,4 @@ def test_the_boundary_read_returns_one_type_in_utc():
         "clicks": None,
         "search_terms": None,
     }
-    assert session.executed[0][0] == POINTERS.select_boundary
+    assert session.executed[0][0].query_string == POINTERS.select_boundary

@@ -51,6 +51,7 @@ def test_speed_tables_expire_and_carry_the_micro_batch_that_wrote_them(spec: Vie
         assert table.default_time_to_live == 90
         assert dict(table.columns)["batch_id"] == "bigint"
         assert dict(table.columns)["written_at"] == "timestamp"
+        assert dict(table.columns)["run_id"] == "uuid"
         assert "version" not in dict(table.columns)
     assert "TimeWindowCompactionStrategy" in ViewTables(spec, "ks", "speed").create(90)[1]
 
@@ -78,8 +79,11 @@ def test_bound_values_land_in_their_columns(spec: ViewSpec, layer: str):
     keys = [f"key-{k}" for k in spec.keys]
     measures = [f"value-{m.name}" for m in spec.measures]
     extra = {"version": 42} if tables.versioned else {}
+    run = "00000000-0000-0000-0000-000000000007"
     written_by = (
-        {"batch_id": 7, "written_at": start, "checkpoint_id": 2} if layer == "speed" else {}
+        {"batch_id": 7, "written_at": start, "checkpoint_id": 2, "run_id": run}
+        if layer == "speed"
+        else {}
     )
     by_key, by_minute = tables.bind(
         start, keys, measures, written_by=tuple(written_by.values()), **extra
@@ -106,9 +110,14 @@ def test_rows_of_the_wrong_shape_are_refused():
             start, ["a"], [1], version=3, written_by=(1, start, 0)
         )
     with pytest.raises(
-        ValueError, match=r"written with \['batch_id', 'written_at', 'checkpoint_id'\]"
+        ValueError, match=r"written with \['batch_id', 'written_at', 'checkpoint_id', 'run_id'\]"
     ):
         ViewTables(clicks, "ks", "speed").bind(start, ["a"], [1])
+    # A row loaded as it is (a fixture, a benchmark) carries no run.
+    _, by_minute = ViewTables(clicks, "ks", "speed").bind(
+        start, ["a"], [1], written_by=(1, start, 0)
+    )
+    assert by_minute[-4:] == (1, start, 0, None)
     with pytest.raises(ValueError, match="Unknown layer 'kappa'"):
         ViewTables(clicks, "ks", "kappa")
     with pytest.raises(ValueError, match="need a ttl_s"):
@@ -160,7 +169,7 @@ def test_a_view_added_to_the_registry_gets_its_tables(monkeypatch):
 def test_the_stored_rows_of_a_window_are_one_partition_read():
     tables = ViewTables(view("clicks"), "ks", "speed")
     assert tables.select_stored_window() == (
-        "SELECT target, clicks, batch_id, written_at, checkpoint_id FROM "
+        "SELECT target, clicks, batch_id, written_at, checkpoint_id, run_id FROM "
         "ks.speed_clicks_by_minute WHERE window_start = ?"
     )
     versioned = ViewTables(view("clicks"), "ks", "speed", versioned=True)
@@ -170,7 +179,18 @@ def test_the_stored_rows_of_a_window_are_one_partition_read():
         "batch_id": "bigint",
         "written_at": "timestamp",
         "checkpoint_id": "int",
+        "run_id": "uuid",
     }
+
+
+def test_a_new_ttl_reaches_both_speed_tables_of_a_version():
+    v2 = ViewTables(view("clicks"), "ks", "speed", table_version=2)
+    assert v2.alter_ttl(7200) == [
+        "ALTER TABLE ks.speed_v2_clicks WITH default_time_to_live = 7200",
+        "ALTER TABLE ks.speed_v2_clicks_by_minute WITH default_time_to_live = 7200",
+    ]
+    with pytest.raises(ValueError, match="never expire"):
+        ViewTables(view("clicks"), "ks", "batch").alter_ttl(7200)
 
 
 def test_a_replay_writes_its_version_into_tables_of_their_own():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import datasketches as ds
 import pytest
 
-from speed_layer.sink import checkpoint_id, fold
+from speed_layer.sink import Writer, checkpoint_id, fold
 from views.kinds import KINDS
 
 KINDS_ORDER = ("count", "sum", "max", "min", "hll", "kll")
@@ -70,3 +72,29 @@ def test_another_checkpoint_replaces_what_an_earlier_run_wrote():
     fresh = fold(KINDS_ORDER, BATCHES[0], stored, (0, 2), (1, 0))
     assert _answers(fresh) == _answers(BATCHES[0])
     assert checkpoint_id("/cp/speed/views") != checkpoint_id("/cp/speed.r1/views")
+
+
+def test_a_checkpoint_created_again_at_the_same_path_is_a_new_run():
+    """Its batch ids start at 0 again: the old run's rows are replaced, never added to or
+    kept as if the new batches had been written already."""
+    path = checkpoint_id("/cp/speed/views")
+    lost, again = Writer(uuid.uuid4(), 0, path), Writer(uuid.uuid4(), 0, path)
+    stored = _fold_all(BATCHES)  # the lost checkpoint's run wrote batches 0..2
+    stored_fence = again.stored_fence(run_id=lost.run, checkpoint=path, batch_id=2)
+    first = fold(KINDS_ORDER, BATCHES[0], stored, stored_fence, again.fence)
+    assert _answers(first) == _answers(BATCHES[0])  # not dropped as "batch 0 already written"
+    later = Writer(again.run, 3, path)
+    second = fold(KINDS_ORDER, BATCHES[1], first, again.fence, later.fence)
+    assert _answers(second) == _answers(_fold_all(BATCHES[:2]))
+
+
+def test_a_row_written_before_rows_carried_their_run_is_fenced_by_its_checkpoint():
+    path = checkpoint_id("/cp/speed/views")
+    writer = Writer(uuid.uuid4(), 3, path)
+    stored = _fold_all(BATCHES[:2])
+    mine = writer.stored_fence(run_id=None, checkpoint=path, batch_id=3)
+    assert fold(KINDS_ORDER, BATCHES[2], stored, mine, writer.fence) is None  # batch 3 replayed
+    other = writer.stored_fence(run_id=None, checkpoint=checkpoint_id("/cp/x/views"), batch_id=9)
+    assert _answers(fold(KINDS_ORDER, BATCHES[2], stored, other, writer.fence)) == _answers(
+        BATCHES[2]
+    )
