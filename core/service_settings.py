@@ -42,7 +42,45 @@ class SqlSettings(_Section):
     max_rows: int = Field(default=10_000, ge=1)
     """Most rows ``POST /v1/sql`` returns; a query with more is refused (add a LIMIT)."""
     time_limit_s: float = Field(default=60.0, gt=0)
-    """Longest ``POST /v1/sql`` lets a query run before it is cancelled."""
+    """Longest a statement runs before it is cancelled, over Spark Connect (the server's
+    watchdog) and ``POST /v1/sql`` alike."""
+    max_statement_chars: int = Field(default=100_000, ge=1_000)
+    """Longest SQL text (statement, expression) the server parses; a longer one is refused
+    before Spark's parser sees it."""
+    max_statement_depth: int = Field(default=40, ge=4, le=200)
+    """Deepest parenthesis nesting of a SQL text (outside literals and comments); deeper is
+    refused in microseconds instead of taking the parser's time and memory."""
+    max_plan_depth: int = Field(default=256, ge=64)
+    """Deepest nesting of a Spark Connect request (``spark.connect.grpc.marshallerRecursionLimit``):
+    a DataFrame chained further than this is refused when it is received."""
+    max_result_size: str = "256m"
+    """``spark.driver.maxResultSize``: most result bytes one statement brings to the driver
+    (a quarter of ``driver_memory``), so one answer cannot exhaust it."""
+    detached_timeout_s: float = Field(default=15.0, gt=0)
+    """A statement whose client went away (closed, killed, network gone) is interrupted at
+    most about twice this long after (a result stream lasts this long before the client
+    reattaches; a statement not reattached for this long is ended)."""
+    health_timeout_s: float = Field(default=10.0, gt=0)
+    """``/health`` runs ``SELECT 1`` over Spark Connect; not answered within this, the server
+    is not answering (503)."""
+    health_interval_s: float = Field(default=10.0, gt=0)
+    """How often the supervisor (``python -m serving.connect --supervise``, the local
+    ``sql`` service) asks ``/health``."""
+    restart_after: int = Field(default=3, ge=1)
+    """The supervisor restarts the server after this many failed ``/health`` in a row (or at
+    once when it exits)."""
+    settable: tuple[str, ...] = (
+        "spark.sql.session.timeZone",
+        "spark.sql.ansi.enabled",
+        "spark.sql.timestampType",
+        "spark.sql.legacy.timeParserPolicy",
+        "spark.sql.datetime.java8API.enabled",
+        "spark.sql.repl.eagerEval.enabled",
+        "spark.sql.repl.eagerEval.maxNumRows",
+        "spark.sql.repl.eagerEval.truncate",
+    )
+    """The session settings analysts may SET (SQL ``SET``, ``spark.conf.set``); every other
+    is refused, so no SET lifts a limit, adds a catalog or turns on a server feature."""
 
     def url(self) -> str:
         """The Spark Connect URL with the token, as ``SparkSession.builder.remote`` takes it.

@@ -6,10 +6,14 @@ own Spark Connect session sees, under the same read-only guard. Before it is
 sent, the statement is parsed (sqlglot, Spark's dialect): exactly one query
 (``SELECT``, ``WITH``, ``VALUES``, set operations) or ``DESCRIBE``; anything
 else (DML, DDL, ``SET``, ``CACHE``, several statements) is refused with 400
-before it reaches Spark. Parameters are named (``:start``) and bound by Spark
-as literals, never pasted into the text. A row limit (``LIMIT n+1`` on the
-query: more than ``n`` rows is a 400, not a silent cut) and a time limit (the
-query's Spark jobs are interrupted by their tag) bound every request.
+before it reaches Spark. A statement longer than ``sql.max_statement_chars``
+or nested deeper than ``sql.max_statement_depth`` (parentheses outside
+literals and comments, :func:`nesting_depth`, the SQL server's own rule) is
+refused before it is parsed (``statement_too_large``, ``statement_too_deep``).
+Parameters are named (``:start``) and bound by Spark as literals, never pasted
+into the text. A row limit (``LIMIT n+1`` on the query: more than ``n`` rows
+is a 400, not a silent cut) and a time limit (the query's Spark jobs are
+interrupted by their tag) bound every request.
 
 >>> check_statement("SELECT path FROM serving_page_activity WHERE window_start >= :start")
 'SELECT path FROM serving_page_activity WHERE window_start >= :start'
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.connect.session import SparkSession
 
-__all__ = ["FORMATS", "SqlAnswer", "SqlEndpoint", "check_statement"]
+__all__ = ["FORMATS", "SqlAnswer", "SqlEndpoint", "check_statement", "nesting_depth"]
 
 FORMATS = {
     "json": "application/json",
@@ -61,16 +65,108 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Com
 logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
 
 
-def check_statement(sql: str) -> str:
-    """``sql`` when it is one read-only statement; else :class:`QueryError` (400)."""
+def nesting_depth(sql: str, stop_above: int = 1_000_000) -> int:
+    """The deepest parenthesis nesting of ``sql`` outside string literals (``'...'``,
+    ``"..."``, raw ``r'...'``), quoted identifiers and comments, as Spark's lexer reads
+    them; counting stops past ``stop_above``. The SQL server counts the same way
+    (``serving/connect/guard/SqlText.java``).
+
+    >>> nesting_depth("SELECT ((1)), '((((' -- ((((")
+    2
+    >>> nesting_depth("SELECT r'\\' , (1) /* ( /* ( */ ( */")
+    1
+    """
+    depth = deepest = i = 0
+    n = len(sql)
+    while i < n:
+        c = sql[i]
+        if sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            i = _past_comment(sql, i)
+        elif c in "'\"":
+            raw = i > 0 and sql[i - 1] in "rR" and (i < 2 or not _identifier_char(sql[i - 2]))
+            i = _past_string(sql, i, c, raw)
+        elif c == "`":
+            end = sql.find("`", i + 1)
+            i = n if end < 0 else end + 1
+        else:
+            if c == "(":
+                depth += 1
+                deepest = max(deepest, depth)
+                if deepest > stop_above:
+                    return deepest
+            elif c == ")" and depth:
+                depth -= 1
+            i += 1
+    return deepest
+
+
+def _identifier_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _past_string(sql: str, start: int, quote: str, raw: bool) -> int:
+    i = start + 1
+    while i < len(sql):
+        if sql[i] == "\\" and not raw:
+            i += 2
+        elif sql[i] == quote:
+            return i + 1
+        else:
+            i += 1
+    return len(sql)
+
+
+def _past_comment(sql: str, start: int) -> int:
+    """Past a bracketed comment; Spark's comments nest."""
+    level, i = 0, start
+    while i < len(sql):
+        if sql.startswith("/*", i):
+            level, i = level + 1, i + 2
+        elif sql.startswith("*/", i):
+            level, i = level - 1, i + 2
+            if level == 0:
+                return i
+        else:
+            i += 1
+    return len(sql)
+
+
+def check_statement(
+    sql: str,
+    max_chars: int = SqlSettings.model_fields["max_statement_chars"].default,
+    max_depth: int = SqlSettings.model_fields["max_statement_depth"].default,
+) -> str:
+    """``sql`` when it is one read-only statement within the size and nesting limits; else
+    :class:`QueryError` (400)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError
 
+    if len(sql) > max_chars:
+        raise QueryError(
+            "statement_too_large",
+            f"The statement has {len(sql)} characters, more than the limit of {max_chars} "
+            "(sql.max_statement_chars); send a shorter statement.",
+        )
+    if nesting_depth(sql, max_depth) > max_depth:
+        raise QueryError(
+            "statement_too_deep",
+            f"The statement nests parentheses deeper than the limit of {max_depth} "
+            "(sql.max_statement_depth); use WITH clauses instead of deep nesting.",
+        )
     try:
         trees = [tree for tree in sqlglot.parse(sql, read="spark") if tree is not None]
     except ParseError as error:
         raise QueryError("sql_syntax", f"Not valid Spark SQL: {error}") from None
+    except RecursionError:
+        raise QueryError(
+            "statement_too_deep",
+            "The statement is nested too deeply to be checked (functions or expressions "
+            "inside one another); use WITH clauses instead of deep nesting.",
+        ) from None
     if len(trees) != 1:
         raise QueryError("one_statement", f"Send exactly one statement, not {len(trees)}.")
     (tree,) = trees
@@ -154,7 +250,9 @@ class SqlEndpoint:
         timeout_s: float | None = None,
     ) -> SqlAnswer:
         """The statement's rows; :class:`QueryError` for a refused, failed or too large query."""
-        statement = check_statement(sql)
+        statement = check_statement(
+            sql, self.settings.max_statement_chars, self.settings.max_statement_depth
+        )
         limit = min(max_rows or self.settings.max_rows, self.settings.max_rows)
         timeout = min(timeout_s or self.settings.time_limit_s, self.settings.time_limit_s)
         tag = f"sql-{uuid.uuid4().hex}"
@@ -214,6 +312,6 @@ def _readable(error: Exception) -> QueryError:
         )
     condition = error.getCondition() if isinstance(error, PySparkException) else None
     first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
-    first = first.replace("(platform.sql.ReadOnlyGuard$ReadOnlyViolation) ", "")
+    first = first.replace("(platform.sql.Refusal) ", "")
     prefix = f"{condition}: " if condition and condition not in first else ""
     return QueryError("sql_error", f"{prefix}{first}"[:2000])

@@ -6,7 +6,7 @@ import pytest
 
 from serving.connect.examples import doc_queries
 from serving.errors import QueryError
-from serving.sql_http import SqlAnswer, check_statement
+from serving.sql_http import SqlAnswer, check_statement, nesting_depth
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,54 @@ def test_anything_else_is_refused_with_its_reason(sql, code):
         check_statement(sql)
     assert refused.value.code == code
     assert refused.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("sql", "depth"),
+    [
+        ("SELECT 1", 0),
+        ("SELECT ((1)) + (2)", 2),
+        ("SELECT '((((' AS a, \"((((\" AS b, `((` AS c", 0),
+        ("SELECT 'it\\'s ((' , (1)", 1),
+        ("SELECT r'\\' , ((1))", 2),  # a raw string ends at its quote
+        ("SELECT 1 -- ((((\n, (2)", 1),
+        ("SELECT /* ( /* ( */ ( */ (1)", 1),  # bracketed comments nest
+        ("SELECT (((", 3),
+    ],
+)
+def test_nesting_is_counted_outside_literals_and_comments(sql, depth):
+    assert nesting_depth(sql) == depth
+
+
+def test_a_statement_nested_200_deep_is_a_clear_400_in_microseconds():
+    import time
+
+    began = time.monotonic()
+    with pytest.raises(QueryError) as refused:
+        check_statement("SELECT " + "(" * 200 + "1" + ")" * 200)
+    assert time.monotonic() - began < 0.1
+    assert refused.value.code == "statement_too_deep" and refused.value.status == 400
+    assert "deeper than the limit of 40" in refused.value.message
+    with pytest.raises(QueryError) as deeper:
+        check_statement("SELECT " + "(" * 20_000 + "1" + ")" * 20_000, max_depth=40)
+    assert deeper.value.code == "statement_too_deep"
+
+
+def test_deep_nesting_without_parentheses_is_a_400_not_a_recursion_error():
+    with pytest.raises(QueryError) as refused:
+        check_statement("SELECT " + "NOT " * 3000 + "true")
+    assert refused.value.code == "statement_too_deep" and refused.value.status == 400
+
+
+def test_the_limits_come_from_the_settings():
+    assert check_statement("SELECT " + "(" * 10 + "1" + ")" * 10, max_depth=10)
+    with pytest.raises(QueryError) as refused:
+        check_statement("SELECT " + "(" * 11 + "1" + ")" * 11, max_depth=10)
+    assert refused.value.code == "statement_too_deep"
+    with pytest.raises(QueryError) as large:
+        check_statement("SELECT '" + "x" * 2000 + "'", max_chars=1000)
+    assert large.value.code == "statement_too_large"
+    assert "2009 characters" in large.value.message
 
 
 def test_every_docs_query_is_read_only():
