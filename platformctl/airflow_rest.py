@@ -9,14 +9,13 @@ follow the run an asset update schedules with :func:`wait_for_next_run`::
     wait_for_next_run(settings, "web_events_views", after=started)  # -> "success"
 
 Each poll is a small HTTP request to the api-server: no Airflow import here
-and no ``airflow`` CLI process per poll. With ``environment=local`` every
-request is admin (see :mod:`platformctl.services.airflow`); otherwise a token
-is obtained with the generated admin password.
+and no ``airflow`` CLI process per poll. Every client first asks ``/auth/token``
+for a token of the ``admin`` user with ``settings.airflow.admin_password``
+(see :mod:`platformctl.services.airflow`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -27,7 +26,7 @@ import httpx
 
 from core.log import get_logger, log_event
 from core.settings import Settings
-from platformctl.services.airflow import all_admins, api_url, passwords_file
+from platformctl.services.airflow import USER, api_url
 
 __all__ = [
     "AirflowUnavailable",
@@ -60,25 +59,28 @@ class AirflowUnavailable(RuntimeError):
 
 
 def _token(settings: Settings) -> str:
-    """A JWT for the ``admin`` user, with the password SimpleAuthManager generated."""
-    path = passwords_file(settings.airflow.home)
+    """A JWT for the ``admin`` user, with ``settings.airflow.admin_password``."""
+    url = f"{api_url(settings.airflow)}/auth/token"
+    password = settings.airflow.admin_password.get_secret_value()
     try:
-        password = json.loads(path.read_text())["admin"]
-    except (OSError, ValueError, KeyError) as exc:
+        answer = httpx.post(url, json={"username": USER, "password": password}, timeout=10)
+    except httpx.TransportError as exc:
         raise AirflowUnavailable(
-            f"No admin password in {path} ({exc!r}); the api-server writes it on first start."
+            f"Airflow's api-server at {url} did not answer ({exc}). "
+            "Start it with `python -m platformctl up airflow`."
         ) from exc
-    answer = httpx.post(
-        f"{api_url(settings.airflow)}/auth/token",
-        json={"username": "admin", "password": password},
-        timeout=10,
-    )
+    if answer.status_code in (400, 401, 403):
+        raise RuntimeError(
+            f"Airflow refused the {USER} password ({answer.status_code}): the api-server was "
+            "started with another WAP_AIRFLOW__ADMIN_PASSWORD; use the same one, or restart it "
+            "(`python -m platformctl down airflow && python -m platformctl up airflow`)."
+        )
     answer.raise_for_status()
     return answer.json()["access_token"]
 
 
 def _client(settings: Settings) -> httpx.Client:
-    headers = {} if all_admins(settings) else {"Authorization": f"Bearer {_token(settings)}"}
+    headers = {"Authorization": f"Bearer {_token(settings)}"}
     return httpx.Client(base_url=api_url(settings.airflow), headers=headers, timeout=10)
 
 

@@ -23,17 +23,21 @@ service:
   api-server reads them from ``AIRFLOW_HOME/logs`` on the same disk, and no
   second port is taken.
 
-Login (Airflow 3's SimpleAuthManager): with ``environment=local`` every
-visitor is admin (``simple_auth_manager_all_admins``). The api-server only
-listens on the loopback interface, so only users of this machine reach it,
-and neither the UI nor the REST client needs a password. In any other
-environment the ``admin`` user logs in with the password Airflow generates
-into :func:`passwords_file`.
+Login (Airflow 3's SimpleAuthManager): one ``admin`` user whose password is
+``settings.airflow.admin_password`` (``WAP_AIRFLOW__ADMIN_PASSWORD``),
+written before each start into :func:`passwords_file` (mode 0600), which
+Airflow reads instead of generating one. No visitor is admin without it
+(``simple_auth_manager_all_admins`` is off): ``/auth/token`` hands a token
+only for the password, so neither another local user nor a web page gets
+one. ``platformctl``'s REST client (:mod:`platformctl.airflow_rest`) asks
+for its token with the same setting. Outside ``environment=local`` the
+development password is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -55,7 +59,6 @@ __all__ = [
     "NAMES",
     "SERVICES",
     "airflow_cli",
-    "all_admins",
     "api_url",
     "healthy",
     "login_hint",
@@ -65,6 +68,7 @@ __all__ = [
     "process_title",
     "server_command",
     "service_env",
+    "write_passwords",
 ]
 
 COMPONENTS = ("api-server", "dag-processor", "scheduler")
@@ -86,21 +90,36 @@ def api_url(airflow: AirflowSettings) -> str:
     return f"http://{HOST}:{airflow.api_port}"
 
 
-def all_admins(settings: Settings) -> bool:
-    """Whether every visitor is admin: only for ``environment=local`` (loopback only)."""
-    return settings.environment == "local"
+USER = "admin"
+"""The one user of the local Airflow (role admin)."""
+_DEV_PASSWORD = AirflowSettings().admin_password
 
 
 def passwords_file(airflow_home: Path) -> Path:
-    """Where SimpleAuthManager writes the generated passwords when login is required."""
-    return airflow_home / "simple_auth_manager_passwords.json.generated"
+    """The users' passwords SimpleAuthManager reads (``{"admin": ...}``)."""
+    return airflow_home / "simple_auth_manager_passwords.json"
+
+
+def write_passwords(settings: Settings) -> Path:
+    """:func:`passwords_file` with ``settings.airflow.admin_password``, readable by its owner
+    only; refuses the development password outside ``environment=local``."""
+    airflow = settings.airflow
+    if settings.environment != "local" and airflow.admin_password == _DEV_PASSWORD:
+        raise ServiceStartError(
+            f"environment={settings.environment} with the local development Airflow password: "
+            "set WAP_AIRFLOW__ADMIN_PASSWORD."
+        )
+    path = passwords_file(airflow.home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(json.dumps({USER: airflow.admin_password.get_secret_value()}) + "\n")
+    return path
 
 
 def login_hint(settings: Settings) -> str:
     """How to log in to the UI, for ``status``."""
-    if all_admins(settings):
-        return "no login: every local visitor is admin"
-    return f"log in as admin, password in {passwords_file(settings.airflow.home)}"
+    return f"log in as {USER} with WAP_AIRFLOW__ADMIN_PASSWORD"
 
 
 def server_command(venv: Path, component: str, pid_file: Path, *, port: int) -> list[str]:
@@ -142,7 +161,9 @@ def service_env(settings: Settings) -> dict[str, str]:
         "AIRFLOW__CORE__PARALLELISM": str(airflow.parallelism),
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(all_admins(settings)),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file(airflow.home)),
     }
 
 
@@ -187,6 +208,12 @@ def healthy(settings: Settings, component: str) -> tuple[bool, str]:
         return True, f"{detail}; DAGs unknown ({exc})"
     broken = f": {errors}" if errors else ""
     return True, f"{detail}; {dags} DAGs, {len(errors)} import errors{broken}"
+
+
+def _prepare(settings: Settings) -> None:
+    """Before each start: the admin password from the settings, the metadata DB migrated."""
+    write_passwords(settings)
+    _migrate_once(settings)
 
 
 def _migrate_once(settings: Settings) -> None:
@@ -236,7 +263,7 @@ SERVICES = tuple(
         # The dag-processor and the scheduler report their health through the api-server.
         requires=() if component == "api-server" else ("airflow-api-server",),
         install=install_airflow,
-        prepare=_migrate_once,
+        prepare=_prepare,
         provision=_provision_pools if component == "api-server" else None,
     )
     for name, component in zip(NAMES, COMPONENTS, strict=True)

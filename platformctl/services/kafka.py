@@ -61,13 +61,13 @@ STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
 DEFAULT_HEAP_MB = 512
 _log = get_logger(__name__)
 
-# KAFKA_JVM_PERFORMANCE_OPTS and KAFKA_JMX_OPTS (no port: local attach only)
-# from kafka-run-class.sh, flag for flag.
+# KAFKA_JVM_PERFORMANCE_OPTS from kafka-run-class.sh, flag for flag. Not its KAFKA_JMX_OPTS:
+# -Dcom.sun.management.jmxremote starts a JMX connector without authentication on a port
+# of every interface. Without it no JMX port listens; jcmd, jconsole and VisualVM still
+# attach by pid (the JDK's attach mechanism: only the broker's own OS user).
 _JVM_OPTS = [
     "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
     "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
-    "-Dcom.sun.management.jmxremote", "-Dcom.sun.management.jmxremote.authenticate=false",
-    "-Dcom.sun.management.jmxremote.ssl=false",
 ]  # fmt: skip
 
 

@@ -6,6 +6,12 @@ platform's services and evaluates the platform's alert rules.
 :class:`core.settings.MonitoringSettings` under ``<state>/prometheus/``; the
 TSDB lives there too. ``make status`` shows its address, the targets up and
 the alerts firing.
+
+It listens on 127.0.0.1 only, without its lifecycle API (``/-/quit``,
+``/-/reload``) unless ``monitoring.lifecycle_api`` asks for it; it reloads
+its configuration on ``SIGHUP``. Serving's ``/metrics`` takes an analyst
+token like the rest of its API: Prometheus sends the first of
+``serving.api_tokens``, from a file only its user reads (``serving.token``).
 """
 
 from __future__ import annotations
@@ -44,12 +50,29 @@ def render_rules(settings: Settings) -> str:
     )
 
 
+def _serving_token(settings: Settings, home: Path) -> Path:
+    """The file of the bearer token Prometheus scrapes serving with (mode 0600)."""
+    path = home / "serving.token"
+    token = next(iter(settings.serving.api_tokens.values()), None)
+    if token is None:
+        raise ValueError(
+            "serving.api_tokens is empty: Prometheus needs an analyst token to scrape serving's "
+            '/metrics; set WAP_SERVING__API_TOKENS=\'{"prometheus": "<secret>"}\'.'
+        )
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(token.get_secret_value())
+    return path
+
+
 def write_config(settings: Settings) -> Path:
-    """``prometheus.yml`` (and the rules beside it) under the state directory; its path."""
+    """``prometheus.yml`` (and the rules and serving's token beside it) under the state
+    directory; its path."""
     home = _home(settings)
     home.mkdir(parents=True, exist_ok=True)
     rules = home / "alerts.yml"
     rules.write_text(render_rules(settings))
+    token_file = _serving_token(settings, home)
     config = home / "prometheus.yml"
     config.write_text(
         Template((TEMPLATE_DIR / "prometheus.yml.tmpl").read_text()).substitute(
@@ -59,6 +82,7 @@ def write_config(settings: Settings) -> Path:
             prometheus_port=settings.monitoring.prometheus_port,
             collector=f"{_loopback(settings.collector.host)}:{settings.collector.port}",
             serving=f"{_loopback(settings.serving.host)}:{settings.serving.port}",
+            serving_token_file=str(token_file),
             speed=f"{_loopback(settings.speed.metrics_host)}:{settings.speed.metrics_port}",
             batch=f"{_loopback(settings.batch.step_server_host)}:{settings.batch.step_server_port}",
         )
@@ -74,10 +98,12 @@ def install(settings: Settings) -> Path:
 
 
 def process(settings: Settings) -> ManagedProcess:
-    """Prometheus on loopback, its config and TSDB under ``<state>/prometheus``."""
+    """Prometheus on loopback, its config and TSDB under ``<state>/prometheus``; the
+    lifecycle API only when ``monitoring.lifecycle_api`` is set."""
     config = write_config(settings)
     port = settings.monitoring.prometheus_port
     binary = shutil.which("prometheus") or "/usr/bin/prometheus"
+    lifecycle = ["--web.enable-lifecycle"] if settings.monitoring.lifecycle_api else []
     return ManagedProcess(
         name="prometheus",
         argv=[
@@ -86,7 +112,7 @@ def process(settings: Settings) -> ManagedProcess:
             f"--storage.tsdb.path={_home(settings) / 'data'}",
             "--storage.tsdb.retention.time=15d",
             f"--web.listen-address=127.0.0.1:{port}",
-            "--web.enable-lifecycle",
+            *lifecycle,
         ],
         pid_file=run_dir(settings) / "prometheus.pid",
         log_file=logs_dir(settings) / "prometheus.log",

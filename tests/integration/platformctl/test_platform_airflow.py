@@ -101,7 +101,7 @@ def test_up_status_trigger_asset_run_down(isolated):
     api = rows["airflow-api-server"]
     assert api.port == isolated.airflow.api_port
     assert f"http://127.0.0.1:{isolated.airflow.api_port}" in api.detail
-    assert "no login" in api.detail
+    assert "log in as admin" in api.detail
     pids = [row.pid for row in rows.values()]
     assert all(pids) and len(set(pids)) == 3
 

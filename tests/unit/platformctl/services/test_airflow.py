@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from core.settings import (
     SparkSettings,
     SqlSettings,
 )
+from platformctl.process import ServiceStartError
 from platformctl.services import airflow
 
 VENV = Path("/opt/af-venv")
@@ -93,14 +95,30 @@ def test_service_env_carries_the_settings_for_the_spark_submit_tasks():
     assert json.loads(env["WAP_AIRFLOW"])["api_port"] == 18080
 
 
-def test_everyone_is_admin_only_locally():
-    local, dev = _settings(), _dev_settings()
-    assert airflow.service_env(local)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] == "True"
-    assert airflow.service_env(dev)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] == "False"
-    assert airflow.login_hint(local) == "no login: every local visitor is admin"
-    assert airflow.login_hint(dev) == (
-        "log in as admin, password in /srv/af-home/simple_auth_manager_passwords.json.generated"
+def test_no_visitor_is_admin_without_the_password_from_settings(tmp_path):
+    for settings in (_settings(), _dev_settings()):
+        env = airflow.service_env(settings)
+        assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] == "False"
+        assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] == "admin:admin"
+        assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == (
+            "/srv/af-home/simple_auth_manager_passwords.json"
+        )
+        assert airflow.login_hint(settings) == "log in as admin with WAP_AIRFLOW__ADMIN_PASSWORD"
+    airflow_settings = AirflowSettings(home=tmp_path, admin_password="s3cret-pass")
+    local = _settings().model_copy(update={"airflow": airflow_settings})
+    written = airflow.write_passwords(local)
+    assert json.loads(written.read_text()) == {"admin": "s3cret-pass"}
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+
+
+def test_the_development_password_is_refused_outside_local(tmp_path):
+    dev = _dev_settings().model_copy(update={"airflow": AirflowSettings(home=tmp_path)})
+    with pytest.raises(ServiceStartError, match="WAP_AIRFLOW__ADMIN_PASSWORD"):
+        airflow.write_passwords(dev)
+    chosen = dev.model_copy(
+        update={"airflow": AirflowSettings(home=tmp_path, admin_password="chosen-one")}
     )
+    assert airflow.write_passwords(chosen).exists()
 
 
 def test_defaults_fit_a_small_machine():
