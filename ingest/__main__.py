@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 import uvicorn
 
+from core.http_server import header_timeout_protocol
 from core.log import configure_logging
 from core.settings import Settings, load_settings
 from ingest.app import create_app
@@ -23,11 +24,13 @@ REPLAY = "replay-dead-letters"
 
 
 def server_config(settings: Settings) -> uvicorn.Config:
-    """The collector's HTTP server: its app, address and connection limits."""
+    """The collector's HTTP server: its app, address and connection limits (a connection
+    whose request headers take longer than ``collector.header_timeout_s`` is closed)."""
     return uvicorn.Config(
         create_app(settings),
         host=settings.collector.host,
         port=settings.collector.port,
+        http=header_timeout_protocol(settings.collector.header_timeout_s),
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=30,

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
+from core.log import get_logger, log_event
 from core.settings import CollectorSettings
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "rudderstack_source_config",
     "segment_settings",
 ]
+
+_log = get_logger(__name__)
 
 ALIASES = {
     "/v1/t": "/v1/track",
@@ -347,12 +350,15 @@ def add_browser_routes(app: FastAPI, collector: CollectorSettings, library_dir: 
     def _bundle(name: str) -> Response:
         path = bundles / name
         if not path.is_file():
+            # Where it was looked for goes to the operator's log, never to a website.
+            log_event(_log, "browser.bundle_missing", name=name, path=str(path))
             return JSONResponse(
                 {
                     "success": False,
                     "error": "not_installed",
-                    "message": f"{path} is missing: run `make install` (platformctl install "
-                    "puts @segment/analytics-next under .platform/npm).",
+                    "message": f"The analytics.js bundle {name!r} is not installed on this "
+                    "collector; its operator runs `make install` (the collector's log says "
+                    "where it looked).",
                 },
                 404,
             )

@@ -81,6 +81,8 @@ def serve_site(
     files = dict(extra_files or {})
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = 10  # seconds per read of a request: a half-sent one is dropped
+
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path in files:

@@ -71,13 +71,16 @@ def _serve_one(settings: Settings, reuse_port: bool | None) -> None:
 
     import uvicorn
 
+    from core.http_server import header_timeout_protocol
+
     config = uvicorn.Config(
         "serving.__main__:app_factory",
         factory=True,
         host=settings.serving.host,
         port=settings.serving.port,
         loop="uvloop",
-        http="httptools",
+        # httptools, closing a connection whose headers take longer than the setting.
+        http=header_timeout_protocol(settings.serving.header_timeout_s, "httptools"),
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,

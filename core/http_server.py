@@ -1,0 +1,98 @@
+"""Uvicorn's HTTP protocols with a header-read timeout (the collector's and serving's servers).
+
+Uvicorn closes a keep-alive connection that stays idle between requests
+(``timeout_keep_alive``), but it waits for a request's line and headers as
+long as the client likes: five clients that each open connections and send
+half a request's headers (a slow loris) hold them for good. The protocols
+here close a connection whose request line and headers have not all arrived
+``header_timeout_s`` after its first byte, or after the connection opened
+when nothing came; the keep-alive timeout still rules between requests.
+
+    config = uvicorn.Config(app, http=header_timeout_protocol(10.0), ...)
+
+Only the collector and serving import this (uvicorn is theirs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["header_timeout_protocol"]
+
+
+class _HeaderDeadline:
+    """What both protocols share: a timer from a request's first byte (or the connection's
+    start) to its last header; when it fires the connection is closed."""
+
+    header_timeout_s: float = 10.0
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def _arm_header_deadline(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_late)
+
+    def _disarm_header_deadline(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm_header_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_deadline()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
+class _H11HeaderDeadline(_HeaderDeadline, H11Protocol):
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE:  # a request begun, its headers not complete
+            self._arm_header_deadline()
+        else:
+            self._disarm_header_deadline()
+
+
+def _httptools_class() -> type | None:
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # httptools is optional; uvicorn then speaks h11
+        return None
+
+    class _HttpToolsHeaderDeadline(_HeaderDeadline, HttpToolsProtocol):
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm_header_deadline()
+
+        def on_headers_complete(self) -> None:
+            self._disarm_header_deadline()
+            super().on_headers_complete()
+
+    return _HttpToolsHeaderDeadline
+
+
+def header_timeout_protocol(seconds: float, http: str = "auto") -> type[asyncio.Protocol]:
+    """The ``http=`` protocol class of ``uvicorn.Config``: ``httptools`` when installed
+    (``auto``, as uvicorn chooses) or ``h11``, closing a connection whose headers take longer
+    than ``seconds``."""
+    if seconds <= 0:
+        raise ValueError(f"A header timeout is a positive number of seconds, got {seconds}.")
+    if http not in ("auto", "httptools", "h11"):
+        raise ValueError(f"http must be 'auto', 'httptools' or 'h11', got {http!r}.")
+    base = _httptools_class() if http != "h11" else None
+    if base is None and http == "httptools":
+        raise ValueError("http='httptools' needs the httptools package: pip install httptools.")
+    base = base or _H11HeaderDeadline
+    return type(base.__name__, (base,), {"header_timeout_s": float(seconds)})

@@ -1,0 +1,104 @@
+"""Uvicorn with a header-read timeout: half-sent requests are dropped, whole ones answered,
+idle keep-alive connections left to the keep-alive timeout (both HTTP implementations)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import uvicorn
+
+from core.http_server import header_timeout_protocol
+
+
+async def _app(scope, receive, send) -> None:
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def _server(http: str, header_timeout_s: float) -> Iterator[int]:
+    port = _free_port()
+    config = uvicorn.Config(
+        _app,
+        host="127.0.0.1",
+        port=port,
+        http=header_timeout_protocol(header_timeout_s, http),
+        timeout_keep_alive=30,
+        log_level="warning",
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(1024):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_half_sent_requests_are_closed_and_whole_ones_answered(http):
+    with _server(http, header_timeout_s=1.0) as port:
+        silent = socket.create_connection(("127.0.0.1", port))  # sends nothing at all
+        partial = []
+        for _ in range(5):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: slo")
+            partial.append(sock)
+        started = time.monotonic()
+        assert all(_closed_within(sock, 5) for sock in [*partial, silent])
+        assert time.monotonic() - started < 3
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            assert client.get("/").text == "ok"
+            time.sleep(1.5)  # idle on a keep-alive connection: longer than the header timeout
+            assert client.get("/").text == "ok"
+            assert client.get("/").text == "ok"
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_a_second_request_sent_by_halves_on_a_kept_connection_is_closed(http):
+    with _server(http, header_timeout_s=1.0) as port:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(5)
+        assert b"200" in sock.recv(1024)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        assert _closed_within(sock, 5)
+
+
+def test_a_bad_timeout_or_protocol_is_refused():
+    with pytest.raises(ValueError, match="positive"):
+        header_timeout_protocol(0)
+    with pytest.raises(ValueError, match="'auto', 'httptools' or 'h11'"):
+        header_timeout_protocol(5, "zttp")
