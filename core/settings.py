@@ -73,6 +73,9 @@ class KafkaSettings(_Section):
     """Dead-letter topic for rejected events, with the reason attached."""
     suppressions_topic: str = "web.suppressions"
     """Compacted topic of forgotten users (key: the id): the collector drops their events."""
+    topics: dict[str, str] = Field(default_factory=dict)
+    """Per pipeline name, the topic to use instead of the one its declaration names (a
+    staging cluster's names, a test's own topic), e.g. ``{"checkouts": "stg.checkouts.v1"}``."""
     partitions: int = Field(default=3, ge=1)
     """Partitions of the platform's topics when they are created from code."""
     replication_factor: int = Field(default=1, ge=1)

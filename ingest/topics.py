@@ -16,7 +16,15 @@ from core.settings import KafkaSettings
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["TopicSpec", "ensure_topics", "platform_topics", "replay_ledger_topic"]
+    from pipelines import PipelineSpec
+
+__all__ = [
+    "TopicSpec",
+    "ensure_topics",
+    "pipeline_topics",
+    "platform_topics",
+    "replay_ledger_topic",
+]
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,28 @@ def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
             kafka.replication_factor,
             shared | {"cleanup.policy": "compact"},
         ),
+    ]
+
+
+def pipeline_topics(
+    kafka: KafkaSettings, pipelines: Iterable[PipelineSpec] = ()
+) -> list[TopicSpec]:
+    """The topic of every pipeline whose events a service produces straight to Kafka (the
+    collector's topic is :func:`platform_topics`'), shaped as its declaration says."""
+    shared = {
+        "min.insync.replicas": str(kafka.min_insync_replicas),
+        "cleanup.policy": "delete",
+        "compression.type": "producer",
+    }
+    return [
+        TopicSpec(
+            kafka.topics.get(spec.name) or spec.topic,
+            spec.partitions or kafka.partitions,
+            kafka.replication_factor,
+            shared | {"retention.ms": str(spec.retention_ms or kafka.retention_ms)},
+        )
+        for spec in pipelines
+        if spec.topic is not None
     ]
 
 

@@ -39,7 +39,7 @@ def create_statements(
     keyspace: str, ttl_s: int, views: Sequence[ViewSpec] | None = None, *, speed: bool = True
 ) -> list[str]:
     """Every CREATE TABLE (idempotent): the speed tables (version 0) of ``views`` (default
-    :data:`views.registry.VIEWS`, every view a pipeline can name), rows expiring after
+    every view of every declared pipeline, :func:`pipelines.declared_views`), rows expiring after
     ``ttl_s``; their batch tables, at every grain (:data:`layout.views.GRAINS`); then the
     pointer and bookkeeping tables (:mod:`layout.pointers`). Serving prepares its reads of
     both layers' tables of every view it serves, so each view gets both.
@@ -48,6 +48,10 @@ def create_statements(
     creates its version's tables at start and a replay's new ones, and drops superseded
     versions), so infrastructure code declares everything else (``infra/terraform``).
     """
+    if views is None:
+        from pipelines import declared_views
+
+        views = declared_views()
     speed_tables = view_tables(keyspace, "speed", views) if speed else []
     return [
         *(s for tables in speed_tables for s in tables.create(ttl_s)),
@@ -83,9 +87,9 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
         for statement in missing_columns(session, keyspace, DAYS_TABLE, DAYS_COLUMNS):
             session.execute(statement)
         if views is None:
-            from views import registry
+            from pipelines import declared_views
 
-            views = registry.VIEWS
+            views = declared_views()
         versions = read_speed_versions(session, keyspace, [spec.name for spec in views])
         speed = [
             ViewTables(spec, keyspace, "speed", table_version=versions[spec.name]) for spec in views

@@ -10,11 +10,11 @@ whose topic is another one) is checked by :func:`validate_all`, which
 ``platformctl up`` and every job call before they start anything.
 
 >>> [spec.name for spec in PIPELINES]
-['web_events']
+['checkouts', 'web_events']
 >>> pipeline("nope")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-KeyError: "No pipeline 'nope'; the pipelines are: web_events. A pipeline is declared by...
+KeyError: "No pipeline 'nope'; the pipelines are: checkouts, web_events. A pipeline is...
 """
 
 from __future__ import annotations
@@ -23,15 +23,20 @@ import importlib
 import pkgutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines import declared
 from pipelines.spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from views.spec import ViewSpec
 
 __all__ = [
     "CONTRACTS_ROOT",
     "PIPELINES",
     "DeclarationError",
     "check_pipelines",
+    "declared_views",
     "discover",
     "pipeline",
     "pipeline_of_view",
@@ -151,6 +156,11 @@ def pipeline(name: str) -> PipelineSpec:
         f"No pipeline {name!r}; the pipelines are: {known}. A pipeline is declared by a "
         "module of pipelines/declared/ (docs/adding-a-pipeline.md)."
     )
+
+
+def declared_views() -> tuple[ViewSpec, ...]:
+    """Every view of every declared pipeline, in declaration order: the tables to create."""
+    return tuple(view for spec in PIPELINES for view in spec.view_specs)
 
 
 def pipeline_of_view(view: str) -> PipelineSpec:

@@ -191,7 +191,9 @@ class PipelineSpec:
         return f"batch_{self.name}"
 
     def topic_of(self, settings: Settings) -> str:
-        return self.topic or settings.kafka.events_topic
+        """The topic read and written: ``kafka.topics[name]`` when set, else the declared one,
+        else the collector's."""
+        return settings.kafka.topics.get(self.name) or self.topic or settings.kafka.events_topic
 
     def partitions_of(self, settings: Settings) -> int:
         return self.partitions or settings.kafka.partitions

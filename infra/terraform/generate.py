@@ -25,8 +25,9 @@ from typing import Any
 
 from core.settings import KafkaSettings, SpeedSettings
 from infra.terraform.cql import parse_create_table
-from ingest.topics import platform_topics
+from ingest.topics import pipeline_topics, platform_topics
 from layout import create_statements
+from pipelines import PIPELINES
 
 __all__ = [
     "TERRAFORM_ROOT",
@@ -86,7 +87,7 @@ def topics_document(kafka: KafkaSettings) -> dict[str, Any]:
                 "replication_factor": spec.replication_factor,
                 "config": dict(sorted(spec.config.items())),
             }
-            for spec in platform_topics(kafka)
+            for spec in (*platform_topics(kafka), *pipeline_topics(kafka, PIPELINES))
         },
     }
 

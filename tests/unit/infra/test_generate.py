@@ -16,8 +16,9 @@ from infra.terraform.generate import (
     project_statements,
     topics_document,
 )
-from ingest.topics import platform_topics
+from ingest.topics import pipeline_topics, platform_topics
 from layout import PROGRESS_TABLE, RUNS_TABLE, SPEED_VERSIONS_TABLE, create_statements
+from pipelines import PIPELINES
 
 
 def test_committed_generated_files_are_up_to_date():
@@ -98,8 +99,10 @@ def test_environment_topics_are_the_projects_topics(terraform_root, env):
     kafka = kafka_sizing(env_dir / "kafka.auto.tfvars.json")
     generated = json.loads((env_dir / "topics.tf.json").read_text())["locals"]
     topics = generated["platform_topics"]
-    specs = platform_topics(kafka)
+    specs = [*platform_topics(kafka), *pipeline_topics(kafka, PIPELINES)]
     assert set(topics) == {spec.name for spec in specs}
+    # Every declared pipeline's topic is there: the collector's, and each producer's own.
+    assert {p.topic or kafka.events_topic for p in PIPELINES} <= set(topics)
     for spec in specs:
         assert topics[spec.name]["partitions"] == spec.partitions
         assert topics[spec.name]["replication_factor"] == spec.replication_factor

@@ -152,9 +152,12 @@ def test_the_reads_serving_prepares():
         speed.select_range([])
 
 
-def test_a_view_added_to_the_registry_gets_its_tables(monkeypatch):
+def test_a_view_a_pipeline_declares_gets_its_tables(monkeypatch):
+    import pipelines
     import views.registry
 
+    declared = pipelines.declared_views()
+    monkeypatch.setattr(pipelines, "declared_views", lambda: (*declared, EVERY_KIND))
     monkeypatch.setattr(views.registry, "VIEWS", (*views.registry.VIEWS, EVERY_KIND))
     names = {parse_create_table(s).name for s in create_statements("ks", 60)}
     assert {
