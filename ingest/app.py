@@ -10,6 +10,7 @@ Kafka cannot take them the answer is 503 with ``Retry-After`` and the client
 keeps the events. Events of suppressed (forgotten) users are dropped unwritten
 and counted (``collector_events_dropped{reason="suppressed"}``); the client
 gets the same success as for any accepted event, as Segment answers for them.
+A batch refused whole is dead-lettered without their calls.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -258,17 +260,29 @@ def create_app(
         source_id: str,
         received_at: datetime,
     ) -> JSONResponse:
-        """400 for a batch refused whole, after its one dead letter is in Kafka."""
+        """400 for a batch refused whole, after its one dead letter is in Kafka.
+
+        The calls of suppressed users are dropped from the letter first (and
+        counted as dropped), as from any other request: a dead letter would
+        keep their data. A batch of theirs only leaves no letter. The answer
+        is the same either way, so it does not tell who was forgotten.
+        """
         facts = RequestFacts(
             received_at=received_at, source_id=source_id, contract_version=contract.version
         )
-        calls = len(body["batch"])
-        letter = intake.batch_letter(raw, calls, refusal, facts, body)
-        unavailable = await _deliver([(dlq_topic, letter)], calls)
-        if unavailable is not None:
-            return unavailable
+        calls = body["batch"]
+        kept = [call for call in calls if not state["suppressions"].suppresses(call)]
+        if len(kept) < len(calls):
+            metrics.dropped.labels("suppressed").inc(len(calls) - len(kept))
+            body = {**body, "batch": kept}
+            raw = _encoded(body)
+        if kept:
+            letter = intake.batch_letter(raw, len(kept), refusal, facts, body)
+            unavailable = await _deliver([(dlq_topic, letter)], len(calls))
+            if unavailable is not None:
+                return unavailable
+            metrics.dead_lettered.inc()
         metrics.request_errors.labels(refusal.code).inc()
-        metrics.dead_lettered.inc()
         return JSONResponse(
             {
                 "success": False,
@@ -390,6 +404,19 @@ async def _await_suppressions(suppressions: SuppressionList, wait_s: float) -> N
         why="serving anyway; events of users suppressed but not loaded yet get through until "
         "the list is read (silver drops them; see docs/operations.md, Forgetting a user)",
     )
+
+
+def _encoded(body: dict[str, Any]) -> bytes:
+    """``body`` as JSON text; values orjson refuses (nesting beyond its limit) as ``repr``
+    text, and a body too deep for either encoder as its calls' count only."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        pass
+    try:
+        return json.dumps(body, default=repr, ensure_ascii=True).encode()
+    except (RecursionError, ValueError):
+        return orjson.dumps({"batch": f"<{len(body['batch'])} calls nested too deep>"})
 
 
 def _with_context(event: Any, batch_context: dict[str, Any]) -> Any:
