@@ -239,14 +239,15 @@ def healthy(settings: Settings, timeout_s: float = 3.0) -> tuple[bool, str]:
 
 
 def _provision(settings: Settings) -> None:
-    """The platform's topics, before the collector produces to them."""
+    """The platform's topics and every declared pipeline's, before anything produces to them
+    (the declarations checked whole first: nothing is half-deployed)."""
     from confluent_kafka.admin import AdminClient
 
-    from ingest.topics import ensure_topics, platform_topics
+    from ingest.topics import ensure_topics, pipeline_topics, platform_topics
+    from pipelines import validate_all
 
-    created = ensure_topics(
-        AdminClient(settings.kafka.client_config()), platform_topics(settings.kafka)
-    )
+    topics = [*platform_topics(settings.kafka), *pipeline_topics(settings.kafka, validate_all())]
+    created = ensure_topics(AdminClient(settings.kafka.client_config()), topics)
     log_event(_log, "kafka.provisioned", topics_created=created)
 
 

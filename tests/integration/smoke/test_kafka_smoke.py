@@ -48,10 +48,12 @@ def test_produce_consume_round_trip(local_platform, kafka_topic):
 def test_platform_topics_exist_with_declared_shape(local_platform, kafka_admin):
     from confluent_kafka.admin import ConfigResource
 
-    from ingest.topics import platform_topics
+    from ingest.topics import pipeline_topics, platform_topics
+    from pipelines import PIPELINES
 
     metadata = kafka_admin.list_topics(timeout=10)
-    for spec in platform_topics(local_platform.kafka):
+    kafka = local_platform.kafka
+    for spec in [*platform_topics(kafka), *pipeline_topics(kafka, PIPELINES)]:
         assert spec.name in metadata.topics
         assert len(metadata.topics[spec.name].partitions) == spec.partitions
         resource = ConfigResource("topic", spec.name)
