@@ -54,9 +54,9 @@ def test_checkouts_gold_and_published_view_equal_the_service_s_truth(
     records = generate(
         CheckoutConfig(
             seed=3,
-            events=1500,
+            events=800,
             start=datetime(2024, 6, 1, 23, 40, tzinfo=UTC),
-            rate=0.5,  # fifty minutes across midnight: two event days
+            rate=0.3,  # forty-four minutes across midnight: two event days
             refund_rate=0.08,
             duplicate_rate=0.05,
             late_rate=0.05,
