@@ -128,12 +128,13 @@ def read_watermarks(
 def read_live_floor(session: Any, keyspace: str, checkpoint_name: str) -> datetime | None:
     """The floor of the speed layer's live run: the newest run in state ``live`` (or recorded
     before states existed), as ``speed_layer.start.current_start`` picks it. Windows before
-    the floor are not the live run's to write; None: it writes every window."""
+    the floor are not the live run's to write; None: it writes every window. A run a switch
+    is making live (``switching``) is the live run already."""
     from core.cassandra import prepare
 
     select = prepare(session, PointerTables(keyspace).select_runs)
     for row in session.execute(select, (checkpoint_name,)):  # newest first
-        if row.state in (None, "live"):
+        if row.state in (None, "live", "switching"):
             return _utc(row.floor)
     return None
 

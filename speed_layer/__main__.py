@@ -125,7 +125,7 @@ def _follow(settings, generation: int, wait_s: float) -> int:
 
     from core.cassandra import connect, prepare
     from layout import PointerTables
-    from speed_layer.start import LIVE, REPLAYING, read_runs
+    from speed_layer.start import LIVE, REPLAYING, SWITCHING, read_runs
 
     cluster, session = connect(settings.cassandra)
     try:
@@ -136,7 +136,7 @@ def _follow(settings, generation: int, wait_s: float) -> int:
             if run.state == LIVE:
                 print(f"replay run {generation} is live: serving reads version {run.version}")
                 return 0
-            if run.state != REPLAYING:
+            if run.state not in (REPLAYING, SWITCHING):
                 print(f"replay run {generation} ended {run.state}")
                 return 1
             row = next(

@@ -10,11 +10,16 @@ Kreps' recipe, as the speed job runs it (:mod:`speed_layer.service`):
    the live one; its catch-up (Kafka lag, newest event time, rates) is
    written to its ``speed_runs`` row and shown by ``platformctl status``;
 3. once its lag stays within ``replay_max_lag`` records for
-   ``replay_sustain_s`` (:class:`CatchUp`), the job switches: every view's
-   ``speed_versions`` pointer moves to N in one logged batch, the replay
-   becomes the live run and the old query stops (:func:`switch`); serving
-   reads the pointer (cached for ``pointer_cache_s``) and says the version
-   in every answer;
+   ``replay_sustain_s`` (:class:`CatchUp`), the job switches (:func:`switch`),
+   one recoverable transition of four statements, :data:`SWITCH_STEPS`: it
+   records its intent (the replay's run becomes ``switching``), moves every
+   view's ``speed_versions`` pointer to N in one logged batch, retires the
+   runs that were live, and makes the replay the live run; then the old
+   query stops. A switch interrupted after its intent (a failed statement, a
+   crash) is completed by the job's next poll or start
+   (:func:`resume_switch`) from what ``speed_runs`` holds, so serving never
+   stays on a version nobody writes. Serving reads the pointer (cached for
+   ``pointer_cache_s``) and says the version in every answer;
 4. the old version's tables are dropped ``replay_grace_s`` later, when no
    reader can still hold the old pointer (:func:`drop_superseded`).
 
@@ -31,8 +36,8 @@ boundary (serving would show the hole), unless forced.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -46,6 +51,7 @@ from speed_layer.start import (
     LIVE,
     REPLAYING,
     RETIRED,
+    SWITCHING,
     StartPosition,
     current_start,
     parse_from,
@@ -60,11 +66,13 @@ if TYPE_CHECKING:
     from cassandra.cluster import Session
 
 __all__ = [
+    "SWITCH_STEPS",
     "CatchUp",
     "ReplayRefused",
     "abandon_replay",
     "drop_superseded",
     "request_replay",
+    "resume_switch",
     "switch",
 ]
 
@@ -182,21 +190,35 @@ class CatchUp:
         return now - self.since >= self.sustain_s
 
 
+SWITCH_STEPS = ("intent", "pointers", "retire", "promote")
+"""The statements of a switch, in order (:func:`switch`); each is named to ``on_step`` before
+it runs."""
+
+OnStep = Callable[[str], None]
+LIVE_STATES = (LIVE, SWITCHING)
+
+
 def switch(
     session: Session,
     settings: Settings,
     live: StartPosition,
     replay: StartPosition,
     views: Sequence[ViewSpec],
+    *,
+    on_step: OnStep | None = None,
 ) -> datetime:
-    """Point every view at the replay's version (one logged batch: all or none), make the
-    replay the live run and retire the old one. Returns the moment of the switch."""
+    """Make ``replay`` the live run in place of ``live``; returns the moment of the switch.
+
+    One recoverable transition: first the intent (the replay's run becomes
+    :data:`SWITCHING`), then what :func:`resume_switch` completes from it should
+    this stop half way: every view's pointer to the replay's version (one logged
+    batch: all or none), the runs that were live retired, the replay live.
+    ``on_step(step)`` is called before each statement (:data:`SWITCH_STEPS`).
+    """
     now = datetime.now(UTC)
-    pointer = prepare(session, PointerTables(settings.cassandra.keyspace).insert_speed_version)
-    rows = [(pointer, (spec.name, replay.version, replay.generation, now)) for spec in views]
-    session.execute(logged_batch(rows))
-    update_run(session, settings, replay.generation, state=LIVE, switched_at=now)
-    update_run(session, settings, live.generation, state=RETIRED, retired_at=now)
+    _step(on_step, "intent")
+    update_run(session, settings, replay.generation, state=SWITCHING, switched_at=now)
+    _complete(session, settings, replace(replay, state=SWITCHING), views, now, on_step)
     log_event(
         _log,
         "speed.replay_switched",
@@ -206,6 +228,58 @@ def switch(
         views=[spec.name for spec in views],
     )
     return now
+
+
+def resume_switch(
+    session: Session,
+    settings: Settings,
+    views: Sequence[ViewSpec],
+    *,
+    on_step: OnStep | None = None,
+) -> StartPosition | None:
+    """Complete a switch interrupted after its intent; return the run it made live (None:
+    no switch was interrupted). Safe to repeat: every statement of a switch is idempotent."""
+    switching = next((r for r in read_runs(session, settings) if r.state == SWITCHING), None)
+    if switching is None:
+        return None
+    log_event(
+        _log,
+        "speed.switch_resumed",
+        generation=switching.generation,
+        version=switching.version,
+    )
+    _complete(session, settings, switching, views, datetime.now(UTC), on_step)
+    return replace(switching, state=LIVE)
+
+
+def _step(on_step: OnStep | None, step: str) -> None:
+    if on_step is not None:
+        on_step(step)
+
+
+def _complete(
+    session: Session,
+    settings: Settings,
+    run: StartPosition,
+    views: Sequence[ViewSpec],
+    now: datetime,
+    on_step: OnStep | None,
+) -> None:
+    """The statements of a switch after its intent: pointers, retire, promote."""
+    _step(on_step, "pointers")
+    pointer = prepare(session, PointerTables(settings.cassandra.keyspace).insert_speed_version)
+    session.execute(
+        logged_batch([(pointer, (spec.name, run.version, run.generation, now)) for spec in views])
+    )
+    _step(on_step, "retire")
+    runs = read_runs(session, settings)
+    older = [r.generation for r in runs if r.generation < run.generation and r.state in LIVE_STATES]
+    if all(r.generation != 0 for r in runs):
+        older.append(0)  # the first run is live without a row until a switch retires it
+    for generation in older:
+        update_run(session, settings, generation, state=RETIRED, retired_at=now)
+    _step(on_step, "promote")
+    update_run(session, settings, run.generation, state=LIVE)
 
 
 def drop_superseded(

@@ -12,6 +12,11 @@ live run's query (:func:`speed_layer.job.start_queries`) and then, every
 - the replay has caught up (:class:`speed_layer.replay.CatchUp`): switch
   the pointers, stop the old query, report the new run's progress as the
   views' (:meth:`ProgressRecorder.go_live`);
+- a switch was interrupted (a statement failed, or the job died half way):
+  complete it from what ``speed_runs`` recorded
+  (:func:`speed_layer.replay.resume_switch`), follow the run that is now
+  live and stop the query of the run it replaced; the job's start does the
+  same before it starts any query;
 - the replay was abandoned: stop its query;
 - a superseded version's grace period is over: drop its tables.
 
@@ -34,9 +39,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from layout import ViewTables, create_view_tables
 from speed_layer.job import ProgressRecorder, start_queries
-from speed_layer.replay import CatchUp, drop_superseded, switch
-from speed_layer.start import LIVE, REPLAYING, StartPosition, current_start, pending_replay
+from speed_layer.replay import CatchUp, drop_superseded, resume_switch, switch
+from speed_layer.start import (
+    LIVE,
+    REPLAYING,
+    RETIRED,
+    StartPosition,
+    current_start,
+    pending_replay,
+    read_runs,
+)
 from views import VIEWS, ViewSpec
 
 if TYPE_CHECKING:
@@ -61,12 +75,18 @@ class SpeedService:
         views: Sequence[ViewSpec] = VIEWS,
         available_now: bool = False,
         metrics: SpeedMetrics | None = None,
+        on_switch_step: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_switch_step(step)`` is called before each statement of a switch
+        (:data:`speed_layer.replay.SWITCH_STEPS`) and before the old query is stopped
+        (``"stop"``); an exception it raises interrupts the switch there."""
         from core.cassandra import connect
 
         self.spark, self.settings, self.views = spark, settings, tuple(views)
         self.available_now = available_now
+        self._on_step = on_switch_step
         self._cluster, self.session = connect(settings.cassandra)
+        resume_switch(self.session, settings, self.views, on_step=on_switch_step)
         self.live: StartPosition = current_start(self.session, settings)
         self.replay: StartPosition | None = None
         self.queries: dict[int, StreamingQuery] = {}
@@ -121,6 +141,10 @@ class SpeedService:
         return list(self.queries.values())
 
     def _start(self, run: StartPosition) -> None:
+        keyspace, ttl_s = self.settings.cassandra.keyspace, self.settings.speed.ttl_s
+        for spec in self.views:  # its tables, with every column and today's TTL
+            tables = ViewTables(spec, keyspace, "speed", table_version=run.version)
+            create_view_tables(self.session, tables, ttl_s)
         (query,) = start_queries(
             self.spark,
             self.settings,
@@ -131,8 +155,10 @@ class SpeedService:
         self.queries[run.generation] = query
 
     def poll(self) -> None:
-        """Do what the runs ask for: start, switch or stop a replay; drop superseded versions."""
+        """Do what the runs ask for: complete an interrupted switch; start, switch or stop a
+        replay; drop superseded versions."""
         self._polled = time.monotonic()
+        self._settle()
         wanted = pending_replay(self.session, self.settings)
         if self.replay is not None and (
             wanted is None or wanted.generation != self.replay.generation
@@ -162,13 +188,47 @@ class SpeedService:
     def _switch(self) -> None:
         assert self.replay is not None
         old, new = self.live, self.replay
-        switch(self.session, self.settings, old, new, self.views)
-        self.recorder.go_live(new.query_name, new.generation)
-        self.live, self.replay = new, None
-        query = self.queries.pop(old.generation, None)
-        if query is not None:
-            query.stop()
-        self.live = replace(new, state=LIVE)
+        switch(self.session, self.settings, old, new, self.views, on_step=self._on_step)
+        self._go_live(replace(new, state=LIVE))
+        self._stop_others()
+
+    def _settle(self) -> None:
+        """Make the queries match the runs: complete a switch interrupted after its intent,
+        follow the run a switch made live, stop the queries of runs no longer live or
+        replaying. A forced reset's new run is left for the next start, as before."""
+        resume_switch(self.session, self.settings, self.views, on_step=self._on_step)
+        runs = {run.generation: run for run in read_runs(self.session, self.settings)}
+        live = current_start(self.session, self.settings)
+        ours = runs.get(self.live.generation)
+        switched_from_ours = ours is not None and ours.state == RETIRED
+        if live.generation != self.live.generation and (
+            switched_from_ours or (self.replay and self.replay.generation == live.generation)
+        ):
+            self._go_live(live)
+        self._stop_others()
+
+    def _go_live(self, run: StartPosition) -> None:
+        """``run`` is the live run now: its progress is the views', its query runs."""
+        log_event(_log, "speed.live_run", generation=run.generation, previous=self.live.generation)
+        self.recorder.go_live(run.query_name, run.generation)
+        if self.replay is not None and self.replay.generation == run.generation:
+            self.replay = None
+        self.live = run
+        if run.generation not in self.queries:
+            self._start(run)
+
+    def _stop_others(self) -> None:
+        """Stop the queries of runs neither live nor replaying (the run a switch replaced)."""
+        keep = {self.live.generation, *([self.replay.generation] if self.replay else [])}
+        for generation, query in list(self.queries.items()):
+            if generation in keep:
+                continue
+            if self._on_step is not None:
+                self._on_step("stop")
+            if query.isActive:
+                query.stop()
+            del self.queries[generation]
+            log_event(_log, "speed.query_stopped", generation=generation)
 
     def _stop_replay(self) -> None:
         assert self.replay is not None

@@ -32,8 +32,11 @@ Every run writes one output *version* of the speed tables
 (:mod:`speed_layer.replay`) writes a new one beside the live run, and takes
 over when it has caught up. A run's **state** says which it is: ``live``
 (the run serving reads; the newest live run is the one the job resumes),
-``replaying`` (a new version catching up), ``retired`` (replaced by a
-replay; its version is dropped after a grace period) or ``abandoned``.
+``replaying`` (a new version catching up), ``switching`` (a replay the
+job is making the live run: the switch's recorded intent, completed by
+the job's next poll or start, :func:`speed_layer.replay.resume_switch`),
+``retired`` (replaced by a replay; its version is dropped after a grace
+period) or ``abandoned``.
 
 Runs are recorded in Cassandra (``speed_runs``, :mod:`layout.pointers`), where
 the job, ``status`` and operators read them, whatever the checkpoint store.
@@ -60,6 +63,7 @@ __all__ = [
     "LIVE",
     "REPLAYING",
     "RETIRED",
+    "SWITCHING",
     "StartPosition",
     "current_start",
     "floor_of",
@@ -74,6 +78,7 @@ __all__ = [
 ]
 
 LIVE, REPLAYING, RETIRED, ABANDONED = "live", "replaying", "retired", "abandoned"
+SWITCHING = "switching"
 """The states of a run (``speed_runs.state``; a run recorded before states existed is live)."""
 
 
@@ -92,7 +97,8 @@ class StartPosition:
     version: int = 0
     """The version of the speed tables the run writes."""
     state: str = LIVE
-    """:data:`LIVE`, :data:`REPLAYING`, :data:`RETIRED` or :data:`ABANDONED`."""
+    """:data:`LIVE`, :data:`REPLAYING`, :data:`SWITCHING`, :data:`RETIRED` or
+    :data:`ABANDONED`."""
     retired_at: datetime | None = None
     """When a replay replaced it (or it was abandoned)."""
     dropped_at: datetime | None = None
@@ -238,9 +244,9 @@ def read_runs(session: Session, settings: Settings) -> list[StartPosition]:
 
 
 def current_start(session: Session, settings: Settings) -> StartPosition:
-    """The run the job should resume or start: the newest live one (generation 0 when the
-    layer was never reset or replayed)."""
-    live = [run for run in read_runs(session, settings) if run.state == LIVE]
+    """The run the job should resume or start: the newest live one, or the replay a switch
+    is making live (generation 0 when the layer was never reset or replayed)."""
+    live = [run for run in read_runs(session, settings) if run.state in (LIVE, SWITCHING)]
     return live[0] if live else StartPosition()
 
 

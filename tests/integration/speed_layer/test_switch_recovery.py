@@ -1,0 +1,146 @@
+"""A Kappa switch that stops half way is completed, never left frozen: whichever statement
+fails, after the next poll (or the job's next start) serving reads the version that is being
+written and the old run's query is stopped.
+
+The speed job runs in this process (:class:`speed_layer.service.SpeedService` on the tests'
+Spark session); the failure is injected through the service's ``on_switch_step`` hook, which
+the switch calls before each of its statements.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ingest.simulator import SimulatorConfig, build_truth, generate
+from ingest.simulator.direct import produce_direct
+from speed_layer.replay import SWITCH_STEPS
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+class FailOnce:
+    """Raise before the switch's ``step`` the first time it comes."""
+
+    def __init__(self, step: str) -> None:
+        self.step, self.failed = step, False
+
+    def __call__(self, step: str) -> None:
+        if step == self.step and not self.failed:
+            self.failed = True
+            raise RuntimeError(f"injected failure before the switch's {step!r} statement")
+
+
+@pytest.fixture
+def switch_settings(replay_settings):
+    """Switch as soon as the replay reports progress (its lag is what it is)."""
+    speed = replay_settings.speed.model_copy(
+        update={"replay_max_lag": 1_000_000, "replay_sustain_s": 0.0, "replay_grace_s": 600.0}
+    )
+    return replay_settings.model_copy(update={"speed": speed})
+
+
+def _events(seed: int, minutes_ago: int):
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=minutes_ago)
+    return generate(SimulatorConfig(seed=seed, events=60, rate=1.0, start=start))
+
+
+def _switch_fails_at(step, spark, settings, wait_for):
+    """A live service whose replay has caught up and whose switch failed before ``step``."""
+    from speed_layer.replay import request_replay
+    from speed_layer.service import SpeedService
+
+    service = SpeedService(spark, settings, on_switch_step=FailOnce(step))
+    service.start()
+    old = service.queries[service.live.generation]
+    replay = request_replay(settings, "earliest")
+    service.poll()  # starts the replay's query
+    wait_for(lambda: service.recorder.replay_progress_at is not None, 180, "the replay's progress")
+    with pytest.raises(RuntimeError, match="injected failure"):
+        service.poll()  # caught up: the switch, interrupted
+    return service, old, replay
+
+
+def _assert_serving_reads_the_version_being_written(
+    service, old, replay, settings, events, speed_version, read_view, cassandra_session, wait_for
+):
+    from views import VIEWS
+
+    assert {speed_version(settings, spec.name) for spec in VIEWS} == {replay.version}
+    assert set(service.queries) == {replay.generation}
+    assert service.queries[replay.generation].isActive
+    assert old is None or not old.isActive
+    assert service.recorder.live_query == replay.query_name
+    runs = cassandra_session.execute(
+        f"SELECT generation, state FROM {settings.cassandra.keyspace}.speed_runs"
+    )
+    assert {r.generation: r.state for r in runs} == {0: "retired", replay.generation: "live"}
+
+    more = _events(seed=82, minutes_ago=2)
+    produce_direct(more, settings)
+    expected = build_truth(events + more).valid_events
+
+    def counted() -> bool:
+        rows = read_view(settings, "site_activity").values()  # the version serving reads
+        return sum(row.events for row in rows) == expected
+
+    wait_for(counted, 180, "new events in the version serving reads")
+
+
+@pytest.mark.parametrize("step", [*SWITCH_STEPS, "stop"])
+def test_a_switch_interrupted_before_any_statement_is_completed_by_the_next_poll(
+    step, spark, switch_settings, cassandra_session, speed_version, read_view, wait_for
+):
+    settings = switch_settings
+    events = _events(seed=81, minutes_ago=6)
+    produce_direct(events, settings)
+    service, old, replay = _switch_fails_at(step, spark, settings, wait_for)
+    try:
+        service.poll()
+        _assert_serving_reads_the_version_being_written(
+            service,
+            old,
+            replay,
+            settings,
+            events,
+            speed_version,
+            read_view,
+            cassandra_session,
+            wait_for,
+        )
+    finally:
+        service.stop()
+        service.close()
+
+
+@pytest.mark.parametrize("step", ["pointers", "retire", "promote"])
+def test_a_job_that_died_in_the_middle_of_a_switch_completes_it_when_it_starts(
+    step, spark, switch_settings, cassandra_session, speed_version, read_view, wait_for
+):
+    from speed_layer.service import SpeedService
+
+    settings = switch_settings
+    events = _events(seed=83, minutes_ago=6)
+    produce_direct(events, settings)
+    died, _, replay = _switch_fails_at(step, spark, settings, wait_for)
+    died.stop()  # the process is gone: so are its queries
+    died.close()
+
+    service = SpeedService(spark, settings)
+    try:
+        service.start()
+        _assert_serving_reads_the_version_being_written(
+            service,
+            None,
+            replay,
+            settings,
+            events,
+            speed_version,
+            read_view,
+            cassandra_session,
+            wait_for,
+        )
+    finally:
+        service.stop()
+        service.close()
