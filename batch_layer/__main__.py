@@ -212,8 +212,8 @@ def parse_step_args(argv: list[str], *, raising: bool = False) -> argparse.Names
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["serve"]:  # the long-running step server (batch_layer/server.py)
-        from batch_layer.server import main as serve
+    if argv[:1] == ["serve"]:  # the long-running step server (batch_layer/server_http.py)
+        from batch_layer.server_http import main as serve
 
         return serve(argv[1:])
     args = parse_step_args(argv)

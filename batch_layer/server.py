@@ -5,67 +5,98 @@ caches every time: ~20-30 s per task on two cores, so an hourly pipeline of
 seven tasks spent most of its minutes starting. ``python -m batch_layer
 serve`` (the ``batch`` service of ``platformctl``) holds one SparkSession, a
 driver like Livy's or Spark Connect's, and runs each step it is sent with
-the same code as ``python -m batch_layer STEP`` (:func:`batch_layer.__main__.run_steps`):
-
-- ``POST /steps`` ``{"args": [STEP, "--pipeline", P, "--run-id", R, ...]}``:
-  the step's command-line arguments, checked by the CLI's own parser (400
-  with its message). Answers 202 ``{"id"}``; 409 while a step of the same
-  pipeline runs (the Airflow pool runs them one at a time anyway).
-- ``GET /steps/{id}?since=N``: ``state`` (running, success, failed,
-  cancelled), ``exit_code`` (the CLI's: 0, 3 gate failed, 4 layers
-  disagree, 1 any other error), the JSON ``summary`` and the step's log
-  lines from the N-th on (``next``).
-- ``DELETE /steps/{id}``: cancels the step's Spark jobs (a killed task).
-- ``GET /metrics``: Prometheus metrics of the steps run (:mod:`batch_layer.metrics`).
-- ``GET /health``: the Spark application, the steps running and the last
-  ones' durations.
+the same code as ``python -m batch_layer STEP`` (:func:`batch_layer.__main__.run_steps`).
+The HTTP routes are in :mod:`batch_layer.server_http`: ``POST /steps``,
+``GET /steps/{id}`` and ``DELETE /steps/{id}`` take the bearer token of
+``settings.batch.step_server_token``; ``/health`` and ``/metrics`` none.
 
 Each request runs in a thread of its own on a new session of the one
 SparkContext (``spark.newSession()``: its own SQL settings, the shared
-executors and caches), in a Spark job group named after it. A task that
-must run on a cluster instead uses ``WAP_BATCH__RUNNER=submit``: the same
-DAGs then ``spark-submit`` every step (``dags/pipeline_factory.py``).
+executors and caches), in a Spark job group named after it. The steps of a
+pipeline run one at a time. What the server keeps and shows of a request:
+
+- its arguments with personal ids redacted (``--user [redacted]``,
+  :mod:`batch_layer.personal`), in answers, ``/health``, its own log and
+  Spark's job descriptions; the step's log lines, its summary and the
+  server's log are scrubbed of the ids while it runs; once it has ended the
+  server holds no id of it;
+- the last ``settings.batch.step_history`` finished requests, no more.
+
+A cancel (``DELETE``, sent when Airflow kills or times out the task) stops
+the step where it is: its Spark jobs are cancelled, and so is every job it
+starts afterwards, and the step's thread is interrupted at its next Python
+instruction, as a killed ``spark-submit`` would be (every step can be rerun
+from the ledger). A step that had already ended reports how it ended: a
+request says ``cancelled`` only when its step did not complete.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import ctypes
 import logging
 import threading
 import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlparse
 
 from batch_layer.metrics import BatchMetrics
-from core.log import JsonFormatter, configure_logging, get_logger, log_event
+from batch_layer.personal import personal_values, redact_args, scrub, scrub_all
+from core.log import JsonFormatter, get_logger, log_event
 from core.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["StepRun", "StepServer", "main"]
+__all__ = ["Busy", "StepCancelled", "StepRun", "StepServer"]
 
 _log = get_logger(__name__)
+_CANCEL_POLL_S = 0.2
+"""How often a cancelled request's job group is cancelled again while its step runs."""
+
+
+class StepCancelled(BaseException):
+    """Raised in a step's thread when its request is cancelled; no ``except Exception`` of a
+    step catches it."""
 
 
 @dataclass
 class StepRun:
-    """One request: its arguments, its state and what it logged."""
+    """One request: its arguments (personal ids redacted), its state and what it logged."""
 
     id: str
     args: list[str]
+    """The request's arguments as shown: :func:`batch_layer.personal.redact_args`."""
     pipeline: str
+    personal: tuple[str, ...] = ()
+    """The personal ids among its arguments, scrubbed from what it logs; () once it ended."""
     started: float = field(default_factory=time.time)
-    state: str = "running"
     exit_code: int | None = None
     summary: dict[str, Any] | None = None
     log: list[str] = field(default_factory=list)
     finished: float | None = None
+    cancel_requested: bool = False
+    stopped: bool = False
+    """The step was interrupted (a cancel reached it before it ended)."""
+    thread: int | None = None
+    """The step's thread while a cancel may interrupt it."""
+    interrupt_sent: bool = False
+    guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def state(self) -> str:
+        """``running``, ``cancelling`` (asked to stop, not stopped yet), ``success``,
+        ``failed`` or ``cancelled`` (stopped by a cancel before it completed)."""
+        if self.finished is None:
+            return "cancelling" if self.cancel_requested else "running"
+        if self.exit_code == 0:
+            return "success"
+        return "cancelled" if self.cancel_requested else "failed"
+
+    def seconds(self) -> float:
+        return round((self.finished or time.time()) - self.started, 2)
 
     def view(self, since: int = 0) -> dict[str, Any]:
         return {
@@ -74,23 +105,63 @@ class StepRun:
             "state": self.state,
             "exit_code": self.exit_code,
             "summary": self.summary,
-            "seconds": round((self.finished or time.time()) - self.started, 2),
+            "cancel_requested": self.cancel_requested,
+            "seconds": self.seconds(),
             "log": self.log[since:],
             "next": len(self.log),
         }
 
 
+class Busy(RuntimeError):
+    """The pipeline already runs a step: ``running`` is that request."""
+
+    def __init__(self, message: str, running: StepRun) -> None:
+        super().__init__(message)
+        self.running = running
+
+
+class _Scrub(logging.Filter):
+    """Rewrites every record while steps run: their personal ids out of the message, the
+    fields and the traceback (installed on the root logger's handlers)."""
+
+    def __init__(self, server: StepServer) -> None:
+        super().__init__()
+        self.server = server
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        values = self.server.personal()
+        if not values:
+            return True
+        record.msg, record.args = scrub(record.getMessage(), values), None
+        fields = dict(getattr(record, "fields", {}))
+        if record.exc_info:
+            fields["error"] = logging.Formatter().formatException(record.exc_info)
+            record.exc_info, record.exc_text = None, None
+        if fields:
+            record.fields = scrub_all(fields, values)
+        return True
+
+
 class _Capture(logging.Handler):
     """Copies the log records of one thread (a step run) into its run's log."""
 
-    def __init__(self, run: StepRun, thread: int) -> None:
+    def __init__(self, run: StepRun, thread: int, scrubber: _Scrub) -> None:
         super().__init__()
         self.run, self.thread = run, thread
         self.setFormatter(JsonFormatter())
+        self.addFilter(scrubber)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.thread == self.thread:
-            self.run.log.append(self.format(record))
+            self.run.log.append(scrub(self.format(record), self.run.personal))
+
+
+def _interrupt(thread: int, exception: type[BaseException] | None) -> None:
+    """Raise ``exception`` in ``thread`` at its next Python instruction; None takes back one
+    not raised yet."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread), ctypes.py_object(exception) if exception else None
+    )
 
 
 class StepServer:
@@ -102,50 +173,64 @@ class StepServer:
         self._busy: dict[str, str] = {}  # pipeline -> id of its running request
         self._lock = threading.Lock()
         self.started = time.time()
+        self.finished = 0
         self.metrics = BatchMetrics()
+        self.scrubber = _Scrub(self)
+
+    def install_log_scrubber(self) -> None:
+        """Scrub personal ids from every record the root logger's handlers write."""
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(self.scrubber)
+
+    def personal(self) -> tuple[str, ...]:
+        """The personal ids of the requests running now."""
+        return tuple(v for r in list(self.runs.values()) for v in r.personal)
 
     def submit(self, argv: list[str]) -> StepRun:
         """Check ``argv`` (ValueError with the CLI's message) and start the run in a thread;
         :class:`Busy` while the pipeline runs another step."""
         from batch_layer.__main__ import parse_step_args
 
-        args = parse_step_args(list(argv), raising=True)
+        personal = personal_values(argv)
+        try:
+            args = parse_step_args(list(argv), raising=True)
+        except ValueError as error:
+            raise ValueError(scrub(str(error), personal)) from None
         with self._lock:
             if args.pipeline in self._busy:
+                running = self.runs[self._busy[args.pipeline]]
                 raise Busy(
-                    f"Pipeline {args.pipeline!r} is running step request "
-                    f"{self._busy[args.pipeline]}; its steps run one at a time."
+                    f"Pipeline {args.pipeline!r} is running step request {running.id} "
+                    f"({' '.join(running.args)}); its steps run one at a time.",
+                    running,
                 )
-            run = StepRun(uuid.uuid4().hex[:12], list(argv), args.pipeline)
+            run = StepRun(uuid.uuid4().hex[:12], redact_args(argv), args.pipeline, personal)
             self.runs[run.id] = run
             self._busy[args.pipeline] = run.id
         threading.Thread(target=self._run, args=(run, args), name=f"step-{run.id}").start()
         return run
 
     def _run(self, run: StepRun, args: argparse.Namespace) -> None:
-        from batch_layer.__main__ import run_steps
-        from batch_layer.pipelines import pipeline
-
-        capture = _Capture(run, threading.get_ident())
+        capture = _Capture(run, threading.get_ident(), self.scrubber)
         logging.getLogger().addHandler(capture)
         log_event(_log, "steps.started", id=run.id, args=run.args)
         try:
-            session = self.spark.newSession()
-            session.sparkContext.setJobGroup(run.id, " ".join(run.args), interruptOnCancel=True)
-            spec = pipeline(args.pipeline).validate()
-            run.summary, run.exit_code = run_steps(
-                session, self.settings, args.steps, spec, args.run_id, args.dates, args.user
-            )
+            self._execute(run, args)
+        except StepCancelled:
+            if run.exit_code is None:  # else the step had returned: it completed
+                run.stopped, run.exit_code = True, 1
+                run.log.append(f"Step request {run.id} cancelled: stopped before it completed.")
         except Exception:  # any failure of a step is the task's failure
-            run.log.append(traceback.format_exc())
+            run.log.append(scrub(traceback.format_exc(), run.personal))
             run.exit_code = 1
         finally:
             logging.getLogger().removeHandler(capture)
-            run.finished = time.time()
-            if run.state != "cancelled":
-                run.state = "success" if run.exit_code == 0 else "failed"
-            with self._lock:
+            run.summary = scrub_all(run.summary, run.personal)
+            with self._lock:  # the pipeline is free once the request says it has ended
                 self._busy.pop(run.pipeline, None)
+                run.finished = time.time()
+                self.finished += 1
+                self._forget_old()
             self.metrics.observe(run.pipeline, run.args, run.state, run.exit_code, run.summary)
             log_event(
                 _log,
@@ -154,128 +239,69 @@ class StepServer:
                 args=run.args,
                 state=run.state,
                 exit_code=run.exit_code,
-                seconds=round(run.finished - run.started, 2),
+                seconds=run.seconds(),
             )
+            run.personal = ()
+
+    def _execute(self, run: StepRun, args: argparse.Namespace) -> None:
+        """The step, interruptible by :meth:`cancel` from the moment ``run.thread`` is set
+        until it is cleared (a cancel that comes after the step ended is dropped)."""
+        from batch_layer.__main__ import run_steps
+        from batch_layer.pipelines import pipeline
+
+        session = self.spark.newSession()
+        session.sparkContext.setJobGroup(run.id, " ".join(run.args), interruptOnCancel=True)
+        spec = pipeline(args.pipeline).validate()
+        try:
+            with run.guard:
+                run.thread = threading.get_ident()
+            if run.cancel_requested:
+                raise StepCancelled()
+            run.summary, run.exit_code = run_steps(
+                session, self.settings, args.steps, spec, args.run_id, args.dates, args.user
+            )
+        finally:
+            with run.guard:
+                run.thread = None
+                if run.interrupt_sent:
+                    _interrupt(threading.get_ident(), None)
 
     def cancel(self, run: StepRun) -> None:
-        if run.state == "running":
-            run.state = "cancelled"
-            self.spark.sparkContext.cancelJobGroup(run.id)
-            log_event(_log, "steps.cancelled", id=run.id, args=run.args)
+        """Stop ``run``'s step: its Spark jobs, those it starts next, and its thread."""
+        with self._lock:
+            if run.finished is not None or run.cancel_requested:
+                return
+            run.cancel_requested = True
+        log_event(_log, "steps.cancel_requested", id=run.id, args=run.args)
+        threading.Thread(target=self._stop, args=(run,), name=f"cancel-{run.id}").start()
+
+    def _stop(self, run: StepRun) -> None:
+        context = self.spark.sparkContext
+        while run.finished is None:
+            context.cancelJobGroup(run.id)
+            with run.guard:
+                if run.thread is not None and not run.interrupt_sent:
+                    _interrupt(run.thread, StepCancelled)
+                    run.interrupt_sent = True
+            time.sleep(_CANCEL_POLL_S)
+
+    def _forget_old(self) -> None:
+        """Drop the oldest finished requests beyond ``settings.batch.step_history``."""
+        done = sorted((r for r in self.runs.values() if r.finished), key=lambda r: r.finished)
+        for run in done[: max(0, len(done) - self.settings.batch.step_history)]:
+            del self.runs[run.id]
 
     def health(self) -> dict[str, Any]:
-        sc = self.spark.sparkContext
-        done = [r for r in self.runs.values() if r.finished]
+        context = self.spark.sparkContext
+        runs = list(self.runs.values())
+        done = sorted((r for r in runs if r.finished), key=lambda r: r.finished or 0)
         return {
             "status": "ok",
             "uptime_s": round(time.time() - self.started),
-            "spark": {"application_id": sc.applicationId, "master": sc.master},
-            "running": [
-                r.view(len(r.log)) | {"log": []} for r in self.runs.values() if not r.finished
-            ],
-            "finished": len(done),
+            "spark": {"application_id": context.applicationId, "master": context.master},
+            "running": [r.view(len(r.log)) for r in runs if not r.finished],
+            "finished": self.finished,
             "last": [
-                {"args": r.args, "state": r.state, "seconds": r.view()["seconds"]}
-                for r in sorted(done, key=lambda r: r.finished or 0)[-10:]
+                {"args": r.args, "state": r.state, "seconds": r.seconds()} for r in done[-10:]
             ],
         }
-
-
-class Busy(RuntimeError):
-    """The pipeline already runs a step."""
-
-
-def _handler(server: StepServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body, default=str).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _run(self) -> StepRun | None:
-            run = server.runs.get(urlparse(self.path).path.rsplit("/", 1)[-1])
-            if run is None:
-                self._send(404, {"message": f"No step request {self.path!r}."})
-            return run
-
-        def do_GET(self) -> None:
-            url = urlparse(self.path)
-            if url.path == "/health":
-                self._send(200, server.health())
-            elif url.path == "/metrics":
-                data = server.metrics.render()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            elif url.path.startswith("/steps/") and (run := self._run()):
-                since = int(parse_qs(url.query).get("since", ["0"])[0])
-                self._send(200, run.view(since))
-            elif not url.path.startswith("/steps/"):
-                self._send(404, {"message": f"No route {url.path!r}."})
-
-        def do_POST(self) -> None:
-            if urlparse(self.path).path != "/steps":
-                self._send(404, {"message": f"No route {self.path!r}."})
-                return
-            try:
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                argv = body.get("args") if isinstance(body, dict) else None
-                if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-                    raise ValueError('The body must be {"args": [STEP, "--pipeline", ...]}.')
-                run = server.submit(argv)
-            except (ValueError, json.JSONDecodeError) as error:
-                self._send(400, {"message": str(error)})
-            except Busy as busy:
-                self._send(409, {"message": str(busy)})
-            else:
-                self._send(202, {"id": run.id})
-
-        def do_DELETE(self) -> None:
-            if self.path.startswith("/steps/") and (run := self._run()):
-                server.cancel(run)
-                self._send(200, run.view(len(run.log)))
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # requests are logged as step events, not as access lines
-
-    return Handler
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m batch_layer serve``: start the SparkSession, then serve until stopped."""
-    parser = argparse.ArgumentParser(prog="python -m batch_layer serve")
-    parser.add_argument("--instance", default=None, help="platformctl's instance marker")
-    parser.parse_args(argv)
-    configure_logging()
-
-    from core.settings import load_settings
-    from core.spark import build_spark_session
-
-    settings = load_settings()
-    started = time.monotonic()
-    spark = build_spark_session(settings, app_name="batch-steps", lineage=True)
-    server = StepServer(spark, settings)
-    address = (settings.batch.step_server_host, settings.batch.step_server_port)
-    httpd = ThreadingHTTPServer(address, _handler(server))
-    log_event(
-        _log,
-        "steps.serving",
-        host=address[0],
-        port=address[1],
-        spark=spark.sparkContext.applicationId,
-        start_s=round(time.monotonic() - started, 1),
-    )
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
-        spark.stop()
-    return 0

@@ -63,11 +63,20 @@ from batch_layer.pipelines import PipelineSpec
 from core.settings import PROJECT_ROOT, Settings
 from core.spark import local_spark_jars, spark_conf
 
-__all__ = ["SPARK_CONN_ID", "pipeline_dags"]
+__all__ = ["SPARK_CONN_ID", "personal", "pipeline_dags"]
 
 SPARK_CONN_ID = "spark_platform"
 APPLICATION = str(PROJECT_ROOT / "batch_layer" / "__main__.py")
 START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def personal(value: str) -> str:
+    """Jinja filter ``| personal``: ``value`` names a person, so Airflow masks it (``***``) in
+    the task's log and in its rendered arguments the UI shows."""
+    from airflow.sdk.log import mask_secret
+
+    mask_secret(value)
+    return value
 
 
 def _submit_kwargs(settings: Settings, spec: PipelineSpec) -> dict:
@@ -110,10 +119,12 @@ def _step(
         "outlets": outlets or [],
         "retries": retries,
         "retry_delay": timedelta(minutes=1),
+        "execution_timeout": timedelta(seconds=settings.batch.step_timeout_s),
     }
     if settings.batch.runner == "server":
         server = f"http://{settings.batch.step_server_host}:{settings.batch.step_server_port}"
-        return BatchStepOperator(server=server, application_args=args, **common)
+        token = settings.batch.step_server_token
+        return BatchStepOperator(server=server, application_args=args, token=token, **common)
     if settings.batch.runner == "emr_serverless":
         # Imported here: each runtime needs only its own provider (MWAA ships Amazon's).
         from airflow.providers.amazon.aws.operators.emr import EmrServerlessStartJobOperator
@@ -226,6 +237,7 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         f"{spec.name}_forget",
         schedule=None,
         description=f"{spec.name}: forget a user, then republish the days that held their events",
+        user_defined_filters={"personal": personal},
         params={
             "user": Param(
                 type="string", minLength=1, description="the userId or anonymousId to forget"
@@ -234,7 +246,7 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         **common,
     ) as forget:
         chain(
-            _step(settings, spec, "forget", extra_args=("--user", "{{ params.user }}")),
+            _step(settings, spec, "forget", extra_args=("--user", "{{ params.user | personal }}")),
             # No silver outlet: this DAG runs gold itself; the views DAG would find nothing.
             _step(settings, spec, "check_silver", retries=0),
             _step(settings, spec, "gold"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
@@ -106,48 +108,84 @@ def gold_page_views(spark):
     return read
 
 
+class StepServerProcess:
+    """A batch step server (``python -m batch_layer serve``) run with ``settings``; its output
+    goes to ``log``. :meth:`restart` stops it and starts another on the same port."""
+
+    def __init__(self, settings: Settings, log: Path) -> None:
+        self.settings, self.log = settings, log
+        self.proc = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.batch.step_server_port}"
+
+    def start(self) -> None:
+        import os
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+
+        from core.settings import PROJECT_ROOT, settings_env
+
+        with self.log.open("a") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "batch_layer", "serve"],
+                env={**os.environ, **settings_env(self.settings)},
+                cwd=PROJECT_ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError(self.log.read_text()[-3000:])
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        import subprocess
+
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
 @pytest.fixture
-def step_server(pipeline_settings: Settings, tmp_path):
-    """A batch step server (``python -m batch_layer serve``) with this test's settings on a
-    free port; yields the settings that point at it (what the DAGs' tasks submit to)."""
-    import os
+def step_server_process(pipeline_settings: Settings, tmp_path):
+    """A batch step server with this test's settings on a free port, running."""
     import socket
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-
-    from core.settings import PROJECT_ROOT, settings_env
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     batch = pipeline_settings.batch.model_copy(update={"step_server_port": port})
-    settings = pipeline_settings.model_copy(update={"batch": batch})
-    log = (tmp_path / "step-server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "batch_layer", "serve"],
-        env={**os.environ, **settings_env(settings)},
-        cwd=PROJECT_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    server = StepServerProcess(
+        pipeline_settings.model_copy(update={"batch": batch}), tmp_path / "step-server.log"
     )
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError((tmp_path / "step-server.log").read_text()[-3000:])
-        time.sleep(0.5)
-    yield settings
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def step_server(step_server_process: StepServerProcess) -> Settings:
+    """The settings that point at a running step server with this test's settings (what the
+    DAGs' tasks submit to)."""
+    return step_server_process.settings

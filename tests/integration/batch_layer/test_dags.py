@@ -106,6 +106,7 @@ import json, sys
 from pathlib import Path
 from airflow.configuration import conf
 from airflow.dag_processing.dagbag import BundleDagBag
+from airflow.sdk._shared.secrets_masker import redact
 
 folder = Path(conf.get("core", "dags_folder"))
 bag = BundleDagBag(dag_folder=folder, bundle_path=folder, safe_mode=False)
@@ -117,6 +118,8 @@ errors = {k: str(v) for k, v in bag.import_errors.items()}
 operators = {f"{dag_id}.{t.task_id}": [type(t).__name__,
                                        getattr(t, "server", getattr(t, "application_id", None))]
              for dag_id, t in tasks}
+timeouts = {f"{dag_id}.{t.task_id}": t.execution_timeout and t.execution_timeout.total_seconds()
+            for dag_id, t in tasks}
 
 
 def args_of(t):
@@ -135,12 +138,16 @@ forget = {
             }
             for t in d.tasks
         },
+        # What Airflow's task log and rendered fields show once rendered: masked.
+        "logged": redact(" ".join(d.get_task("forget").render_template(
+            args_of(d.get_task("forget")), context, d.get_template_env()))),
     }
     for d in bag.dags.values()
     if d.dag_id.endswith("_forget")
 }
 print(json.dumps({"errors": errors, "pools": pools, "upstream": upstream,
-                  "spark_modules": spark, "forget": forget, "operators": operators}))
+                  "spark_modules": spark, "forget": forget, "operators": operators,
+                  "timeouts": timeouts}))
 """
 
 
@@ -237,3 +244,17 @@ def test_the_forget_dag_erases_then_republishes_through_both_gates(parsed_dags: 
             run = ["--pipeline", spec.name, "--run-id", "manual__forget-1"]
             extra = ["--user", "user-000042"] if step == "forget" else []
             assert tasks[step]["args"] == [step, *run, *extra]
+
+
+def test_every_task_has_the_step_timeout_of_the_settings(parsed_dags: dict):
+    """A hung step fails its task after ``batch.step_timeout_s`` (then its retries), instead of
+    holding the pipeline's one-slot pool for good."""
+    names = tuple(f"{spec.name}_" for spec in PIPELINES)
+    timeouts = {k: v for k, v in parsed_dags["timeouts"].items() if k.startswith(names)}
+    assert timeouts and set(timeouts.values()) == {parsed_dags["batch"].step_timeout_s}
+
+
+def test_the_forget_dag_masks_the_user_in_task_logs_and_rendered_arguments(parsed_dags: dict):
+    for spec in PIPELINES:
+        logged = parsed_dags["forget"][f"{spec.name}_forget"]["logged"]
+        assert "user-000042" not in logged and "--user ***" in logged

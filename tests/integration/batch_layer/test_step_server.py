@@ -1,37 +1,66 @@
-"""The batch step server runs steps sent over HTTP in its one SparkSession, as DAG tasks do."""
+"""The batch step server runs steps sent over HTTP in its one SparkSession, as DAG tasks do;
+it takes orders only with its token and as JSON, shows no personal id, keeps a bounded
+history, stops a cancelled step, and drops half-sent requests."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
+from collections import Counter
 
 import httpx
 import pytest
 
 from batch_layer.pipelines import WEB_EVENTS
-from core.settings import Settings
+from core.settings import PROJECT_ROOT, Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
+from tests.integration.slow_loris import seconds_until_closed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+HISTORY = 4
+
+
+@pytest.fixture
+def pipeline_settings(pipeline_settings: Settings) -> Settings:
+    """This module's step servers keep a short history and drop a silent connection fast."""
+    batch = pipeline_settings.batch.model_copy(
+        update={"step_history": HISTORY, "step_header_timeout_s": 2.0}
+    )
+    return pipeline_settings.model_copy(update={"batch": batch})
 
 
 def _url(settings: Settings) -> str:
     return f"http://127.0.0.1:{settings.batch.step_server_port}"
 
 
+def _auth(settings: Settings) -> dict[str, str]:
+    return {"Authorization": f"Bearer {settings.batch.step_server_token.get_secret_value()}"}
+
+
 def _submit(settings: Settings, *args: str) -> httpx.Response:
     run = ["--pipeline", WEB_EVENTS.name, "--run-id", "server-test"]
-    return httpx.post(f"{_url(settings)}/steps", json={"args": [*args, *run]}, timeout=30)
+    return httpx.post(
+        f"{_url(settings)}/steps", json={"args": [*args, *run]}, headers=_auth(settings), timeout=30
+    )
+
+
+def _get(settings: Settings, path: str, **params) -> httpx.Response:
+    return httpx.get(f"{_url(settings)}{path}", params=params, headers=_auth(settings), timeout=30)
 
 
 def _wait(settings: Settings, request: str) -> dict:
     lines: list[str] = []
     since = 0
     while True:
-        run = httpx.get(f"{_url(settings)}/steps/{request}", params={"since": since}).json()
+        run = _get(settings, f"/steps/{request}", since=since).json()
         lines += run["log"]
         since = run["next"]
-        if run["state"] != "running":
+        if run["state"] not in ("running", "cancelling"):
             return run | {"log": lines}
         time.sleep(0.5)
 
@@ -46,6 +75,7 @@ def test_steps_run_on_the_server_with_their_logs_and_exit_codes(step_server):
     assert first.status_code == 202
     busy = _submit(settings, "silver")  # the same pipeline while bronze runs
     assert busy.status_code == 409 and "one at a time" in busy.json()["message"]
+    assert busy.json()["running"]["id"] == first.json()["id"]
     bronze = _wait(settings, first.json()["id"])
     assert bronze["state"] == "success" and bronze["exit_code"] == 0
     assert bronze["summary"]["steps"]["bronze"]["result"]["rows"] == accepted
@@ -70,6 +100,193 @@ def test_a_bad_request_is_refused_with_the_cli_message(step_server):
     assert unknown.status_code == 400 and "invalid choice: 'nonsense'" in unknown.json()["message"]
     dates = _submit(settings, "silver", "--dates", "2024-02-30")
     assert dates.status_code == 400 and "day is out of range" in dates.json()["message"]
-    body = httpx.post(f"{_url(settings)}/steps", json={"step": "bronze"})
+    body = httpx.post(f"{_url(settings)}/steps", json={"step": "bronze"}, headers=_auth(settings))
     assert body.status_code == 400 and '{"args"' in body.json()["message"]
-    assert httpx.get(f"{_url(settings)}/steps/nope").status_code == 404
+    assert _get(settings, "/steps/nope").status_code == 404
+
+
+def test_only_json_with_the_token_runs_a_step(step_server):
+    """The attack: a web page's cross-site form (``text/plain``, an ``Origin``) or any local
+    caller without the token posting ``forget --user X``. Nothing runs."""
+    settings = step_server
+    url = _url(settings)
+    forget = {"args": ["forget", "--pipeline", WEB_EVENTS.name, "--user", "user-000001"]}
+    form = httpx.post(
+        f"{url}/steps",
+        content=json.dumps(forget),
+        headers={"Content-Type": "text/plain", "Origin": "https://attacker.example"},
+    )
+    assert form.status_code == 415 and "application/json" in form.json()["message"]
+    with_token = httpx.post(
+        f"{url}/steps",
+        content=json.dumps(forget),
+        headers={"Content-Type": "text/plain;charset=UTF-8", **_auth(settings)},
+    )
+    assert with_token.status_code == 415
+    urlencoded = httpx.post(f"{url}/steps", data={"args": "forget"}, headers=_auth(settings))
+    assert urlencoded.status_code == 415
+    anonymous = httpx.post(f"{url}/steps", json=forget)
+    assert anonymous.status_code == 401 and "Bearer" in anonymous.json()["message"]
+    assert anonymous.headers["WWW-Authenticate"] == "Bearer"
+    wrong = httpx.post(f"{url}/steps", json=forget, headers={"Authorization": "Bearer guess"})
+    assert wrong.status_code == 401 and "Unknown token" in wrong.json()["message"]
+    assert httpx.get(f"{url}/steps/any").status_code == 401
+    assert httpx.delete(f"{url}/steps/any").status_code == 401
+
+    health = httpx.get(f"{url}/health").json()
+    assert (health["running"], health["finished"]) == ([], 0)
+
+
+def test_no_answer_or_log_holds_a_forgotten_users_id_and_history_is_bounded(
+    step_server_process,
+):
+    settings = step_server_process.settings
+    events = generate(SimulatorConfig(seed=43, events=300, users=20))
+    counts = Counter(e.payload.get("userId") for e in events)
+    user = max((u for u in counts if u), key=lambda u: counts[u])
+    produce_direct(events, settings)
+    first = _submit(settings, "bronze").json()["id"]
+    assert _wait(settings, first)["state"] == "success"
+    assert _wait(settings, _submit(settings, "silver").json()["id"])["state"] == "success"
+
+    request = _submit(settings, "forget", "--user", user)
+    assert request.status_code == 202, request.text
+    # While it runs and after: no answer shows the id.
+    running = httpx.get(f"{_url(settings)}/health").text
+    assert user not in running
+    forget = _wait(settings, request.json()["id"])
+    assert forget["state"] == "success", forget["log"][-5:]
+    assert forget["args"][forget["args"].index("--user") + 1] == "[redacted]"
+    answer = _get(settings, f"/steps/{request.json()['id']}").text
+    health = httpx.get(f"{_url(settings)}/health").text
+    assert user not in answer and user not in health
+    assert "[redacted]" in health
+    # A refused request does not echo it either.
+    refused = _submit(settings, "forget", "--user", user, "--dates", "2024-02-30")
+    assert refused.status_code == 400 and user not in refused.text
+
+    for _ in range(HISTORY - 2):  # more finished requests than the history holds
+        assert _wait(settings, _submit(settings, "check_silver").json()["id"])["state"]
+    assert _get(settings, f"/steps/{first}").status_code == 404
+    assert len(httpx.get(f"{_url(settings)}/health").json()["last"]) == HISTORY
+
+    step_server_process.stop()  # the server's own log, complete
+    assert user not in step_server_process.log.read_text()
+
+
+def test_a_cancel_before_the_steps_spark_jobs_still_stops_it_and_the_retry_runs(step_server):
+    """A cancel that arrives while the step is between Spark jobs (here: before its first)
+    stops it; the server says ``cancelled`` only once it has stopped, and the retry is not
+    refused."""
+    settings = step_server
+    events = generate(SimulatorConfig(seed=47, events=200))
+    accepted = produce_direct(events, settings)["accepted"]
+
+    request = _submit(settings, "bronze").json()["id"]
+    cancel = httpx.delete(f"{_url(settings)}/steps/{request}", headers=_auth(settings))
+    assert cancel.status_code == 202 and cancel.json()["state"] in ("cancelling", "cancelled")
+    run = _wait(settings, request)
+    assert (run["state"], run["cancel_requested"]) == ("cancelled", True), run["log"][-3:]
+
+    retry = _submit(settings, "bronze")
+    assert retry.status_code == 202, retry.text
+    again = _wait(settings, retry.json()["id"])
+    assert again["state"] == "success"
+    # The cancelled step wrote nothing: the retry ingests every event.
+    assert again["summary"]["steps"]["bronze"]["result"]["rows"] == accepted
+
+
+def test_connections_that_send_half_a_request_are_closed(step_server):
+    settings = step_server
+    # The header timeout is 2 s (pipeline_settings above).
+    assert seconds_until_closed(settings.batch.step_server_port) < 6
+    assert httpx.get(f"{_url(settings)}/health").status_code == 200
+
+
+_OPERATOR = """
+import json, os, sys
+sys.path.insert(0, os.environ["DAGS"])
+from pydantic import SecretStr
+from batch_step import BatchStepOperator
+
+operator = BatchStepOperator(
+    task_id="step", server=os.environ["SERVER"], application_args=json.loads(os.environ["ARGS"]),
+    token=SecretStr(os.environ["STEP_TOKEN"]), poll_s=0.5, unreachable_s=600,
+)
+print("ready", flush=True)
+sys.stdin.readline()  # go
+try:
+    print(json.dumps({"state": "success", "summary": operator.execute({})}), flush=True)
+except Exception as error:
+    print(json.dumps({"state": "failed", "error": type(error).__name__, "message": str(error)}))
+"""
+
+
+class _Task:
+    """A ``BatchStepOperator`` run in Airflow's venv, as a DAG task runs it: it imports, says
+    ready, and executes when :meth:`go` is called."""
+
+    def __init__(self, settings: Settings, step: str, home) -> None:
+        python = ensure_airflow_venv(
+            settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
+        )
+        args = [step, "--pipeline", WEB_EVENTS.name, "--run-id", "server-test"]
+        env = {
+            **os.environ,
+            **airflow_env(home, settings.airflow.dags_folder),
+            "DAGS": str(settings.airflow.dags_folder),
+            "SERVER": _url(settings),
+            "ARGS": json.dumps(args),
+            "STEP_TOKEN": settings.batch.step_server_token.get_secret_value(),
+        }
+        self.proc = subprocess.Popen(
+            [str(python), "-c", _OPERATOR],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout.readline().strip() == "ready", self.proc.stderr.read()[-3000:]
+
+    def go(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def result(self) -> dict:
+        out, err = self.proc.communicate(timeout=900)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        assert lines, err[-3000:]
+        return json.loads(lines[-1]) | {"log": err}
+
+
+def test_the_operator_follows_an_earlier_attempt_and_reports_a_restart(
+    step_server_process, tmp_path
+):
+    """A retry whose step still runs from the task's earlier attempt follows that request
+    (no 409); a step server restarted under a running step fails the task with a message
+    that says so (not ``KeyError: 'log'``)."""
+    settings = step_server_process.settings
+    events = generate(SimulatorConfig(seed=53, events=300))
+    accepted = produce_direct(events, settings)["accepted"]
+
+    retry = _Task(settings, "bronze", tmp_path / "airflow")
+    earlier = _submit(settings, "bronze")  # the earlier attempt, still running
+    assert earlier.status_code == 202
+    retry.go()
+    followed = retry.result()
+    assert followed["state"] == "success", followed
+    # The earlier request's summary: a step submitted afresh would have found nothing new.
+    assert followed["summary"]["steps"]["bronze"]["result"]["rows"] == accepted
+
+    task = _Task(settings, "silver", tmp_path / "airflow")
+    task.go()
+    deadline = time.monotonic() + 120
+    while not httpx.get(f"{_url(settings)}/health").json()["running"]:
+        assert time.monotonic() < deadline, "the task's step never started"
+        time.sleep(0.2)
+    step_server_process.restart()
+    lost = task.result()
+    assert (lost["state"], lost["error"]) == ("failed", "AirflowException"), lost
+    assert "no longer knows step request" in lost["message"]
+    assert "restarted" in lost["message"] and "retry submits the step again" in lost["message"]
