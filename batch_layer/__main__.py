@@ -183,7 +183,10 @@ def step_parser(*, raising: bool = False) -> argparse.ArgumentParser:
     parser.raising = raising
     parser.add_argument("step", choices=(*ALL_STEPS, "all", *MAINTENANCE_STEPS, FORGET_STEPS[0]))
     parser.add_argument(
-        "--pipeline", default=PIPELINES[0].name, choices=[p.name for p in PIPELINES]
+        "--pipeline",
+        required=True,
+        choices=[p.name for p in PIPELINES],
+        help="the declared pipeline (pipelines/declared/) whose step to run",
     )
     parser.add_argument("--run-id", default=None, help="the DAG run id (default: a timestamp)")
     parser.add_argument(

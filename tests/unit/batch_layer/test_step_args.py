@@ -10,11 +10,12 @@ from batch_layer.__main__ import ALL_STEPS, parse_step_args
 
 
 def test_a_request_gets_the_cli_defaults():
-    args = parse_step_args(["silver", "--dates", "2024-03-01..2024-03-02"], raising=True)
-    assert (args.pipeline, args.steps) == ("web_events", ("silver",))
+    argv = ["silver", "--pipeline", "checkouts", "--dates", "2024-03-01..2024-03-02"]
+    args = parse_step_args(argv, raising=True)
+    assert (args.pipeline, args.steps) == ("checkouts", ("silver",))
     assert args.dates == [date(2024, 3, 1), date(2024, 3, 2)]
     assert args.run_id.startswith("manual__")
-    assert parse_step_args(["all"], raising=True).steps == ALL_STEPS
+    assert parse_step_args(["all", "--pipeline", "web_events"], raising=True).steps == ALL_STEPS
 
 
 @pytest.mark.parametrize(
@@ -23,7 +24,9 @@ def test_a_request_gets_the_cli_defaults():
         (["nonsense"], "invalid choice: 'nonsense'"),
         (["silver", "--pipeline", "nope"], "invalid choice: 'nope'"),
         (["silver", "--dates", "2024-03-02..2024-03-01"], "ends before it starts"),
-        (["forget"], "forget needs --user ID"),
+        (["forget", "--pipeline", "web_events"], "forget needs --user ID"),
+        # No pipeline is the default one: each step names the declared pipeline it runs.
+        (["silver"], "the following arguments are required: --pipeline"),
         ([], "the following arguments are required: step"),
     ],
 )
