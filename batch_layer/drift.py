@@ -283,8 +283,8 @@ What to do (docs/operations.md, "The speed and batch views disagree"):
 3. Repair by rebuilding the live views from the log into a new version:
    `python -m speed_layer replay --from earliest`; serving switches to it once it has
    caught up (`platformctl status` shows the catch-up).
-4. Re-run this task (clear it in Airflow, or `python -m batch_layer reconcile --pipeline P`): it compares
-   the same windows again, against the version the replay switched to.
+4. Re-run this task (clear it in Airflow, or `python -m batch_layer reconcile --pipeline P`):
+   it compares the same windows again, against the version the replay switched to.
 
 Serving answers windows before the batch boundary from the batch views, so answers there
 are exact whatever the speed layer holds; the drift matters for windows after it, until
