@@ -78,8 +78,6 @@ class StepRun:
     log: list[str] = field(default_factory=list)
     finished: float | None = None
     cancel_requested: bool = False
-    stopped: bool = False
-    """The step was interrupted (a cancel reached it before it ended)."""
     thread: int | None = None
     """The step's thread while a cancel may interrupt it."""
     interrupt_sent: bool = False
@@ -218,7 +216,7 @@ class StepServer:
             self._execute(run, args)
         except StepCancelled:
             if run.exit_code is None:  # else the step had returned: it completed
-                run.stopped, run.exit_code = True, 1
+                run.exit_code = 1
                 run.log.append(f"Step request {run.id} cancelled: stopped before it completed.")
         except Exception:  # any failure of a step is the task's failure
             run.log.append(scrub(traceback.format_exc(), run.personal))

@@ -1,9 +1,9 @@
 """The serving API: merged answers over HTTP for dashboards and analysts, and the live page.
 
 Every data route is ``GET`` (but ``POST /v1/sql``) and needs a read-only analyst token
-(``Authorization: Bearer <token>``, from ``settings.serving.api_tokens``);
-``/health``, ``/metrics`` (Prometheus) and the dashboard page need none (the
-page asks for a token).
+(``Authorization: Bearer <token>``, from ``settings.serving.api_tokens``), and so do
+``/metrics`` (Prometheus sends one), ``/openapi.json`` and ``/docs``; ``/health`` and
+the dashboard page need none (the page asks for a token).
 Times are ISO 8601 (UTC when no zone is given) or ``now``/``now-15m``/``now-2h``;
 a range holds the 1-minute windows whose start lies in ``[start, end)``.
 Windows before a view's batch boundary are answered from the batch view
@@ -24,6 +24,7 @@ import orjson
 from fastapi import Body, Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
@@ -165,6 +166,9 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         description=__doc__,
         lifespan=lifespan,
         default_response_class=_Json,
+        docs_url=None,  # both served below, behind the analyst token
+        redoc_url=None,
+        openapi_url=None,
     )
 
     @app.middleware("http")
@@ -335,13 +339,21 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         "view, the shared caches",
         response_class=Response,
     )
-    async def prometheus() -> Response:
+    async def prometheus(_: Analyst) -> Response:
         q: Queries = state["queries"]
         pointers = await q.store.pointers()
         metrics.observe({name: p.reconciled for name, p in pointers.views.items()})
         metrics.observe_layers(pointers.views, int(time.time() * 1000))
         metrics.observe_caches({"answers": q.results, "blocks": q.ranking.blocks})
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(_: Analyst) -> Response:
+        return _Json(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(_: Analyst) -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - docs")
 
     page = _DASHBOARD.read_text() if _DASHBOARD.exists() else "<p>dashboard missing</p>"
 

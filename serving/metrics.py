@@ -43,6 +43,11 @@ And the worker's shared caches (:mod:`serving.cache`), per ``cache``
   answered: ``computed``, ``shared`` (an identical request was computing it),
   ``cached``; the hit ratio is ``1 - computed / sum``;
 - ``wap_serving_cache_entries{cache}``: entries kept.
+
+``GET /metrics`` takes an analyst token like every data route (the figures
+name the views, their freshness and traffic): the local Prometheus scrapes it
+with one (``platformctl/services/prometheus.py``), a production one with a
+token of its own in ``serving.api_tokens``.
 """
 
 from __future__ import annotations

@@ -201,8 +201,8 @@ def test_injection_strings_as_keys_are_just_keys(api: httpx.Client, key: str) ->
     assert again.status_code == 200
 
 
-def test_openapi_documents_the_routes_and_the_token(serving_url: str) -> None:
-    spec = httpx.get(f"{serving_url}/openapi.json").json()
+def test_openapi_documents_the_routes_and_the_token(api: httpx.Client) -> None:
+    spec = api.get("/openapi.json").json()
     assert {"/v1/timeseries", "/v1/top", "/v1/reach", "/v1/views", "/health"} <= set(spec["paths"])
     schemes = spec["components"]["securitySchemes"]
     assert any(s.get("scheme") == "bearer" for s in schemes.values())
