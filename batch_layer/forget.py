@@ -14,7 +14,12 @@ first task of the ``P_forget`` DAG (then ``check_silver`` -> ``gold`` ->
    rejects (raw values) and silver with Delta ``DELETE`` (deletion vectors
    on), then ``REORG TABLE ... APPLY (PURGE)`` rewrites the files that held
    them;
-4. appends a silver entry for those days to the ledger, so the silver gate,
+4. deletes them from the staging folders of silver runs (a run's gate not
+   passed yet, or a failed attempt's), and at once the files that held them
+   (:func:`batch_layer.staging.erase`). A forget between ``silver`` and
+   ``check_silver`` thus leaves that gate balanced: it counts bronze and
+   staging without the suppressed users, and its run moves on to gold;
+5. appends a silver entry for those days to the ledger, so the silver gate,
    gold, the gold gate and publish recompute and republish exactly those
    days, as after any silver run.
 
@@ -40,7 +45,8 @@ from batch_layer.bronze import bronze_path
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import days_predicate, rejects_path, silver_path
-from batch_layer.suppressed import event_rows, record_rows
+from batch_layer.staging import erase as erase_staging
+from batch_layer.suppressed import event_rows, parsed_rows, record_rows
 from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -221,6 +227,9 @@ def forget(
                 "request_id": run_id,
                 "days": [d.isoformat() for d in days],
             },
+        ),
+        "staging": erasure_of(
+            erase_staging(spark, settings, spec, lambda columns: parsed_rows(user_id, columns))
         ),
     }
     ledger = Ledger(spark, settings, spec)

@@ -9,10 +9,12 @@ Two checks, each a step of the pipeline DAG:
   wrote: every bronze record of its offset range is a parsed event or a
   reject; every event is a silver row or a copy whose event silver holds
   within a day (:mod:`batch_layer.dedupe`); every reject is recorded. The
-  counts come from the run's staging folder, its bronze offsets and silver's
-  rows on its days, so the gate costs what the run cost, not what bronze
-  holds. Bronze is read as silver reads it, without the records of
-  suppressed users.
+  counts come from the run's staging folder (:mod:`batch_layer.staging`),
+  its bronze offsets and silver's rows on its days, so the gate costs what
+  the run cost, not what bronze holds. Bronze and staging are both read
+  without the records of suppressed users, so a ``forget`` between silver
+  and its gate (which deletes the user from bronze, silver, the rejects and
+  staging) leaves both sides balanced.
 - :func:`check_gold` runs a suite derived from each view's spec (the exact
   column set, keys and window not null, one row per window and key, counts
   and sums not negative) on the days publish is about to load, and the
@@ -34,15 +36,19 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batch_layer.bronze import bronze_path
 from batch_layer.bronze_index import between
 from batch_layer.dedupe import NEAR_DAYS, neighbour_days
 from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.pipelines import PipelineSpec
-from batch_layer.silver import SILVER_COLUMNS, read_bronze, rejects_path, silver_path
+from batch_layer.silver import SILVER_COLUMNS, rejects_path, silver_path
+from batch_layer.staging import awaiting_gate, read_run
+from batch_layer.suppressed import without_suppressed, without_suppressed_parsed
 from batch_layer.tables import delete_path
 from core.log import get_logger, log_event
 from core.settings import Settings
+from core.suppressions import read_suppressions
 from views import ViewSpec
 from views.input import PAYLOAD
 from views.kinds import kind
@@ -215,12 +221,7 @@ def check_silver(
 
     entries = Ledger(spark, settings, spec).entries()
     checked = pending(entries, "silver", "gold")
-    passed_before = {
-        entry_id
-        for gate in entries
-        if gate.step == "gate" and gate.detail.get("stage") == "silver" and gate.passed
-        for entry_id in gate.consumed or ()
-    }
+    unchecked = awaiting_gate(entries)  # a run a passed gate reconciled has no staging left
     days = sorted({day for e in checked for day in e.days})
     report = GateReport(
         spec.name, "silver", run_id, [d.isoformat() for d in days], datetime.now(UTC).isoformat()
@@ -238,9 +239,12 @@ def check_silver(
                 "silver keeps the whole event (payload column)", 1, int(PAYLOAD in chosen.columns)
             )
         )
-        for entry in checked:  # a run a passed gate reconciled has no staging left
-            if entry.entry_id not in passed_before:
-                report.reconciliations += _reconcile_silver_run(spark, settings, spec, entry)
+        suppressed = read_suppressions(settings.kafka) if unchecked else frozenset()
+        for entry in checked:
+            if entry.entry_id in unchecked:
+                report.reconciliations += _reconcile_silver_run(
+                    spark, settings, spec, entry, suppressed
+                )
     concluded = _conclude(spark, settings, spec, report, checked)
     for entry in checked:
         if "staging" in entry.detail:
@@ -249,19 +253,28 @@ def check_silver(
 
 
 def _reconcile_silver_run(
-    spark: SparkSession, settings: Settings, spec: PipelineSpec, entry: Entry
+    spark: SparkSession,
+    settings: Settings,
+    spec: PipelineSpec,
+    entry: Entry,
+    suppressed: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """What one silver run read and wrote, counted from its staging folder and the tables:
 
     - every bronze record of its range is in staging, an event or a reject;
     - every event of the run is a silver row (found by its Kafka coordinates)
-      or a copy silver dropped, and each dropped copy's key is in silver within
-      a day of it (:mod:`batch_layer.dedupe`): nothing was lost;
+      or a copy silver dropped (staging's ``copies``), and each dropped copy's
+      key is in silver within a day of it (:mod:`batch_layer.dedupe`): nothing
+      was lost;
     - every reject of the run is in the rejects table.
 
-    Reads the run's new bronze offsets (two columns), the staging folder's
-    small columns and silver's keys on the run's days: the cost of the run,
-    not of the tables. A run recorded before staging existed has none.
+    Both sides leave out the records of the ``suppressed`` users: a user
+    forgotten after the run is gone from bronze, silver and the rejects, and
+    from staging too (``forget`` erases it; left out here as well, so the
+    counts balance at any point of an erasure). Reads the run's new bronze
+    offsets (two columns), the staging folder's small columns and silver's
+    keys on the run's days: the cost of the run, not of the tables. A run
+    recorded before staging existed has none.
     """
     from pyspark.sql import functions as F
 
@@ -269,14 +282,20 @@ def _reconcile_silver_run(
 
     if "staging" not in entry.detail:
         return []
+    label = f"silver run {entry.run_id}"
+    run = read_run(spark, entry.detail["staging"])
+    if run is None:
+        why = "staging folder gone (a folder from before staging was a Delta table, which "
+        return [_reconcile(f"{label}: not reconciled, {why}forget deletes whole)", 0, 0)]
+    staged, copies = run
+    staged = without_suppressed_parsed(staged, suppressed)
     key = list(load_contract(spec.contract, spec.contract_major).key)
     start = {int(p): o for p, o in entry.detail.get("bronze_start", {}).items()}
     end = {int(p): o for p, o in entry.detail["bronze_end"].items()}
     rebuilt = [date.fromisoformat(d) for d in entry.detail.get("rebuilt", [])]
-    label = f"silver run {entry.run_id}"
-    staged = spark.read.parquet(entry.detail["staging"])
     fresh = staged.where("fresh")
-    bronze = read_bronze(spark, settings, spec).where(between(start, end))
+    bronze = spark.read.format("delta").load(bronze_path(settings, spec))
+    bronze = without_suppressed(bronze.where(between(start, end)), suppressed)
     in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
     events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).select(
         *key, "event_date", "partition", "offset"
@@ -295,6 +314,10 @@ def _reconcile_silver_run(
     rejects = fresh.where(F.col("reason").isNotNull()).select("partition", "offset")
     recorded = spark.read.format("delta").load(rejects_path(settings, spec))
     n_events = events.count()
+    if copies is None:  # a folder from before staging kept its copies: the count recorded
+        n_copies = int(entry.detail.get("duplicates", 0))
+    else:
+        n_copies = events.join(copies, ["partition", "offset"], "left_semi").count()
     return [
         _reconcile(
             f"{label}: bronze records of its range = events + rejects",
@@ -304,7 +327,7 @@ def _reconcile_silver_run(
         _reconcile(
             f"{label}: its events = silver rows holding them + copies dropped",
             n_events,
-            n_events - dropped.count() + int(entry.detail.get("duplicates", 0)),
+            n_events - dropped.count() + n_copies,
         ),
         _reconcile(f"{label}: dropped copies without their event in silver", 0, orphans.count()),
         _reconcile(

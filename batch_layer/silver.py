@@ -17,10 +17,16 @@ Every bronze record ends in exactly one place:
 
 A run costs what is new, not what bronze holds: it parses the bronze records
 no run has seen (found by their offsets, which Delta's file statistics prune
-to the new files) once, into a staging folder the gate reads too, compares
-their keys with silver's rows on the days they touch and the days next to
-them, and appends. A backfill rewrites whole ``event_date`` partitions with
-``replaceWhere`` from the records the bronze index places on those days
+to the new files) once, into a staging folder the gate reads too
+(:mod:`batch_layer.staging`), compares their keys with silver's rows on the
+days they touch and the days next to them, and appends. A run that failed
+after its append and before its ledger entry is repeated by the next run,
+whose range holds the same records and whatever bronze ingested since: that
+run finds the rows the failed attempt appended by their Kafka coordinates
+and appends every record once (Delta's idempotent write, keyed on bronze's
+run, only skips a retry when bronze did not run in between). A backfill
+rewrites whole ``event_date`` partitions with ``replaceWhere`` from the
+records the bronze index places on those days
 (:mod:`batch_layer.bronze_index`), so reprocessing a day reads and rewrites
 that day and nothing else, and a rerun writes the same rows. Records of
 suppressed (forgotten) users are left out of both tables (:func:`read_bronze`),
@@ -41,6 +47,14 @@ from batch_layer.bronze_index import between, in_ranges, index_path, ranges_of, 
 from batch_layer.dedupe import copies, neighbour_days
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.pipelines import PipelineSpec
+from batch_layer.staging import (
+    awaiting_gate,
+    read_records,
+    staging_path,
+    sweep,
+    write_copies,
+    write_records,
+)
 from batch_layer.tables import ensure_table_properties
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
@@ -62,7 +76,6 @@ __all__ = [
     "read_bronze",
     "rejects_path",
     "silver_path",
-    "staging_path",
 ]
 
 _log = get_logger(__name__)
@@ -130,12 +143,6 @@ def parse_bronze(
     return parse_records(bronze, contract, future_tolerance, payload=payload)
 
 
-def staging_path(settings: Settings, spec: PipelineSpec, entry_id: str) -> str:
-    """Where a silver run keeps its parsed records until its gate passed (one folder per run)."""
-    root = settings.lake.root.rstrip("/")
-    return f"{root}/_staging/{spec.table_name(settings)}/silver/{entry_id}"
-
-
 def _stage(
     bronze: DataFrame, spec: PipelineSpec, tolerance: timedelta, fresh: Column, path: str
 ) -> None:
@@ -149,9 +156,7 @@ def _stage(
     """
     contract = load_contract(spec.contract, spec.contract_major)
     checked = check_records(bronze, contract, tolerance)
-    flat_records(checked, payload=True).withColumn("fresh", fresh).write.mode("overwrite").parquet(
-        path
-    )
+    write_records(flat_records(checked, payload=True).withColumn("fresh", fresh), path)
 
 
 def _index_history(
@@ -168,23 +173,43 @@ def _index_history(
     log_event(_log, "silver.index_built", pipeline=spec.name, up_to=seen)
 
 
-def _kept_rows(
+def _silver_near(
     spark: SparkSession, path: str, days: list[date], key: Sequence[str], ours: Column
-) -> DataFrame:
-    """The key and day of silver's rows on ``days`` (an empty frame when there are none),
-    but for the rows ``ours`` selects: this run's records, which an attempt that failed after
-    its append left in silver (they are not earlier copies of themselves)."""
+) -> tuple[DataFrame, DataFrame]:
+    """(the key and day of silver's rows on ``days`` from earlier runs, the coordinates of
+    the rows ``ours`` selects there): empty frames when there are none.
+
+    ``ours`` selects this run's records. An attempt that failed after its
+    append left them in silver: they are not earlier copies of themselves, and
+    must not be appended again (a retry's range holds them and whatever bronze
+    ingested since, so Delta's idempotent write, keyed on bronze's run, does
+    not skip the retry's append).
+    """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
+    coordinates = "partition int, offset bigint"
     if days and DeltaTable.isDeltaTable(spark, path):
-        silver = spark.read.format("delta").load(path)
-        earlier = F.col("event_date").isin(days)
-        if "offset" in silver.columns:  # a table from before silver kept the coordinates has none
-            earlier = earlier & ~F.coalesce(ours, F.lit(False))
-        return silver.where(earlier).select(*key, "event_date")
+        silver = spark.read.format("delta").load(path).where(F.col("event_date").isin(days))
+        if "offset" not in silver.columns:  # a table from before silver kept the coordinates
+            return silver.select(*key, "event_date"), spark.createDataFrame([], coordinates)
+        mine = F.coalesce(ours, F.lit(False))
+        return (
+            silver.where(~mine).select(*key, "event_date"),
+            silver.where(mine).select("partition", "offset"),
+        )
     schema = ", ".join(f"{column} string" for column in key) + ", event_date date"
-    return spark.createDataFrame([], schema)
+    return spark.createDataFrame([], schema), spark.createDataFrame([], coordinates)
+
+
+def _new_rejects(spark: SparkSession, path: str, rejects: DataFrame, ours: Column) -> DataFrame:
+    """``rejects`` but those an earlier attempt of this run appended (``ours`` of the table)."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return rejects
+    recorded = spark.read.format("delta").load(path).where(ours).select("partition", "offset")
+    return rejects.join(recorded, ["partition", "offset"], "left_anti")
 
 
 def build_silver(
@@ -203,8 +228,12 @@ def build_silver(
     are appended to the rejects table, and the records' offsets per event
     day to the bronze index. Each write carries Delta's idempotent-write pair
     (the bronze run the records end with), so a rerun after a failure does
-    not repeat it. A day of ``dates`` is rewritten whole (``replaceWhere``)
-    from its candidates only: the bronze records the index places on it.
+    not repeat it; and the rows and rejects an earlier attempt of the same
+    range appended (found by their Kafka coordinates) are not appended again
+    when bronze ran in between. Folders of failed attempts are deleted first
+    (:func:`batch_layer.staging.sweep`). A day of ``dates`` is rewritten whole
+    (``replaceWhere``) from its candidates only: the bronze records the index
+    places on it.
 
     Records the run in the pipeline ledger (days, the bronze range it has
     seen, bronze's ``as_of``, its counts and its staging folder), which is
@@ -216,8 +245,10 @@ def build_silver(
     path = silver_path(settings, spec)
     ledger = Ledger(spark, settings, spec)
     bronze_run, bronze_end, as_of = bronze_state(spark, bronze_path(settings, spec))
-    last = ledger.last("silver")
+    entries = ledger.entries()
+    last = next((e for e in reversed(entries) if e.step == "silver"), None)
     seen = {int(p): o for p, o in (last.detail.get("bronze_end", {}) if last else {}).items()}
+    sweep(spark, settings, spec, keep=awaiting_gate(entries))  # failed attempts' folders
     if seen and not DeltaTable.isDeltaTable(spark, index_path(settings, spec)):
         _index_history(spark, settings, spec, seen, run_id)
     key = load_contract(spec.contract, spec.contract_major).key
@@ -234,19 +265,17 @@ def build_silver(
     _stage(read, spec, tolerance, fresh, staging)
     seconds = {"parse": time.monotonic() - clock}
 
-    staged = spark.read.parquet(staging)
+    staged = read_records(spark, staging)
     in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
     events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt))
     touched = sorted(r.event_date for r in events.select("event_date").distinct().collect())
     near = [d for d in neighbour_days(touched) if d not in rebuilt]
-    found = copies(
-        events.select(*key, "event_date", "partition", "offset"),
-        _kept_rows(spark, path, near, key, fresh),
-        key,
-    )
+    kept, written = _silver_near(spark, path, near, key, fresh)
+    found = copies(events.select(*key, "event_date", "partition", "offset"), kept, key)
     dropped = spark.createDataFrame(
         [(r.partition, r.offset) for r in found.collect()], "partition int, offset bigint"
     )
+    write_copies(dropped, staging)
     seconds["dedupe"] = time.monotonic() - clock - seconds["parse"]
     chosen = events.join(F.broadcast(dropped), ["partition", "offset"], "left_anti").select(
         *[c for c in staged.columns if c not in _STAGING_ONLY], "partition", "offset"
@@ -267,6 +296,8 @@ def build_silver(
     if appended:
         (
             chosen.where(~in_rebuilt)
+            .join(written, ["partition", "offset"], "left_anti")  # a failed attempt's append
+            .select(*chosen.columns)
             .write.format("delta")
             .mode("append")
             .partitionBy("event_date")
@@ -276,8 +307,9 @@ def build_silver(
         )
     counts = _counts(staged, dropped, in_rebuilt)
     if counts["records"]:
+        rejects = staged.where(F.col("fresh") & F.col("reason").isNotNull())
         (
-            staged.where(F.col("fresh") & F.col("reason").isNotNull())
+            _new_rejects(spark, rejects_path(settings, spec), rejects, fresh)
             .select("partition", "offset", "raw", "reason")
             .write.format("delta")
             .mode("append")

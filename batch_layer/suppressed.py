@@ -6,9 +6,13 @@ A row is user ``ID``'s when its ``userId`` or its ``anonymousId`` is ``ID``
 - :func:`event_rows` on silver's typed columns;
 - :func:`record_rows` on a raw Kafka value (bronze's ``value``, the rejects'
   ``raw``), its fields read with ``get_json_object``;
+- :func:`parsed_rows` on records silver parsed into staging
+  (:mod:`batch_layer.staging`): a reject's raw text, an event's typed columns;
 - :func:`without_suppressed` drops the records of every suppressed user from
   raw records (bronze ingest, silver and its gate), so no rebuild, backfill
-  or replay of the log brings a forgotten user back.
+  or replay of the log brings a forgotten user back; :func:`without_suppressed_parsed`
+  does the same to parsed records, so the silver gate counts bronze and
+  staging alike whether or not a ``forget`` came between silver and the gate.
 
 The predicates compare SHA-256 digests (``sha2(userId, 256) = '<digest of
 ID>'``), so the ``DELETE`` commits Delta keeps in each table's history name
@@ -26,7 +30,13 @@ from core.suppressions import IDENTITY_FIELDS
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["event_rows", "record_rows", "without_suppressed"]
+__all__ = [
+    "event_rows",
+    "parsed_rows",
+    "record_rows",
+    "without_suppressed",
+    "without_suppressed_parsed",
+]
 
 
 def _either(columns: list[Column], user_id: str) -> Column:
@@ -49,6 +59,18 @@ def _identities(column: str) -> list[Column]:
     return [F.get_json_object(text, f"$.{field}") for field in IDENTITY_FIELDS]
 
 
+def _parsed_identities(columns: Collection[str]) -> list[Column]:
+    """``userId`` and ``anonymousId`` of a parsed record: read from its raw text, which a
+    reject keeps, else its typed column (an event, parsed from the same text) when the
+    contract has one of that name (``columns``: the parsed records' columns)."""
+    from pyspark.sql import functions as F
+
+    return [
+        F.coalesce(raw, F.col(field)) if field in columns else raw
+        for raw, field in zip(_identities("raw"), IDENTITY_FIELDS, strict=True)
+    ]
+
+
 def event_rows(user_id: str) -> Column:
     """Silver rows of ``user_id``: ``userId = ID OR anonymousId = ID``."""
     from pyspark.sql import functions as F
@@ -61,6 +83,12 @@ def record_rows(user_id: str, column: str = "value") -> Column:
     return _either(_identities(column), user_id)
 
 
+def parsed_rows(user_id: str, columns: Collection[str]) -> Column:
+    """Parsed records of ``user_id`` (``raw`` for a reject, typed columns for an event), in a
+    frame of ``columns``."""
+    return _either(_parsed_identities(columns), user_id)
+
+
 def without_suppressed(
     records: DataFrame, suppressed: Collection[str], column: str = "value"
 ) -> DataFrame:
@@ -69,13 +97,25 @@ def without_suppressed(
     Two broadcast anti-joins (one per identity field) on the ids parsed from
     ``column``: equi-joins, so a long list costs a hash lookup per record.
     """
+    return _without(records, suppressed, _identities(column))
+
+
+def without_suppressed_parsed(records: DataFrame, suppressed: Collection[str]) -> DataFrame:
+    """Parsed ``records`` (staging's) without those of the ``suppressed`` users."""
+    return _without(records, suppressed, _parsed_identities(records.columns))
+
+
+def _without(
+    records: DataFrame, suppressed: Collection[str], identities: list[Column]
+) -> DataFrame:
+    """``records`` but those any of whose ``identities`` is ``suppressed``."""
     if not suppressed:
         return records
     from pyspark.sql import functions as F
 
     ids = records.sparkSession.createDataFrame([(i,) for i in sorted(suppressed)], "_sid string")
     kept = records
-    for n, identity in enumerate(_identities(column)):
+    for n, identity in enumerate(identities):
         name = f"_identity{n}"
         kept = (
             kept.withColumn(name, identity)

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from batch_layer.suppressed import event_rows, record_rows, without_suppressed
+from batch_layer.suppressed import (
+    event_rows,
+    parsed_rows,
+    record_rows,
+    without_suppressed,
+    without_suppressed_parsed,
+)
 
 EVENTS = [
     ("1", "u-1", "a-1"),
@@ -61,3 +67,31 @@ def test_suppressed_users_records_are_left_out_and_others_kept(spark):
     assert _ids(without_suppressed(records, {"someone"})) == ["1", "2", "3", "4"]
     assert without_suppressed(records, set()) is records
     assert without_suppressed(records, {"u-1"}).columns == records.columns
+
+
+def _parsed(spark):
+    """Staging's rows: an event keeps typed ids and no raw text, a reject its raw text."""
+    rows = [
+        ("1", "u-1", "a-1", None),
+        ("2", None, "u-1", None),
+        ("3", None, None, json.dumps({"userId": "u-1", "type": "teleport"})),  # a reject
+        ("4", None, None, "{not json u-1"),
+        ("5", "u-10", "a-2", None),
+        ("6", None, None, json.dumps({"anonymousId": "a-3"})),
+    ]
+    return spark.createDataFrame(rows, "id string, userId string, anonymousId string, raw string")
+
+
+def test_parsed_records_are_matched_on_raw_text_or_typed_ids(spark):
+    parsed = _parsed(spark)
+    assert _ids(parsed.where(parsed_rows("u-1", parsed.columns))) == ["1", "2", "3"]
+    assert _ids(parsed.where(~parsed_rows("u-1", parsed.columns))) == ["4", "5", "6"]
+    assert _ids(without_suppressed_parsed(parsed, {"u-1", "a-3"})) == ["4", "5"]
+    assert without_suppressed_parsed(parsed, {"u-1"}).columns == parsed.columns
+
+
+def test_a_contract_without_the_identity_columns_is_matched_on_raw_text_alone(spark):
+    """Another pipeline's parsed records (no ``userId`` column): only rejects can match."""
+    parsed = _parsed(spark).drop("userId", "anonymousId")
+    assert _ids(parsed.where(parsed_rows("u-1", parsed.columns))) == ["3"]
+    assert _ids(without_suppressed_parsed(parsed, {"u-1"})) == ["1", "2", "4", "5", "6"]
