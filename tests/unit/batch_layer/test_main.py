@@ -80,7 +80,7 @@ def test_help_lists_every_step_and_exits_zero(capsys):
         ),
         (["silver", "--dates", "2024-13-01"], "argument --dates: month must be in 1..12"),
         (["silver", "--dates", ","], "argument --dates: No dates in ','."),
-        (["forget"], "forget needs --user ID"),
+        (["forget", "--pipeline", "web_events"], "forget needs --user ID"),
     ],
 )
 def test_usage_errors_exit_2_before_any_spark_and_say_what_was_wrong(argv, message, capsys):
