@@ -1,11 +1,11 @@
 """The DAG factory: every batch pipeline spec becomes its Airflow DAGs.
 
-A helper of ``dags/pipelines.py``, not a DAG file (``.airflowignore`` keeps
+A helper of ``dags/pipeline_dags.py``, not a DAG file (``.airflowignore`` keeps
 the DAG processor from parsing it on its own). It lives with the DAGs, in
 Airflow's venv, so that no Airflow import sits in the Spark packages; it
 imports nothing that imports Spark either.
 
-For a :class:`batch_layer.pipelines.PipelineSpec` named ``P``:
+For a :class:`pipelines.PipelineSpec` named ``P``:
 
 - ``P_ingest`` (the pipeline's schedule, hourly by default): bronze -> silver
   -> check_silver; a passed check updates the ``P.silver`` asset;
@@ -59,9 +59,9 @@ from pathlib import Path
 from airflow.sdk import DAG, Asset, BaseOperator, Param, chain
 from batch_step import BatchStepOperator
 
-from batch_layer.pipelines import PipelineSpec
 from core.settings import PROJECT_ROOT, Settings
 from core.spark import local_spark_jars, spark_conf
+from pipelines import PipelineSpec
 
 __all__ = ["SPARK_CONN_ID", "personal", "pipeline_dags"]
 

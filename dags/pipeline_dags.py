@@ -1,4 +1,4 @@
-"""The Airflow DAGs of every batch pipeline declared in ``batch_layer/pipelines.py``.
+"""The Airflow DAGs of every pipeline declared in ``pipelines/declared/``.
 
 Adding a pipeline needs no change here: declare its spec there and its
 ingest, views, backfill, maintenance and forget DAGs appear (docs/adding-a-pipeline.md).
@@ -7,7 +7,8 @@ Keep the words "Airflow" and "DAG" in this file: Airflow's DAG discovery
 
 The DAGs come from ``pipeline_factory.py`` beside this file, imported as a
 top-level module: Airflow puts the DAG folder (the bundle's path) on
-``sys.path`` when it parses DAG files and when it runs their tasks. Parsing
+``sys.path`` when it parses DAG files and when it runs their tasks (which is
+why no file here is called ``pipelines.py``: it would hide the package). Parsing
 imports no Spark code: the specs name their views, and the factory only
 builds ``spark-submit`` tasks (a test checks ``pyspark`` stays unimported).
 """
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 from pipeline_factory import pipeline_dags
 
-from batch_layer.pipelines import PIPELINES
 from core.settings import load_settings
+from pipelines import PIPELINES
 
 _settings = load_settings()
 for _spec in PIPELINES:
