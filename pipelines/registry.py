@@ -22,7 +22,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterable
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
 from pipelines import declared
@@ -43,8 +44,9 @@ __all__ = [
     "validate_all",
 ]
 
-CONTRACTS_ROOT = Path(__file__).resolve().parents[1] / "data_contracts"
-"""Where contracts live: ``<contract>/v<major>.odcs.yaml``."""
+CONTRACTS_ROOT = files("pipelines").parent / "data_contracts"
+"""Where contracts live: ``<contract>/v<major>.odcs.yaml`` (beside this package, in the
+source tree, in site-packages or in the zipped wheel a cluster job runs from)."""
 
 
 class DeclarationError(ValueError):
@@ -76,7 +78,7 @@ def _claimed_twice(claims: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def check_pipelines(
-    pipelines: tuple[PipelineSpec, ...], contracts_root: Path = CONTRACTS_ROOT
+    pipelines: tuple[PipelineSpec, ...], contracts_root: Traversable = CONTRACTS_ROOT
 ) -> tuple[PipelineSpec, ...]:
     """``pipelines``, once names, topics and views are each claimed once and every contract
     exists at its major version. Reads no file but the contracts' names."""
@@ -97,12 +99,12 @@ def check_pipelines(
             "Cassandra tables are named after the view, so keep each view in one pipeline"
         )
     for spec in pipelines:
-        contract = contracts_root / spec.contract / f"v{spec.contract_major}.odcs.yaml"
-        if not contract.is_file():
+        file = f"{spec.contract}/v{spec.contract_major}.odcs.yaml"
+        if not contracts_root.joinpath(file).is_file():
             problems.append(
                 f"pipeline {spec.name!r} names contract {spec.contract} v{spec.contract_major}, "
-                f"but {contract.relative_to(contracts_root.parent)} does not exist: add it "
-                "or fix contract=/contract_major="
+                f"but data_contracts/{file} does not exist: add it or fix "
+                "contract=/contract_major="
             )
     if problems:
         raise DeclarationError("Pipeline declarations refused:\n- " + "\n- ".join(problems))
