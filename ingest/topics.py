@@ -40,11 +40,7 @@ class TopicSpec:
 def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     """The events topic (the retained log both layers read), its dead-letter topic and the
     suppression list (compacted: one record per forgotten user, kept for good)."""
-    shared = {
-        "min.insync.replicas": str(kafka.min_insync_replicas),
-        "cleanup.policy": "delete",
-        "compression.type": "producer",
-    }
+    shared = _log_config(kafka)
     return [
         TopicSpec(
             kafka.events_topic,
@@ -67,16 +63,21 @@ def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     ]
 
 
+def _log_config(kafka: KafkaSettings) -> dict[str, str]:
+    """What every retained log of the platform is configured with."""
+    return {
+        "min.insync.replicas": str(kafka.min_insync_replicas),
+        "cleanup.policy": "delete",
+        "compression.type": "producer",
+    }
+
+
 def pipeline_topics(
     kafka: KafkaSettings, pipelines: Iterable[PipelineSpec] = ()
 ) -> list[TopicSpec]:
     """The topic of every pipeline whose events a service produces straight to Kafka (the
     collector's topic is :func:`platform_topics`'), shaped as its declaration says."""
-    shared = {
-        "min.insync.replicas": str(kafka.min_insync_replicas),
-        "cleanup.policy": "delete",
-        "compression.type": "producer",
-    }
+    shared = _log_config(kafka)
     return [
         TopicSpec(
             kafka.topics.get(spec.name) or spec.topic,
