@@ -1,9 +1,12 @@
-"""Builds the read-only guard (``guard/ReadOnlyGuard.java``) into a jar for the SQL server.
+"""Builds the SQL server's guard (the Java sources in ``guard/``) into one jar.
 
-The guard is a Spark session extension, so it is JVM code; it is compiled
+The guard is JVM code, loaded by the server's Spark driver: a session extension
+(``ReadOnlyGuard``: the check rule and the parser), a gRPC interceptor of Spark
+Connect (``ProtocolGuard``), the statements' time limit (``StatementWatchdog``)
+and the server's figures (``SqlMetrics``, a Spark listener). It is compiled
 here, at install time, with the JDK's ``javac`` against the jars of the
-installed pyspark (the server's own Spark), and rebuilt only when its source
-or that Spark changes.
+installed pyspark (the server's own Spark, Spark Connect's shaded gRPC
+included), and rebuilt only when a source or that Spark changes.
 """
 
 from __future__ import annotations
@@ -17,11 +20,24 @@ from pathlib import Path
 
 from core.log import get_logger, log_event
 
-__all__ = ["GUARD_CLASS", "SOURCE", "build_guard_jar", "guard_jar"]
+__all__ = [
+    "GUARD_CLASS",
+    "INTERCEPTOR_CLASS",
+    "LISTENER_CLASS",
+    "SOURCES",
+    "build_guard_jar",
+    "guard_jar",
+    "sources",
+]
 
-SOURCE = Path(__file__).with_name("guard") / "ReadOnlyGuard.java"
+SOURCES = Path(__file__).with_name("guard")
+"""The folder of the guard's Java sources: every ``*.java`` in it goes into the jar."""
 GUARD_CLASS = "platform.sql.ReadOnlyGuard"
 """The extension's class, for ``spark.sql.extensions``."""
+INTERCEPTOR_CLASS = "platform.sql.ProtocolGuard"
+"""The gRPC interceptor, for ``spark.connect.grpc.interceptor.classes``."""
+LISTENER_CLASS = "platform.sql.SqlMetrics"
+"""The listener of Spark Connect's operations, for ``spark.extraListeners``."""
 _log = get_logger(__name__)
 
 
@@ -36,10 +52,18 @@ def _spark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
+def sources() -> list[Path]:
+    """The guard's Java sources, in a stable order."""
+    return sorted(SOURCES.glob("*.java"))
+
+
 def _stamp() -> str:
     import pyspark
 
-    return hashlib.sha256(SOURCE.read_bytes() + pyspark.__version__.encode()).hexdigest()
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for source in sources():
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
 
 
 def build_guard_jar(state_dir: Path) -> Path:
@@ -57,10 +81,10 @@ def build_guard_jar(state_dir: Path) -> Path:
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as classes:
         argv = [javac, "-nowarn", "--release", "17", "-d", classes]
-        argv += ["-cp", f"{_spark_jars()}/*", str(SOURCE)]
+        argv += ["-cp", f"{_spark_jars()}/*", *map(str, sources())]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"javac failed on {SOURCE}:\n{done.stderr[-4000:]}")
+            raise RuntimeError(f"javac failed on {SOURCES}:\n{done.stderr[-4000:]}")
         partial = jar.with_suffix(".partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(Path(classes).rglob("*.class")):

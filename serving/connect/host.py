@@ -14,26 +14,32 @@ boundaries, snapshots the speed rows it lacks into a new Parquet folder, and,
 when silver has a new version, adds its new user agents to the dimension and
 re-creates ``events``. A view always reads the current gold and silver (Delta
 resolves the latest version per query); speed rows are at most
-``refresh_s`` older than Cassandra's. ``GET /health`` on ``sql.health_port``
-says how old the catalog is.
+``refresh_s`` older than Cassandra's. ``GET /health`` and ``GET /metrics`` on
+``sql.health_port`` (:mod:`serving.connect.health`) say whether it answers and
+how old the catalog is.
+
+Analysts are untrusted (docs/sql.md, "What an analyst can and cannot do"): the
+guard refuses at the protocol (:data:`INTERCEPTOR_CLASS`), when a text is
+parsed and when a plan is analysed; :func:`server_conf` sets the limits (time,
+result size, nesting, a scheduler pool per session, clients that left) and
+makes an out-of-memory error end the driver, so the supervisor restarts it
+rather than leave a server that no longer answers.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
 from serving.connect import catalog
-from serving.connect.guard import GUARD_CLASS, build_guard_jar
+from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
 from serving.connect.user_agents import refresh_user_agents
 from views import VIEWS, ViewSpec
 
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["SqlServer", "server_conf", "start_spark"]
+__all__ = ["ANALYST_POOLS", "PLATFORM_POOL", "SqlServer", "server_conf", "start_spark"]
 
 _log = get_logger(__name__)
 NO_PYTHON_WORKERS = Path(__file__).with_name("no-python-workers")
@@ -51,21 +57,68 @@ EVENTS_CONTRACT = ("web_events", 1)
 """The contract (name, major version) of the events topic's silver: ``events``' columns."""
 GENERATION_GRACE_S = 600.0
 """How long a replaced speed snapshot stays on disk for queries still reading it."""
+PLATFORM_POOL = "platform"
+"""The scheduler pool of the server's own work (the catalog refresh); each analyst's Spark
+Connect session runs in a pool of its own, and pools share the cores fairly."""
+ANALYST_POOLS = 64
+"""Scheduler pools of the analysts' sessions (``ProtocolGuard.java`` puts a session's
+statements in ``analysts-<hash of its id mod 64>``)."""
 
 
-def server_conf(settings: Settings, guard_jar: Path, jars: tuple[str, ...]) -> dict[str, str]:
+def _pools() -> str:
+    """The FAIR scheduler's allocation file: the default pool, the server's, the analysts'."""
+    pools = [
+        '<pool name="default"><schedulingMode>FAIR</schedulingMode><weight>1</weight>'
+        "<minShare>0</minShare></pool>",
+        f'<pool name="{PLATFORM_POOL}"><schedulingMode>FIFO</schedulingMode><weight>2</weight>'
+        "<minShare>1</minShare></pool>",
+    ]
+    pools += [
+        f'<pool name="analysts-{n}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>'
+        "<minShare>0</minShare></pool>"
+        for n in range(ANALYST_POOLS)
+    ]
+    return '<?xml version="1.0"?>\n<allocations>\n' + "\n".join(pools) + "\n</allocations>\n"
+
+
+def server_conf(
+    settings: Settings, guard_jar: Path, jars: tuple[str, ...], java_options: str = ""
+) -> dict[str, str]:
     """The ``spark.*`` settings the SQL server adds to the platform's session settings."""
     sql = settings.sql
+    detached_ms = int(sql.detached_timeout_s * 1000)
     return {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         "spark.connect.grpc.binding.address": sql.host,
         "spark.connect.grpc.binding.port": str(sql.port),
         "spark.connect.authenticate.token": sql.token.get_secret_value(),
+        "spark.connect.grpc.interceptor.classes": INTERCEPTOR_CLASS,
+        "spark.connect.grpc.marshallerRecursionLimit": str(sql.max_plan_depth),
+        "spark.connect.grpc.maxInboundMessageSize": str(32 * 1024 * 1024),
+        # Plans arrive as plain protobuf, so the interceptor reads what they ask for.
+        "spark.connect.session.planCompression.threshold": "-1",
+        # A stream ends after this and a live client reattaches; one whose client left is
+        # then detached, and interrupted once detached this long.
+        "spark.connect.execute.reattachable.senderMaxStreamDuration": f"{detached_ms}ms",
+        "spark.connect.execute.manager.detachedTimeout": f"{detached_ms}ms",
+        "spark.connect.execute.manager.maintenanceInterval": f"{max(1000, detached_ms // 3)}ms",
+        "spark.sql.connect.serverStacktrace.enabled": "false",
+        "spark.extraListeners": LISTENER_CLASS,
         "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{GUARD_CLASS}",
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.warehouse.dir": str(_root(settings) / "warehouse"),
+        # ${...} in SQL text would read settings, system properties and environment variables.
+        "spark.sql.variable.substitute": "false",
         "spark.jars": ",".join((*jars, str(guard_jar))),
+        "spark.local.dir": str(_root(settings) / "local"),
+        "spark.driver.maxResultSize": sql.max_result_size,
+        "spark.driver.extraJavaOptions": f"{java_options} -XX:+ExitOnOutOfMemoryError".strip(),
         "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": str(_root(settings) / "fairscheduler.xml"),
+        "spark.platform.sql.settable": ",".join(sql.settable),
+        "spark.platform.sql.maxStatementChars": str(sql.max_statement_chars),
+        "spark.platform.sql.maxStatementDepth": str(sql.max_statement_depth),
+        "spark.platform.sql.timeLimitSeconds": str(sql.time_limit_s),
         # The server's own pandas -> Spark rows go through Arrow, never a Python worker.
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
@@ -77,22 +130,32 @@ def _root(settings: Settings) -> Path:
 
 
 def start_spark(settings: Settings) -> SparkSession:
-    """The server's Spark driver, Connect endpoint listening, its own session trusted."""
-    from core.spark import build_spark_session, local_spark_jars
+    """The server's Spark driver, Connect endpoint listening, its own session trusted, the
+    statements' time limit running."""
+    from core.spark import build_spark_session, local_spark_jars, spark_conf
 
     guard = build_guard_jar(settings.local.state_dir)
     jars = settings.spark.jars or local_spark_jars(settings.local.state_dir)
     os.environ["PYSPARK_PYTHON"] = str(NO_PYTHON_WORKERS)
+    root = _root(settings)
+    (root / "local").mkdir(parents=True, exist_ok=True)
+    (root / "fairscheduler.xml").write_text(_pools())
+    options = spark_conf(settings.spark, app_name="-").get("spark.driver.extraJavaOptions", "")
     spark_settings = settings.spark.model_copy(
         update={
             "driver_memory": settings.sql.driver_memory,
-            "extra_conf": {**settings.spark.extra_conf, **server_conf(settings, guard, jars)},
+            "extra_conf": {
+                **settings.spark.extra_conf,
+                **server_conf(settings, guard, jars, options),
+            },
         }
     )
     spark = build_spark_session(
         settings.model_copy(update={"spark": spark_settings}), app_name="platform-sql"
     )
-    spark._jvm.platform.sql.ReadOnlyGuard.trust(spark._jsparkSession)  # type: ignore[union-attr]
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm.platform.sql.ReadOnlyGuard.trust(spark._jsparkSession)  # type: ignore[attr-defined]
+    jvm.platform.sql.StatementWatchdog.start()
     return spark
 
 
@@ -133,6 +196,7 @@ class SqlServer:
         self.refresh_seconds: float | None = None
         self.error: str | None = None
         self.silver_version: int | None = None
+        self.views: list[str] = []
         self._speed: dict[str, str] = {}
         self._retired: list[tuple[float, Path]] = []
 
@@ -154,6 +218,7 @@ class SqlServer:
         self.spark.sql(catalog.boundaries_sql(boundaries, now))
         self._events()
         self._drop_retired()
+        self.views = sorted(row["viewName"] for row in self.spark.sql("SHOW VIEWS").collect())
         self.refreshed, self.refresh_seconds = time.time(), time.monotonic() - began
         self.error = None
 
@@ -226,6 +291,7 @@ class SqlServer:
 
     def run(self, stop: threading.Event) -> None:
         """Refresh every ``sql.refresh_s`` until ``stop``; a failed refresh keeps the old views."""
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", PLATFORM_POOL)
         while not stop.is_set():
             try:
                 self.refresh()
@@ -237,9 +303,9 @@ class SqlServer:
 
     # --- health -------------------------------------------------------------------------------
 
-    def health(self) -> tuple[int, dict[str, Any]]:
-        """(status, body): 503 before the first refresh, ``degraded`` when refreshes fail or
-        the catalog is older than three refresh periods."""
+    def catalog_state(self) -> tuple[bool, dict[str, Any]]:
+        """(built, figures) of the catalog, from what the refresh recorded (no Spark call):
+        ``degraded`` when refreshes fail or it is older than three refresh periods."""
         age = None if self.refreshed is None else round(time.time() - self.refreshed, 1)
         body: dict[str, Any] = {
             "status": "starting",
@@ -251,30 +317,8 @@ class SqlServer:
             "error": self.error,
         }
         if age is None:
-            return 503, body
+            return False, body
         stale = age > 3 * self.settings.sql.refresh_s + (self.refresh_seconds or 0)
         body["status"] = "degraded" if stale or self.error else "ok"
-        body["views"] = sorted(row["viewName"] for row in self.spark.sql("SHOW VIEWS").collect())
-        return 200, body
-
-
-def serve_health(server: SqlServer) -> ThreadingHTTPServer:
-    """``GET /health`` on ``sql.health_port``, in a daemon thread."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, body = server.health() if self.path == "/health" else (404, {"error": "no"})
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    host = "127.0.0.1" if server.settings.sql.host != "0.0.0.0" else "0.0.0.0"
-    http = ThreadingHTTPServer((host, server.settings.sql.health_port), Handler)
-    threading.Thread(target=http.serve_forever, name="sql-health", daemon=True).start()
-    return http
+        body["views"] = self.views
+        return True, body

@@ -7,16 +7,14 @@ import java.util.WeakHashMap;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
-import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.analysis.LocalTempView$;
+import org.apache.spark.sql.catalyst.catalog.CatalogTableType;
+import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
 import org.apache.spark.sql.catalyst.expressions.CallMethodViaReflection;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.PlanExpression;
 import org.apache.spark.sql.catalyst.expressions.ScalaUDF;
-import org.apache.spark.sql.catalyst.parser.ParameterContext;
-import org.apache.spark.sql.catalyst.parser.ParseException;
-import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LeafNode;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
@@ -24,12 +22,13 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
 import org.apache.spark.sql.catalyst.plans.logical.Range;
 import org.apache.spark.sql.catalyst.plans.logical.View;
-import org.apache.spark.sql.execution.SparkSqlParser;
 import org.apache.spark.sql.execution.command.CreateViewCommand;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.execution.command.ResetCommand;
+import org.apache.spark.sql.execution.command.SetCommand;
 
 import scala.Function1;
+import scala.Option;
+import scala.Tuple2;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.BoxedUnit;
@@ -39,34 +38,44 @@ import scala.runtime.BoxedUnit;
  *
  * <p>Every plan an analyst's session analyses is checked; the server's own session (which
  * builds the views) is trusted by {@link #trust}. An analyst may read the catalog's persistent
- * views (their bodies are the server's), literal rows and ranges, and run SHOW, DESCRIBE,
- * EXPLAIN, SET, USE and local temporary views. Refused, with an error naming the rule:
+ * views (their bodies are the server's), literal rows and ranges, and run DESCRIBE and SHOW on
+ * the views, EXPLAIN, USE of the default namespace, SET of the allow-listed settings
+ * ({@link Policy}) and local temporary views. Refused, with an error naming the rule:
  *
  * <ul>
- *   <li>every other command: writes (INSERT, MERGE, DELETE, CTAS, saves), DDL, caching, jars;
- *   <li>reading anything but those views: paths ({@code parquet.`/x`}, {@code spark.read}),
- *       tables, data sources (Cassandra included);
+ *   <li>every other command: writes (INSERT, MERGE, DELETE, CTAS, saves), DDL, caching, jars,
+ *       Delta's commands (DESCRIBE HISTORY/DETAIL), SHOW CREATE TABLE and the EXTENDED forms
+ *       of DESCRIBE and SHOW (they show the views' bodies, which name the lake's paths);
+ *   <li>reading anything but those views: paths, tables, data sources (Cassandra, JDBC);
  *   <li>code from the client: Python and pandas UDFs and functions, Scala UDFs and typed
  *       Dataset functions whose classes the client uploaded, {@code reflect}/{@code java_method},
  *       {@code TRANSFORM} scripts.
  * </ul>
  *
+ * <p>Names, sizes and nesting are checked earlier, when the text is parsed
+ * ({@link GuardedParser}), and what the protocol carries before that ({@link ProtocolGuard}).
+ *
  * <p>Two kinds of plan are not the analyst's own and pass: the body of a persistent view while
  * Spark resolves it, and the queries Delta's code runs over its own transaction log to find the
  * snapshot of a table a view reads.
- *
- * <p>The parser wrapper works around delta-io/delta#7640: Delta's parser does not forward query
- * parameters ({@code spark.sql(q, args)} fails with UNBOUND_SQL_PARAMETER), so a statement with
- * parameters is parsed by Spark's own parser, which binds them; any other goes to Delta's.
  */
 public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, BoxedUnit> {
 
   private static final Set<Object> TRUSTED = Collections.synchronizedSet(
       Collections.newSetFromMap(new WeakHashMap<>()));
 
-  private static final List<String> ALLOWED_COMMAND_PREFIXES = List.of(
-      "Show", "Describe", "Explain", "SetCommand", "ResetCommand", "SetCatalogAndNamespace",
-      "SetNamespaceCommand", "RefreshTable");
+  /** DESCRIBE and SHOW commands (their logical and session-catalog forms) on the views. */
+  private static final Set<String> METADATA = Set.of(
+      "ShowViews", "ShowViewsCommand", "ShowTables", "ShowTablesCommand", "ShowColumns",
+      "ShowColumnsCommand", "ShowFunctions", "ShowFunctionsCommand", "ShowNamespaces",
+      "ShowNamespacesCommand", "ShowCatalogs", "ShowCatalogsCommand", "ShowCurrentNamespace",
+      "ShowCurrentNamespaceCommand", "DescribeRelation", "DescribeTableCommand",
+      "DescribeColumn", "DescribeColumnCommand", "DescribeFunction", "DescribeFunctionCommand",
+      "ExplainCommand", "RefreshTable", "RefreshTableCommand");
+
+  /** USE: its namespace is checked when the statement is parsed. */
+  private static final Set<String> NAMESPACE = Set.of(
+      "SetCatalogAndNamespace", "SetNamespaceCommand", "SetCatalogCommand");
 
   private static final List<String> CLIENT_CODE_MARKERS = List.of(
       "Python", "Pandas", "InArrow", "ScriptTransformation");
@@ -76,81 +85,171 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     TRUSTED.add(session);
   }
 
+  static boolean isTrusted(Object session) {
+    return TRUSTED.contains(session);
+  }
+
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
     extensions.injectCheckRule(session -> plan -> {
-      if (!TRUSTED.contains(session) && !resolvingView() && !deltaInternal()) {
-        walk(plan);
+      if (!isTrusted(session) && !resolvingView() && !deltaInternal()) {
+        walk(session, plan);
       }
       return BoxedUnit.UNIT;
     });
-    extensions.injectParser((session, delegate) -> new ParameterParser(delegate));
+    extensions.injectParser(GuardedParser::new);
     return BoxedUnit.UNIT;
   }
 
-  private static void walk(LogicalPlan plan) {
+  private static void walk(SparkSession session, LogicalPlan plan) {
     if (plan instanceof View view) {
       if (view.isTempView()) {
-        walk(view.child());
+        walk(session, view.child());
       }
       return; // a persistent view's body is the server's
     }
     String name = plan.getClass().getSimpleName();
     if (plan instanceof CreateViewCommand create) {
       if (create.viewType() != LocalTempView$.MODULE$) {
-        refuse("only local temporary views may be created (CREATE TEMP VIEW), not " + name);
+        throw Refusal.of("write", "only local temporary views may be created (CREATE TEMP "
+            + "VIEW), not " + name);
       }
       return; // its body is checked where the view is read
     }
     if (plan instanceof Command) {
-      if (ALLOWED_COMMAND_PREFIXES.stream().noneMatch(name::startsWith)) {
-        refuse("the SQL server is read-only: " + name + " is not allowed (only queries, "
-            + "SHOW, DESCRIBE, EXPLAIN, SET, USE and temporary views)");
-      }
+      command(session, plan, name);
       return;
     }
     for (String marker : CLIENT_CODE_MARKERS) {
       if (name.contains(marker)) {
-        refuse("code sent by the client does not run on the SQL server (" + name + ")");
+        throw Refusal.of("client_code", "code sent by the client does not run on the SQL "
+            + "server (" + name + ")");
       }
     }
     if (!isServerCode(typedFunction(plan))) {
-      refuse("functions sent by the client do not run on the SQL server (" + name + ")");
+      throw Refusal.of("client_code", "functions sent by the client do not run on the SQL "
+          + "server (" + name + ")");
     }
     if (plan instanceof LeafNode && !allowedLeaf(plan)) {
-      refuse("only the platform's views can be read (SHOW VIEWS lists them), not "
-          + describe(plan));
+      throw Refusal.of("read", "only the platform's views can be read (SHOW VIEWS lists them), "
+          + "not " + describe(plan));
     }
     for (Expression expression : list(plan.expressions())) {
-      walk(expression);
+      walk(session, expression);
     }
     for (LogicalPlan child : list(plan.children())) {
-      walk(child);
+      walk(session, child);
     }
   }
 
-  private static void walk(Expression expression) {
+  private static void command(SparkSession session, LogicalPlan plan, String name) {
+    if (plan instanceof SetCommand set) {
+      set(set.kv());
+    } else if (plan instanceof ResetCommand reset) {
+      Option<String> key = reset.config();
+      if (key.isDefined()) {
+        Policy.get().checkSettable(key.get());
+      }
+    } else if (METADATA.contains(name)) {
+      metadata(session, plan, name);
+    } else if (!NAMESPACE.contains(name)) {
+      if (name.contains("Cache")) {
+        throw Refusal.of("cache", "caching is not available on the SQL server (" + name
+            + "): a cache is held in the server's memory and shared by every session");
+      }
+      if (name.startsWith("ShowCreateTable") || name.startsWith("Describe")
+          || name.startsWith("Show")) {
+        throw Refusal.of("metadata", name + " is not available: DESCRIBE <view> and SHOW "
+            + "VIEWS/COLUMNS/FUNCTIONS describe the catalog; a view's definition is the "
+            + "server's");
+      }
+      throw Refusal.of("write", "the SQL server is read-only: " + name + " is not allowed "
+          + "(only queries, DESCRIBE, SHOW, EXPLAIN, SET of a few settings, USE and temporary "
+          + "views)");
+    }
+  }
+
+  /** SET key=value only for the allow-listed settings; SET key only for readable ones. */
+  private static void set(Option<Tuple2<String, Option<String>>> kv) {
+    if (kv.isEmpty()) {
+      throw Refusal.of("setting", "SET without a setting would list the server's settings; "
+          + "ask for one (SET spark.sql.session.timeZone)");
+    }
+    String key = kv.get()._1();
+    if (kv.get()._2().isDefined()) {
+      Policy.get().checkSettable(key);
+    } else {
+      Policy.checkReadable(key);
+    }
+  }
+
+  /** DESCRIBE and SHOW of the views' names and columns, never of their definitions. */
+  private static void metadata(SparkSession session, LogicalPlan plan, String name) {
+    if (Boolean.TRUE.equals(call(plan, "isExtended"))) {
+      throw Refusal.of("metadata", "the EXTENDED forms of DESCRIBE and SHOW show the views' "
+          + "definitions, which are the server's; DESCRIBE <view> shows its columns");
+    }
+    if (call(plan, "table") instanceof TableIdentifier table && !isView(session, table)) {
+      throw Refusal.of("metadata", name + " works on the catalog's views only, not on "
+          + table.unquotedString());
+    }
+    for (LogicalPlan child : list(plan.children())) {
+      String kind = child.getClass().getSimpleName();
+      if (kind.startsWith("Resolved") && !kind.contains("View") && !kind.contains("Namespace")
+          && !kind.contains("Func")) {
+        throw Refusal.of("metadata", name + " works on the catalog's views only (" + kind
+            + ")");
+      }
+    }
+  }
+
+  private static boolean isView(SparkSession session, TableIdentifier table) {
+    SessionCatalog catalog =
+        ((org.apache.spark.sql.classic.SparkSession) session).sessionState().catalog();
+    try {
+      return catalog.getTempViewOrPermanentTableMetadata(table).tableType()
+          == CatalogTableType.VIEW();
+    } catch (Exception missing) { // no such view (or table)
+      return false;
+    }
+  }
+
+  private static Object call(Object target, String method) {
+    try {
+      return target.getClass().getMethod(method).invoke(target);
+    } catch (ReflectiveOperationException none) {
+      return null;
+    }
+  }
+
+  private static void walk(SparkSession session, Expression expression) {
     if (expression instanceof CallMethodViaReflection) {
-      refuse("reflect and java_method are not allowed");
+      throw Refusal.of("client_code", "reflect and java_method are not allowed");
     }
     if (expression instanceof ScalaUDF udf && !isServerCode(udf.function().getClass())) {
-      refuse("user-defined functions sent by the client do not run on the SQL server");
+      throw Refusal.of("client_code", "user-defined functions sent by the client do not run "
+          + "on the SQL server");
     }
     String name = expression.getClass().getSimpleName();
     if (name.contains("Python")) {
-      refuse("code sent by the client does not run on the SQL server (" + name + ")");
+      throw Refusal.of("client_code", "code sent by the client does not run on the SQL "
+          + "server (" + name + ")");
     }
     if (expression instanceof PlanExpression<?> subquery
         && subquery.plan() instanceof LogicalPlan inner) {
-      walk(inner);
+      walk(session, inner);
     }
     for (Expression child : list(expression.children())) {
-      walk(child);
+      walk(session, child);
     }
   }
 
+  /** Literal rows, ranges, and the catalog API's references to views (no data). */
   private static boolean allowedLeaf(LogicalPlan leaf) {
-    return leaf instanceof LocalRelation || leaf instanceof OneRowRelation || leaf instanceof Range;
+    String name = leaf.getClass().getSimpleName();
+    return leaf instanceof LocalRelation || leaf instanceof OneRowRelation || leaf instanceof Range
+        || name.equals("ResolvedPersistentView") || name.equals("ResolvedTempView")
+        || name.equals("ResolvedNamespace");
   }
 
   /**
@@ -173,12 +272,8 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
 
   /** The function of a typed Dataset operation (MapPartitions, MapGroups...), if any. */
   private static Class<?> typedFunction(LogicalPlan plan) {
-    try {
-      Object function = plan.getClass().getMethod("func").invoke(plan);
-      return function == null ? null : function.getClass();
-    } catch (ReflectiveOperationException noFunction) {
-      return null;
-    }
+    Object function = call(plan, "func");
+    return function == null ? null : function.getClass();
   }
 
   /** A class loaded by the server (its class path), not from a client's uploaded artifacts. */
@@ -201,91 +296,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     return text.length() > 200 ? text.substring(0, 200) + "..." : text;
   }
 
-  private static void refuse(String message) {
-    throw new ReadOnlyViolation("Refused by the SQL server: " + message + ".");
-  }
-
   private static <T> List<T> list(Seq<T> seq) {
     return CollectionConverters.asJava(seq);
-  }
-
-  /** The error an analyst sees, its message naming the rule (Spark Connect passes it on). */
-  static final class ReadOnlyViolation extends RuntimeException {
-    ReadOnlyViolation(String message) {
-      super(message);
-    }
-  }
-
-  /** Delegates to Delta's parser, but parses statements with parameters with Spark's own. */
-  static final class ParameterParser implements ParserInterface {
-    private final ParserInterface delegate;
-    private final SparkSqlParser spark = new SparkSqlParser();
-
-    ParameterParser(ParserInterface delegate) {
-      this.delegate = delegate;
-    }
-
-    @Override
-    public LogicalPlan parsePlanWithParameters(String sql, ParameterContext parameters)
-        throws ParseException {
-      return hasParameters(parameters)
-          ? spark.parsePlanWithParameters(sql, parameters)
-          : delegate.parsePlanWithParameters(sql, parameters);
-    }
-
-    /** Spark passes a context on every statement; only a non-empty one binds anything. */
-    private static boolean hasParameters(ParameterContext parameters) {
-      try {
-        Object values = parameters.getClass().getMethod("params").invoke(parameters);
-        return !(values instanceof scala.collection.Iterable<?> iterable) || !iterable.isEmpty();
-      } catch (ReflectiveOperationException unknownContext) {
-        return true;
-      }
-    }
-
-    @Override
-    public LogicalPlan parsePlan(String sql) throws ParseException {
-      return delegate.parsePlan(sql);
-    }
-
-    @Override
-    public Expression parseExpression(String sql) throws ParseException {
-      return delegate.parseExpression(sql);
-    }
-
-    @Override
-    public TableIdentifier parseTableIdentifier(String sql) throws ParseException {
-      return delegate.parseTableIdentifier(sql);
-    }
-
-    @Override
-    public FunctionIdentifier parseFunctionIdentifier(String sql) throws ParseException {
-      return delegate.parseFunctionIdentifier(sql);
-    }
-
-    @Override
-    public Seq<String> parseMultipartIdentifier(String sql) throws ParseException {
-      return delegate.parseMultipartIdentifier(sql);
-    }
-
-    @Override
-    public LogicalPlan parseQuery(String sql) throws ParseException {
-      return delegate.parseQuery(sql);
-    }
-
-    @Override
-    public StructType parseRoutineParam(String sql) throws ParseException {
-      return delegate.parseRoutineParam(sql);
-    }
-
-    @Override
-    public StructType parseTableSchema(String sql) throws ParseException {
-      return delegate.parseTableSchema(sql);
-    }
-
-    @Override
-    public DataType parseDataType(String sql) throws ParseException {
-      return delegate.parseDataType(sql);
-    }
   }
 }

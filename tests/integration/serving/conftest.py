@@ -4,23 +4,34 @@ writes them, and the API served over real HTTP by uvicorn on a free port.
 Batch rows are *published* here the way the batch layer's protocol says (rows under a new
 version in both batch tables, then ``batch_days``, then ``batch_boundary``), so these tests
 do not depend on the batch layer's own code; speed rows go through the speed layer's sink.
+
+The SQL server's tests share one lake of simulated traffic run through the real batch
+pipeline (``sql_lake``, built once per session), a virtualenv holding only
+``pyspark-client`` (``client_python``), and start the server as a process of its own
+(``start_sql_server``).
 """
 
 from __future__ import annotations
 
+import copy
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from core.settings import ServingSettings, Settings
+from core.settings import ServingSettings, Settings, settings_env
 
 TOKEN = "serving-test-token"
 
@@ -203,3 +214,186 @@ def api(serving_url: str) -> Iterator[httpx.Client]:
         base_url=serving_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
     ) as client:
         yield client
+
+
+# --- the SQL server's tests: one lake of simulated traffic, the server as a process ---------
+
+BOT_UA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+"""The crawler's user agent among the SQL lake's events (``events`` leaves it out)."""
+_PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class SqlLake:
+    """The lake and keyspace the SQL tests' servers read, and the events sent into them."""
+
+    settings: Settings
+    events: list
+    valid: list
+    """The events that should be in silver: valid, each ``messageId`` once."""
+
+
+def _bot_copies(events, count: int = 7):
+    """``count`` crawler visits: copies of page views with a campaign, under new ids."""
+    pages = [
+        e
+        for e in events
+        if e.defect is None
+        and not e.duplicate
+        and e.payload.get("type") == "page"
+        and e.payload.get("context", {}).get("campaign")
+    ]
+    bots = []
+    for i, event in enumerate(pages[:count]):
+        payload = copy.deepcopy(event.payload)
+        payload["messageId"] = str(uuid.uuid4())
+        payload["anonymousId"] = f"crawler-{i}"
+        payload.pop("userId", None)
+        payload["context"]["userAgent"] = BOT_UA
+        bots.append(replace(event, payload=payload, seq=10_000_000 + i))
+    assert len(bots) == count
+    return bots
+
+
+@pytest.fixture(scope="session")
+def sql_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterator[SqlLake]:
+    """Two days of simulated traffic (and seven events of a crawler) through Kafka and the
+    real batch pipeline (bronze -> silver -> gold -> publish) into a lake, topics and a
+    keyspace of their own; read (never written) by every SQL test module's server."""
+    from confluent_kafka.admin import AdminClient
+
+    from batch_layer.__main__ import PIPELINE_STEPS, run_step
+    from batch_layer.pipelines import WEB_EVENTS
+    from core.cassandra import connect, ensure_keyspace
+    from core.settings import BatchSettings, KafkaSettings, LakeSettings
+    from core.spark import local_spark_jars
+    from ingest.simulator import SimulatorConfig, generate
+    from ingest.simulator.direct import produce_direct
+    from ingest.topics import ensure_topics, platform_topics
+    from layout import create_statements
+
+    root = tmp_path_factory.mktemp("sql_lake")
+    keyspace = f"t_srv_sql_{uuid.uuid4().hex[:8]}"
+    topic = keyspace.replace("_", "-")
+    kafka = KafkaSettings(
+        **local_platform.kafka.model_dump()
+        | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
+        | {"suppressions_topic": f"{topic}.suppressions", "partitions": 2}
+    )
+    admin = AdminClient(kafka.client_config())
+    ensure_topics(admin, platform_topics(kafka))
+    ttl_s = 10 * 365 * 24 * 3600  # the traffic is from 2024: speed rows must not expire
+    settings = local_platform.model_copy(
+        update={
+            "kafka": kafka,
+            "cassandra": local_platform.cassandra.model_copy(update={"keyspace": keyspace}),
+            "speed": local_platform.speed.model_copy(update={"ttl_s": ttl_s}),
+            "lake": LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "cp")),
+            "batch": BatchSettings(reports_dir=root / "quality", lateness_s=60),
+            "spark": local_platform.spark.model_copy(
+                update={"jars": local_spark_jars(local_platform.local.state_dir)}
+            ),
+        }
+    )
+    cluster, session = connect(settings.cassandra)
+    ensure_keyspace(session, keyspace, {"class": "SimpleStrategy", "replication_factor": 1})
+    for statement in create_statements(keyspace, ttl_s):
+        session.execute(statement)
+    events = generate(
+        SimulatorConfig(
+            seed=31,
+            events=3000,
+            rate=0.03,  # two days: cohorts for the retention query
+            start=datetime(2024, 3, 4, 6, 0, tzinfo=UTC),
+            duplicate_rate=0.03,
+            invalid_rate=0.02,
+        )
+    )
+    events += _bot_copies(events)
+    produce_direct(events, settings)
+    for step in PIPELINE_STEPS:
+        run_step(spark, settings, step, WEB_EVENTS, "sql-test-1", None)
+    seen, valid = set(), []
+    for event in events:
+        if event.defect is None and event.message_id not in seen:
+            seen.add(event.message_id)
+            valid.append(event)
+    yield SqlLake(settings, events, valid)
+    admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def client_python(tmp_path_factory) -> Path:
+    """A virtualenv with nothing but ``pyspark-client`` (from PyPI) and its dependencies."""
+    venv = tmp_path_factory.mktemp("analyst") / "venv"
+    uv = Path(sys.executable).with_name("uv")
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, venv], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", python, "pyspark-client==4.1.3"], check=True
+    )
+    return python
+
+
+@dataclass
+class SqlServerProcess:
+    """``python -m serving.connect`` (``--supervise``: its supervisor) on some settings."""
+
+    settings: Settings
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.sql.health_port}"
+
+    def health(self) -> dict[str, Any]:
+        return httpx.get(f"{self.health_url}/health", timeout=30).json()
+
+    def wait_ready(self, timeout_s: float = 600) -> dict[str, Any]:
+        """Wait until the catalog is built over silver and ``SELECT 1`` answers."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            assert self.process.poll() is None, self.log.read_text()[-5000:]
+            assert time.monotonic() < deadline, self.log.read_text()[-5000:]
+            try:
+                body = self.health()
+                if body.get("silver_version") is not None and body["status"] == "ok":
+                    return body
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(90)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+
+
+@pytest.fixture(scope="session")
+def start_sql_server() -> Callable[..., SqlServerProcess]:
+    """``start_sql_server(settings, supervise=False)``: the SQL server as a process of its
+    own (its log in its state folder), once its catalog is built; stop it with ``.stop()``."""
+
+    def start(settings: Settings, supervise: bool = False) -> SqlServerProcess:
+        state = settings.local.state_dir
+        state.mkdir(parents=True, exist_ok=True)
+        log = state / "sql.log"
+        env = {**os.environ, **settings_env(settings)}
+        argv = [sys.executable, "-m", "serving.connect", *(["--supervise"] if supervise else [])]
+        with log.open("w") as out:
+            process = subprocess.Popen(argv, cwd=_PROJECT_ROOT, env=env, stdout=out, stderr=out)
+        server = SqlServerProcess(settings, process, log)
+        try:
+            server.wait_ready()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    return start

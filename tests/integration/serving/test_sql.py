@@ -2,8 +2,9 @@
 
 Two days of simulated traffic (and seven events of a crawler) go through
 Kafka and the real batch pipeline (bronze -> silver -> gold -> publish) into
-this module's lake and keyspace; the SQL server (``python -m serving.connect``)
-runs as its own process on them. An analyst's script, in a virtualenv holding
+a lake and keyspace of their own (``sql_lake``, shared with the security
+tests); the SQL server (``python -m serving.connect``) runs as its own process
+on them. An analyst's script, in a virtualenv holding
 only ``pyspark-client`` from PyPI, connects over Spark Connect, lists the
 views and runs the example queries of ``docs/sql.md``; their answers must
 equal the truth computed here from the sent events. The HTTP endpoint answers
@@ -12,41 +13,29 @@ the same queries and refuses what it must.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
-import sys
-import time
-import uuid
 from collections import Counter, defaultdict
-from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
 import pytest
 
-from core.settings import (
-    BatchSettings,
-    KafkaSettings,
-    LakeSettings,
-    Settings,
-    SqlSettings,
-    settings_env,
-)
-from ingest.simulator import SimulatorConfig, build_truth, generate
-from ingest.simulator.direct import produce_direct
+from core.settings import Settings, SqlSettings
+from ingest.simulator import build_truth
 from serving.connect.examples import doc_queries
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# The first test builds the SQL lake (the batch pipeline over two days of traffic) and
+# starts the server: minutes on a busy machine.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[3]
 PARAMS = {"start": "2024-03-01T00:00:00Z", "end": "2024-03-10T00:00:00Z"}
 SQL_TOKEN = "sql-test-token"
 BOT_UA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
-SPEED_TTL_S = 10 * 365 * 24 * 3600
+"""The crawler's user agent the SQL lake's traffic carries (conftest ``sql_lake``)."""
 
 
 def _free_port() -> int:
@@ -58,29 +47,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def serving_settings(serving_settings: Settings, tmp_path_factory) -> Settings:
-    """The serving tests' keyspace, plus this module's topic, lake, state and SQL server."""
-    from confluent_kafka.admin import AdminClient
-
-    from core.spark import local_spark_jars
-    from ingest.topics import ensure_topics, platform_topics
-
-    root = tmp_path_factory.mktemp("sql")
-    topic = serving_settings.cassandra.keyspace.replace("_", "-")
-    kafka = KafkaSettings(
-        **serving_settings.kafka.model_dump()
-        | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
-        | {"suppressions_topic": f"{topic}.suppressions", "partitions": 2}
-    )
-    ensure_topics(AdminClient(kafka.client_config()), platform_topics(kafka))
-    jars = local_spark_jars(serving_settings.local.state_dir)
-    return serving_settings.model_copy(
+def serving_settings(serving_settings: Settings, sql_lake, tmp_path_factory) -> Settings:
+    """The SQL lake's settings, this module's serving app, and its own SQL server."""
+    return sql_lake.settings.model_copy(
         update={
-            "kafka": kafka,
-            "lake": LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "cp")),
-            "batch": BatchSettings(reports_dir=root / "quality", lateness_s=60),
-            "local": serving_settings.local.model_copy(update={"state_dir": root / "state"}),
-            "spark": serving_settings.spark.model_copy(update={"jars": jars}),
+            "serving": serving_settings.serving,
+            "local": sql_lake.settings.local.model_copy(
+                update={"state_dir": tmp_path_factory.mktemp("sql") / "state"}
+            ),
             "sql": SqlSettings(
                 port=_free_port(),
                 health_port=_free_port(),
@@ -93,101 +67,18 @@ def serving_settings(serving_settings: Settings, tmp_path_factory) -> Settings:
     )
 
 
-def _bot_copies(events, count: int = 7):
-    """``count`` crawler visits: copies of page views with a campaign, under new ids."""
-    pages = [
-        e
-        for e in events
-        if e.defect is None
-        and not e.duplicate
-        and e.payload.get("type") == "page"
-        and e.payload.get("context", {}).get("campaign")
-    ]
-    bots = []
-    for i, event in enumerate(pages[:count]):
-        payload = copy.deepcopy(event.payload)
-        payload["messageId"] = str(uuid.uuid4())
-        payload["anonymousId"] = f"crawler-{i}"
-        payload.pop("userId", None)
-        payload["context"]["userAgent"] = BOT_UA
-        bots.append(replace(event, payload=payload, seq=10_000_000 + i))
-    assert len(bots) == count
-    return bots
+@pytest.fixture(scope="module")
+def traffic(sql_lake):
+    """(events sent, valid ones) of the SQL lake."""
+    return sql_lake.events, sql_lake.valid
 
 
 @pytest.fixture(scope="module")
-def traffic(spark, serving_settings: Settings):
-    """Simulated traffic through Kafka and the batch pipeline; (events sent, valid ones)."""
-    from batch_layer.__main__ import PIPELINE_STEPS, run_step
-    from batch_layer.pipelines import WEB_EVENTS
-
-    events = generate(
-        SimulatorConfig(
-            seed=31,
-            events=3000,
-            rate=0.03,  # two days: cohorts for the retention query
-            start=datetime(2024, 3, 4, 6, 0, tzinfo=UTC),
-            duplicate_rate=0.03,
-            invalid_rate=0.02,
-        )
-    )
-    events += _bot_copies(events)
-    produce_direct(events, serving_settings)
-    for step in PIPELINE_STEPS:
-        run_step(spark, serving_settings, step, WEB_EVENTS, "sql-test-1", None)
-    seen, valid = set(), []
-    for event in events:
-        if event.defect is None and event.message_id not in seen:
-            seen.add(event.message_id)
-            valid.append(event)
-    yield events, valid
-    from confluent_kafka.admin import AdminClient
-
-    kafka = serving_settings.kafka
-    AdminClient(kafka.client_config()).delete_topics(
-        [kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic]
-    )
-
-
-@pytest.fixture(scope="module")
-def sql_server(serving_settings: Settings, traffic):
+def sql_server(serving_settings: Settings, start_sql_server):
     """``python -m serving.connect`` on this module's settings, its catalog built."""
-    state = serving_settings.local.state_dir
-    state.mkdir(parents=True, exist_ok=True)
-    log = open(state / "sql.log", "w")  # noqa: SIM115 - closed below
-    env = {**os.environ, **settings_env(serving_settings)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "serving.connect"], cwd=ROOT, env=env, stdout=log, stderr=log
-    )
-    health = f"http://127.0.0.1:{serving_settings.sql.health_port}/health"
-    deadline = time.monotonic() + 300
-    while True:
-        assert process.poll() is None, (state / "sql.log").read_text()[-5000:]
-        assert time.monotonic() < deadline, (state / "sql.log").read_text()[-5000:]
-        try:
-            body = httpx.get(health, timeout=5).json()
-            if body.get("silver_version") is not None and body["status"] == "ok":
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    yield body
-    process.terminate()
-    process.wait(60)
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def client_python(tmp_path_factory) -> Path:
-    """A virtualenv with nothing but ``pyspark-client`` (from PyPI) and its dependencies."""
-    venv = tmp_path_factory.mktemp("analyst") / "venv"
-    uv = Path(sys.executable).with_name("uv")
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, venv], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [uv, "pip", "install", "-q", "--python", python, "pyspark-client==4.1.3"], check=True
-    )
-    return python
+    server = start_sql_server(serving_settings)
+    yield server.health()
+    server.stop()
 
 
 # --- the ground truth of the docs' queries -------------------------------------------------

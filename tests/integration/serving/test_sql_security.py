@@ -1,0 +1,421 @@
+"""The SQL server attacked as a hostile analyst would, with nothing but ``pyspark-client``.
+
+A real ``python -m serving.connect --supervise`` (the local ``sql`` service's
+command) serves the SQL lake (``sql_lake``: simulated traffic through the real
+batch pipeline). An analyst's script (``sql_attacks.py``, in a virtualenv
+holding only ``pyspark-client``) replays each attack that once worked: code
+run in the server, files written, one statement that hung the server, JDBC
+connections, DESCRIBE and SHOW on any path, caching. Each must be refused with
+a clear error, leave nothing on disk, and leave ``SELECT 1`` from another
+session answering within seconds. Then the limits: the time limit, a fair
+share of the cores, a statement whose client left, ``/health`` and
+``/metrics``, and a restart when the server stops answering.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from core.settings import Settings, SqlSettings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+ATTACKER = Path(__file__).with_name("sql_attacks.py")
+SQL_TOKEN = "sql-security-token"
+TIME_LIMIT_S = 30.0
+DETACHED_S = 4.0
+REFUSED = "Refused by the SQL server"
+ANSWERS_WITHIN_S = 10.0
+PROVIDER = """package attack;
+public class Provider implements org.apache.spark.sql.sources.RelationProvider {
+  static {
+    try {
+      java.nio.file.Files.writeString(java.nio.file.Path.of("%s"), "ran in the SQL server");
+    } catch (Exception ignored) { }
+  }
+  public org.apache.spark.sql.sources.BaseRelation createRelation(
+      org.apache.spark.sql.SQLContext context, scala.collection.immutable.Map<String, String> o) {
+    return null;
+  }
+}
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def serving_settings(serving_settings: Settings, sql_lake, tmp_path_factory) -> Settings:
+    """The SQL lake's settings, this module's serving app, and its own SQL server with short
+    limits (the time limit above the time a client that left is given)."""
+    return sql_lake.settings.model_copy(
+        update={
+            "serving": serving_settings.serving,
+            "local": sql_lake.settings.local.model_copy(
+                update={"state_dir": tmp_path_factory.mktemp("sql_security") / "state"}
+            ),
+            "sql": SqlSettings(
+                port=_free_port(),
+                health_port=_free_port(),
+                token=SQL_TOKEN,
+                refresh_s=5,
+                max_rows=500,
+                time_limit_s=TIME_LIMIT_S,
+                detached_timeout_s=DETACHED_S,
+                health_interval_s=3,
+                health_timeout_s=10,
+                restart_after=2,
+            ),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def sql_server(serving_settings: Settings, start_sql_server):
+    """The SQL server under its supervisor, its catalog built."""
+    server = start_sql_server(serving_settings, supervise=True)
+    yield server
+    server.stop()
+
+
+def _run(python: Path, settings: Settings, folder: Path, mode: str, /, **job) -> dict:
+    """The attacker's script in ``mode``: its JSON answer."""
+    path = folder / f"{mode}.json"
+    path.write_text(json.dumps({"url": settings.sql.url(), "mode": mode, **job}))
+    done = subprocess.run(
+        [python, ATTACKER, path],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")},
+    )
+    errors = [line for line in done.stderr.splitlines() if not line.startswith(("\tat ", "  "))]
+    assert done.returncode == 0, "\n".join(errors)[-5000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def targets(serving_settings: Settings, tmp_path_factory) -> dict:
+    """What the attacks aim at: a jar whose data source writes a file when loaded, a file to
+    copy and where to, Derby databases to create, silver's path and a path that is not."""
+    import pyspark
+
+    from layout.lake import silver_path
+
+    folder = tmp_path_factory.mktemp("attacks")
+    marker = folder / "code-ran-in-the-server.txt"
+    source = folder / "src" / "attack" / "Provider.java"
+    source.parent.mkdir(parents=True)
+    source.write_text(PROVIDER % marker)
+    classes = folder / "classes"
+    javac = shutil.which("javac")
+    assert javac, "javac (the JDK) builds the attacker's jar, as it builds the guard"
+    jars = Path(pyspark.__file__).parent / "jars"
+    subprocess.run(
+        [javac, "-nowarn", "-d", classes, "-cp", f"{jars}/*", source], check=True, timeout=300
+    )
+    jar = folder / f"attack-{os.getpid()}.jar"
+    shutil.make_archive(str(jar.with_suffix("")), "zip", classes)
+    jar.with_suffix(".zip").rename(jar)
+    (folder / "copy-source.txt").write_text("copied by an analyst")
+    return {
+        "folder": str(folder),
+        "jar": str(jar),
+        "provider": "attack.Provider",
+        "marker": str(marker),
+        "copy_source": str(folder / "copy-source.txt"),
+        "copy_destination": str(folder / "copied-by-an-analyst.txt"),
+        "derby": str(folder / "derby-read"),
+        "derby_view": str(folder / "derby-view"),
+        "derby_catalog": str(folder / "derby-catalog"),
+        "silver": silver_path(serving_settings, serving_settings.kafka.events_topic),
+        "missing": str(folder / "no-table-here"),
+    }
+
+
+@pytest.fixture(scope="module")
+def attacks(sql_server, client_python: Path, targets: dict, serving_settings: Settings) -> dict:
+    """Every attack's answer (``sql_attacks.ATTACKS``), each followed by ``SELECT 1``."""
+    return _run(client_python, serving_settings, Path(targets["folder"]), "attacks", **targets)
+
+
+def _refused(attacks: dict, *names: str, saying: str = "") -> None:
+    for name in names:
+        error = attacks[name]["error"]
+        assert error and REFUSED in error, f"{name} was not refused: {attacks[name]}"
+        assert saying in error, f"{name}: {error}"
+
+
+def _metrics(server) -> dict[tuple, float]:
+    text = httpx.get(f"{server.health_url}/metrics", timeout=30).text
+    return {
+        (sample.name, *sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("wap_sql_")
+    }
+
+
+# --- each attack refused, nothing left on disk ------------------------------------------------
+
+
+def test_every_attack_leaves_the_server_answering_other_sessions(attacks):
+    slow = {name: a["select1_s"] for name, a in attacks.items() if a["select1_s"] > 10}
+    assert not slow, f"SELECT 1 from another session took longer than 10 s after {slow}"
+
+
+def test_client_code_never_runs_in_the_server(attacks, targets, sql_server):
+    """Finding 1: a jar uploaded, then its data source class loaded by the server."""
+    _refused(attacks, "add_jar", saying="artifacts")
+    _refused(attacks, "load_provider", saying="data sources cannot be read")
+    assert not Path(targets["marker"]).exists(), "the attacker's class ran in the SQL server"
+    jar = Path(targets["jar"]).name
+    places = [sql_server.settings.local.state_dir, *Path("/tmp").glob("spark-*")]
+    copies = [
+        Path(folder) / jar
+        for place in places
+        for folder, _, files in os.walk(place)  # Spark's scratch folders: an upload's staging
+        if jar in files
+    ]
+    assert not copies, f"the uploaded jar is on the server's disk: {copies}"
+
+
+def test_no_setting_opens_the_file_system_or_lifts_a_limit(attacks, targets):
+    """Finding 2: SET opened copyFromLocalToFs to any path and lifted the CTE and row limits."""
+    _refused(
+        attacks,
+        "sql_set_copy_local",
+        "conf_set_copy_local",
+        "set_cte_limit",
+        "conf_set_row_limit",
+        saying="cannot be set on the SQL server",
+    )
+    _refused(attacks, "copy_to_fs", saying="artifacts")
+    assert not Path(targets["copy_destination"]).exists()
+    _refused(attacks, "read_token", "read_warehouse", saying="is not readable")
+    assert SQL_TOKEN not in json.dumps(attacks)
+    assert attacks["set_time_zone"]["error"] is None
+    assert attacks["set_time_zone"]["value"] == "UTC"
+
+
+def test_a_statement_nested_20000_deep_is_refused_in_milliseconds(attacks):
+    """Finding 3: SELECT ((((...1...)))) nested 20,000 deep exhausted the driver."""
+    nested = attacks["nested_20000"]
+    _refused(attacks, "nested_20000", saying="deeper than the SQL server's limit of 40")
+    assert nested["seconds"] < 5, nested
+    _refused(attacks, "nested_operators", saying="nested too deeply")
+    assert attacks["nested_20000"]["select1_s"] < ANSWERS_WITHIN_S
+    assert attacks["nested_operators"]["select1_s"] < ANSWERS_WITHIN_S
+
+
+def test_jdbc_is_refused_before_any_connection(attacks, targets):
+    """Finding 5: a Derby database was created before the read was refused; a JDBC catalog
+    was added by SET."""
+    _refused(attacks, "jdbc_read", saying="data sources cannot be read")
+    _refused(attacks, "jdbc_temp_view", saying="read-only")
+    _refused(attacks, "jdbc_catalog", "jdbc_catalog_conf", saying="cannot be set")
+    _refused(attacks, "show_namespaces_x", saying="only the catalog's views can be named")
+    for database in ("derby", "derby_view", "derby_catalog"):
+        assert not Path(targets[database]).exists(), f"{database} was created"
+
+
+def test_describe_and_show_reach_only_the_views(attacks, serving_settings):
+    """Finding 6: DESCRIBE HISTORY showed forget predicates, DESCRIBE DETAIL told which paths
+    exist, DESCRIBE showed hidden columns, SHOW CREATE TABLE showed lake paths."""
+    _refused(
+        attacks,
+        "describe_history",
+        "describe_history_string",
+        "describe_detail",
+        "describe_detail_missing",
+        "describe_path",
+        "describe_extended",
+        "show_create_table",
+        "explain_path",
+        "table_exists_path",
+        "input_files",
+    )
+    # The same answer whether a table is at the path or not: nothing to probe with.
+    assert attacks["describe_detail"]["error"] == attacks["describe_detail_missing"]["error"]
+    assert serving_settings.lake.root not in json.dumps(attacks)
+    columns = attacks["describe_events"]["value"]
+    assert "anonymousId" in columns and "userId" not in columns
+
+
+def test_caching_is_refused(attacks):
+    """Finding 7: persist, cacheTable and clearCache worked, on a cache every session shares."""
+    _refused(attacks, "persist", "cache_table", "clear_cache", "cache_sql", saying="caching")
+    assert attacks["is_cached"]["error"] is None and attacks["is_cached"]["value"] is False
+    assert attacks["count_events"]["value"] > 0
+
+
+# --- SQL over HTTP -----------------------------------------------------------------------------
+
+
+def test_post_sql_refuses_deep_nesting_with_a_clear_400(api, sql_server, caplog):
+    """Finding 8: 200-deep nesting was a 500 with sqlglot's RecursionError in the log."""
+    caplog.set_level(logging.INFO)
+    began = time.monotonic()
+    answer = api.post("/v1/sql", json={"sql": "SELECT " + "(" * 200 + "1" + ")" * 200})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "statement_too_deep"
+    assert time.monotonic() - began < 5
+    logged = caplog.text + "".join(str(r.exc_info) for r in caplog.records)
+    assert "RecursionError" not in logged and "Traceback" not in logged
+
+
+def test_post_sql_shows_no_path_and_no_history(api, sql_server, targets, serving_settings):
+    """Findings 6 and 8 over HTTP: DESCRIBE HISTORY on silver, SHOW CREATE TABLE."""
+    history = api.post("/v1/sql", json={"sql": f"DESCRIBE HISTORY delta.`{targets['silver']}`"})
+    assert history.status_code == 400 and REFUSED in history.json()["message"], history.text
+    create = api.post("/v1/sql", json={"sql": "SHOW CREATE TABLE events"})
+    assert create.status_code == 400 and create.json()["error"] == "read_only"
+    for answer in (history, create):
+        assert serving_settings.lake.root not in answer.text
+    columns = api.post("/v1/sql", json={"sql": "DESCRIBE events"})
+    assert columns.status_code == 200, columns.text
+
+
+# --- limits ------------------------------------------------------------------------------------
+
+
+def test_a_statement_is_cancelled_at_the_time_limit(sql_server, client_python, tmp_path):
+    """Finding 3: Spark Connect statements had no time limit."""
+    answer = _run(client_python, sql_server.settings, tmp_path, "time_limit")
+    assert answer["error"] and f"time limit of {TIME_LIMIT_S} s" in answer["error"], answer
+    assert TIME_LIMIT_S <= answer["seconds"] < TIME_LIMIT_S + 30, answer
+
+
+def test_one_analysts_long_job_does_not_hold_another(sql_server, client_python, tmp_path):
+    """Finding 3: a long job held another analyst's small one until it ended (FIFO). The
+    small job starts 5 s into the long one, which runs until the time limit: waiting for it
+    would take 25 s."""
+    answer = _run(client_python, sql_server.settings, tmp_path, "fair")
+    assert answer["small"]["error"] is None, answer
+    assert answer["small"]["seconds"] < 20, answer
+    assert "time limit" in (answer["heavy"]["error"] or ""), answer
+
+
+def test_a_statement_whose_client_left_is_interrupted(sql_server, client_python, tmp_path):
+    """Finding 3: a disconnected client's statement went on running."""
+    job = tmp_path / "long.json"
+    job.write_text(json.dumps({"url": sql_server.settings.sql.url(), "mode": "long"}))
+    before = _metrics(sql_server).get(("wap_sql_statements_total", ("outcome", "cancelled")), 0)
+    client = subprocess.Popen(
+        [client_python, "-u", ATTACKER, job],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")},
+    )
+    try:
+        assert client.stdout.readline().strip() == "running"
+        time.sleep(3)
+        assert _metrics(sql_server)[("wap_sql_active_statements",)] >= 1
+    finally:
+        client.send_signal(signal.SIGKILL)
+        client.wait(30)
+    left = time.monotonic()
+    bound = 2 * DETACHED_S + 12  # a stream's end, then detached this long, then maintenance
+    while time.monotonic() - left < bound:
+        metrics = _metrics(sql_server)
+        cancelled = metrics.get(("wap_sql_statements_total", ("outcome", "cancelled")), 0)
+        if cancelled > before:
+            break
+        time.sleep(1)
+    took = time.monotonic() - left
+    assert cancelled > before, f"the statement ran on {took:.0f} s after its client left"
+    assert took < TIME_LIMIT_S, "ended by the time limit, not because its client left"
+
+
+def test_health_runs_a_real_query_and_metrics_count_the_refusals(sql_server, attacks):
+    health = sql_server.health()
+    assert health["status"] == "ok" and health["answering"] is True, health
+    assert health["health_query_s"] < ANSWERS_WITHIN_S
+    metrics = _metrics(sql_server)
+    assert metrics[("wap_sql_answering",)] == 1
+    for reason in ("rpc", "data_source", "setting", "statement_depth", "metadata", "cache"):
+        assert metrics.get(("wap_sql_refusals_total", ("reason", reason)), 0) > 0, reason
+    assert metrics[("wap_sql_statements_total", ("outcome", "refused"))] > 0
+    assert metrics[("wap_sql_statements_total", ("outcome", "succeeded"))] > 0
+    assert metrics[("wap_sql_jobs_total", ("pool", "analysts"))] > 0
+    assert metrics[("wap_sql_active_sessions",)] >= 1
+    assert (
+        0
+        < metrics[("wap_sql_driver_memory_used_bytes",)]
+        <= metrics[("wap_sql_driver_memory_max_bytes",)]
+    )
+    assert metrics[("wap_sql_statement_duration_seconds_count",)] > 0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_a_server_that_stops_answering_is_restarted(sql_server, client_python, tmp_path):
+    """Finding 3: after the out-of-memory error every query hung until a restart nobody
+    triggered. A driver that stops (SIGSTOP: it holds its port and answers nothing) is
+    found by /health's SELECT 1 and restarted by the supervisor."""
+    (server,) = _children(sql_server.process.pid)
+    drivers = [pid for pid in _children(server) if "java" in _cmdline(pid)]
+    assert len(drivers) == 1, drivers
+    os.kill(drivers[0], signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        deadline = stopped + 600
+        while time.monotonic() < deadline:
+            restarted = [pid for pid in _children(sql_server.process.pid) if pid != server]
+            if restarted:
+                try:
+                    health = sql_server.health()
+                except httpx.HTTPError:
+                    health = {}
+                if health.get("status") == "ok" and health.get("answering"):
+                    break
+            time.sleep(2)
+        else:
+            pytest.fail(f"not restarted:\n{sql_server.log.read_text()[-5000:]}")
+    finally:
+        if _alive(drivers[0]):
+            os.kill(drivers[0], signal.SIGKILL)
+    assert not _alive(server) and not _alive(drivers[0]), "the stopped server was left running"
+    assert health["uptime_s"] < time.monotonic() - stopped
+    answer = _run(client_python, sql_server.settings, tmp_path, "select1")
+    assert answer["error"] is None and answer["seconds"] < ANSWERS_WITHIN_S, answer
+    assert "sql.supervisor.restarting" in sql_server.log.read_text()

@@ -1,0 +1,88 @@
+"""The SQL server's supervisor restarts a server that exits or stops answering.
+
+The supervised "servers" here are small real processes: one that exits at once,
+and one whose ``/health`` answers 503 (as the server does when ``SELECT 1``
+does not answer in time).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+
+from core.settings import LocalSettings, Settings, SqlSettings
+from serving.connect.supervise import Supervisor
+
+NOT_ANSWERING = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(503); self.end_headers(); self.wfile.write(b'{"status": "no"}')
+    def log_message(self, *a): pass
+print("serving", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _settings(port: int) -> Settings:
+    return Settings(
+        sql=SqlSettings(
+            health_port=port, health_interval_s=0.2, health_timeout_s=1, restart_after=2
+        ),
+        local=LocalSettings(start_timeout_s=0.5),
+    )
+
+
+def _supervise(supervisor: Supervisor, until, timeout_s: float = 30) -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not until() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive(), "the supervisor did not stop"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_server_that_exits_is_started_again():
+    argv = [sys.executable, "-c", "raise SystemExit(3)"]
+    supervisor = Supervisor(_settings(_free_port()), argv, dict(os.environ))
+    _supervise(supervisor, lambda: supervisor.restarts >= 2)
+    assert supervisor.restarts >= 2
+
+
+def test_a_server_that_stops_answering_is_stopped_and_started_again():
+    port = _free_port()
+    argv = [sys.executable, "-c", NOT_ANSWERING, str(port)]
+    supervisor = Supervisor(_settings(port), argv, dict(os.environ))
+    first: list[int] = []
+
+    def restarted() -> bool:
+        if not first and supervisor.child is not None:
+            first.append(supervisor.child.pid)
+        return supervisor.restarts >= 1 and supervisor.child.pid != first[0]
+
+    _supervise(supervisor, restarted)
+    assert supervisor.restarts >= 1
+    assert not _alive(first[0]), "the server that stopped answering was left running"
+    assert supervisor.child.poll() is not None, "the last server outlived its supervisor"
