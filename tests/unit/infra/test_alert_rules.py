@@ -27,7 +27,7 @@ def _promtool(*args: str, cwd) -> str:
 def test_the_rules_pass_their_promtool_tests(tmp_path):
     (tmp_path / "alerts.yml").write_text(render_rules(Settings()))
     shutil.copy(TEMPLATE_DIR / "alerts.test.yml", tmp_path)
-    assert "SUCCESS: 10 rules found" in _promtool("check", "rules", "alerts.yml", cwd=tmp_path)
+    assert "SUCCESS: 11 rules found" in _promtool("check", "rules", "alerts.yml", cwd=tmp_path)
     assert "SUCCESS" in _promtool("test", "rules", "alerts.test.yml", cwd=tmp_path)
 
 
@@ -50,7 +50,7 @@ def test_the_rendered_config_is_valid_and_scrapes_the_services(tmp_path):
     config = write_config(settings)
     assert "SUCCESS" in _promtool("check", "config", str(config), cwd=tmp_path)
     jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
-    assert set(jobs) == {"prometheus", "collector", "serving", "speed", "batch"}
+    assert set(jobs) == {"prometheus", "collector", "serving", "speed", "batch", "sql"}
     assert jobs["speed"]["static_configs"][0]["targets"] == ["127.0.0.1:8096"]
     assert jobs["batch"]["static_configs"][0]["targets"] == ["127.0.0.1:8095"]
     assert jobs["serving"]["static_configs"][0]["targets"] == ["127.0.0.1:8090"]
