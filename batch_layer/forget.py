@@ -11,9 +11,10 @@ first task of the ``P_forget`` DAG (then ``check_silver`` -> ``gold`` ->
 2. finds the event days of the user's silver rows (``userId`` or
    ``anonymousId`` = ID, :mod:`batch_layer.suppressed`);
 3. deletes the user's records from bronze (the raw value parsed), silver's
-   rejects (raw values) and silver with Delta ``DELETE`` (deletion vectors
-   on), then ``REORG TABLE ... APPLY (PURGE)`` rewrites the files that held
-   them;
+   rejects (raw values) and silver with a Delta ``MERGE`` of a one-row source
+   holding the id (matched rows deleted, deletion vectors on: the commit's
+   predicate names columns, never the id or a digest of it), then
+   ``REORG TABLE ... APPLY (PURGE)`` rewrites the files that held them;
 4. deletes them from the staging folders of silver runs (a run's gate not
    passed yet, or a failed attempt's), and at once the files that held them
    (:func:`batch_layer.staging.erase`). A forget between ``silver`` and
@@ -24,7 +25,8 @@ first task of the ``P_forget`` DAG (then ``check_silver`` -> ``gold`` ->
    days, as after any silver run.
 
 A rerun is safe and still finds the days: the silver ``DELETE`` commit
-records them in its ``userMetadata`` (with the user's digest, never the id),
+records them in its ``userMetadata`` (with the user's keyed digest,
+:func:`core.suppressions.subject_of`, never the id),
 so a run that failed after it recomputes them all the same. The files the
 rewrite replaced stay on storage for time travel until the maintenance
 VACUUM removes them (``settings.batch.erasure_retention_hours``): only then
@@ -46,10 +48,16 @@ from batch_layer.ledger import Entry, Ledger
 from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import days_predicate, rejects_path, silver_path
 from batch_layer.staging import erase as erase_staging
-from batch_layer.suppressed import event_rows, parsed_rows, record_rows
+from batch_layer.suppressed import (
+    FORGOTTEN,
+    delete_rows,
+    event_rows,
+    parsed_rows,
+    record_rows,
+)
 from batch_layer.tables import ensure_table_properties
 from core.log import get_logger, log_event
-from core.settings import Settings
+from core.settings import BatchSettings, Settings
 from core.suppressions import SuppressionRequest, record_suppression, subject_of
 
 if TYPE_CHECKING:
@@ -61,6 +69,7 @@ _log = get_logger(__name__)
 
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+_DEV_SUBJECT_KEY = BatchSettings().subject_key
 
 
 @dataclass(frozen=True)
@@ -90,8 +99,9 @@ def erasure_of(commits: Iterable[tuple[str, Mapping[str, str] | None]]) -> Table
         operations.append(operation)
         if operation == "DELETE":
             rows += int(metrics.get("numDeletedRows", 0))
-        removed += int(metrics.get("numRemovedFiles", 0))
-        added += int(metrics.get("numAddedFiles", 0))
+        rows += int(metrics.get("numTargetRowsDeleted", 0))  # a MERGE's
+        removed += int(metrics.get("numRemovedFiles", metrics.get("numTargetFilesRemoved", 0)))
+        added += int(metrics.get("numAddedFiles", metrics.get("numTargetFilesAdded", 0)))
     return TableErasure(rows, removed, added, tuple(operations))
 
 
@@ -147,12 +157,14 @@ def _erase(
     spark: SparkSession,
     settings: Settings,
     path: str,
+    user_id: str,
     rows: Column,
     *,
     purge_where: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> TableErasure:
-    """``DELETE`` ``rows`` from the table at ``path``, then purge them from its files."""
+    """Delete the user's ``rows`` (a predicate on :data:`FORGOTTEN`) from the table at
+    ``path``, then purge them from its files."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -162,7 +174,7 @@ def _erase(
     table = DeltaTable.forPath(spark, path)
     before = table.history(1).collect()[0].version
     with _commit_metadata(spark, metadata):
-        table.delete(rows)
+        delete_rows(table, user_id, rows)
     where = f" WHERE {purge_where}" if purge_where else ""
     spark.sql(f"REORG TABLE delta.`{path}`{where} APPLY (PURGE)")
     commits = (
@@ -205,22 +217,33 @@ def forget(
     run_id: str = "manual",
 ) -> ForgetRun:
     """Suppress ``user_id``, delete their rows from the lake, queue their days for gold."""
+    from pyspark.sql import functions as F
+
     started = time.monotonic()
     request = SuppressionRequest(user_id, datetime.now(UTC), run_id)
-    subject = subject_of(user_id)
+    if settings.environment != "local" and settings.batch.subject_key == _DEV_SUBJECT_KEY:
+        raise ValueError(
+            f"environment={settings.environment} still uses the local development subject key: "
+            "set WAP_BATCH__SUBJECT_KEY (a secret of 32 characters or more, kept stable)."
+        )
+    subject = subject_of(user_id, settings.batch.subject_key)
+    forgotten = F.col(FORGOTTEN)
     record_suppression(settings.kafka, request)
     silver = silver_path(settings, spec)
     days = _days(spark, silver, user_id, subject)
     tables = {
-        "bronze": _erase(spark, settings, bronze_path(settings, spec), record_rows(user_id)),
+        "bronze": _erase(
+            spark, settings, bronze_path(settings, spec), user_id, record_rows(forgotten)
+        ),
         "rejects": _erase(
-            spark, settings, rejects_path(settings, spec), record_rows(user_id, "raw")
+            spark, settings, rejects_path(settings, spec), user_id, record_rows(forgotten, "raw")
         ),
         "silver": _erase(
             spark,
             settings,
             silver,
-            event_rows(user_id),
+            user_id,
+            event_rows(forgotten),
             purge_where=days_predicate("event_date", days) if days else None,
             metadata={
                 "forget": subject,
@@ -229,7 +252,9 @@ def forget(
             },
         ),
         "staging": erasure_of(
-            erase_staging(spark, settings, spec, lambda columns: parsed_rows(user_id, columns))
+            erase_staging(
+                spark, settings, spec, user_id, lambda columns: parsed_rows(forgotten, columns)
+            )
         ),
     }
     ledger = Ledger(spark, settings, spec)

@@ -178,10 +178,12 @@ def erase(
     spark: SparkSession,
     settings: Settings,
     spec: PipelineSpec,
+    user_id: str,
     rows: Callable[[Sequence[str]], Column],
 ) -> list[tuple[str, Mapping[str, str] | None]]:
-    """Delete ``rows(columns)`` from every run folder's records (``columns``: theirs); return
-    the (operation, metrics) of each commit.
+    """Delete ``user_id``'s ``rows(columns)`` (a predicate on
+    :data:`batch_layer.suppressed.FORGOTTEN`) from every run folder's records (``columns``:
+    theirs); return the (operation, metrics) of each commit.
 
     The files that held them are deleted at once (``VACUUM`` with no
     retention): a staging table is read by the gate alone, never by time
@@ -193,6 +195,7 @@ def erase(
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
+    from batch_layer.suppressed import delete_rows
     from batch_layer.tables import delete_path
 
     root = staging_root(settings, spec)
@@ -205,10 +208,11 @@ def erase(
             continue
         table = DeltaTable.forPath(spark, f"{folder}/records")
         before = table.history(1).collect()[0].version
-        table.delete(rows(table.toDF().columns))
+        delete_rows(table, user_id, rows(table.toDF().columns))
         done = table.history().where(F.col("version") > before).orderBy("version")
         found = [(c.operation, c.operationMetrics) for c in done.collect()]
-        if any(int((metrics or {}).get("numDeletedRows", 0)) for _, metrics in found):
+        deleted = ("numDeletedRows", "numTargetRowsDeleted")
+        if any(int((m or {}).get(k, 0)) for _, m in found for k in deleted):
             with _retention_check_off(spark):
                 table.vacuum(0.0)
         commits += found

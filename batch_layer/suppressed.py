@@ -14,23 +14,27 @@ A row is user ``ID``'s when its ``userId`` or its ``anonymousId`` is ``ID``
   does the same to parsed records, so the silver gate counts bronze and
   staging alike whether or not a ``forget`` came between silver and the gate.
 
-The predicates compare SHA-256 digests (``sha2(userId, 256) = '<digest of
-ID>'``), so the ``DELETE`` commits Delta keeps in each table's history name
-a digest, never the id.
+Each predicate compares the identities with ``who``: the id itself where the
+lake is only read, or :data:`FORGOTTEN`, the column of a one-row source holding
+the id, where rows are deleted (:func:`delete_rows`, a ``MERGE``). The commit
+Delta keeps in a table's history then names columns only: neither the id nor a
+digest of it, which anyone holding candidate ids could match.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from core.suppressions import IDENTITY_FIELDS
 
 if TYPE_CHECKING:
+    from delta.tables import DeltaTable
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
+    "FORGOTTEN",
+    "delete_rows",
     "event_rows",
     "parsed_rows",
     "record_rows",
@@ -39,12 +43,17 @@ __all__ = [
 ]
 
 
-def _either(columns: list[Column], user_id: str) -> Column:
-    """Whether any of ``columns`` is ``user_id``, by digest; false (never null) otherwise."""
+FORGOTTEN = "s._forgotten"
+"""The id to delete, as the erasing ``MERGE``'s source names it (:func:`delete_rows`)."""
+
+
+def _either(columns: list[Column], who: str | Column) -> Column:
+    """Whether any of ``columns`` is ``who`` (an id, or a column holding one); false (never
+    null) otherwise."""
     from pyspark.sql import functions as F
 
-    digest = F.lit(hashlib.sha256(user_id.encode()).hexdigest())
-    matches = [F.coalesce(F.sha2(column, 256) == digest, F.lit(False)) for column in columns]
+    other = F.lit(who) if isinstance(who, str) else who
+    matches = [F.coalesce(column == other, F.lit(False)) for column in columns]
     condition = matches[0]
     for match in matches[1:]:
         condition = condition | match
@@ -71,22 +80,33 @@ def _parsed_identities(columns: Collection[str]) -> list[Column]:
     ]
 
 
-def event_rows(user_id: str) -> Column:
-    """Silver rows of ``user_id``: ``userId = ID OR anonymousId = ID``."""
+def event_rows(who: str | Column) -> Column:
+    """Silver rows of ``who``: ``userId = ID OR anonymousId = ID``."""
     from pyspark.sql import functions as F
 
-    return _either([F.col(field) for field in IDENTITY_FIELDS], user_id)
+    return _either([F.col(field) for field in IDENTITY_FIELDS], who)
 
 
-def record_rows(user_id: str, column: str = "value") -> Column:
-    """Raw records of ``user_id``: ``column`` (bytes or text) holds one Kafka value."""
-    return _either(_identities(column), user_id)
+def record_rows(who: str | Column, column: str = "value") -> Column:
+    """Raw records of ``who``: ``column`` (bytes or text) holds one Kafka value."""
+    return _either(_identities(column), who)
 
 
-def parsed_rows(user_id: str, columns: Collection[str]) -> Column:
-    """Parsed records of ``user_id`` (``raw`` for a reject, typed columns for an event), in a
+def parsed_rows(who: str | Column, columns: Collection[str]) -> Column:
+    """Parsed records of ``who`` (``raw`` for a reject, typed columns for an event), in a
     frame of ``columns``."""
-    return _either(_parsed_identities(columns), user_id)
+    return _either(_parsed_identities(columns), who)
+
+
+def delete_rows(table: DeltaTable, user_id: str, rows: Column) -> None:
+    """Delete from ``table`` the rows of ``user_id``: ``rows`` is a predicate on
+    :data:`FORGOTTEN` (e.g. ``event_rows(F.col(FORGOTTEN))``).
+
+    A ``MERGE`` of a one-row source holding the id, matched rows deleted: the predicate the
+    commit records in the table's history names columns, never the id or its digest.
+    """
+    source = table.toDF().sparkSession.createDataFrame([(user_id,)], "_forgotten string")
+    table.alias("t").merge(source.alias("s"), rows).whenMatchedDelete().execute()
 
 
 def without_suppressed(

@@ -86,6 +86,11 @@ class BatchSettings(_Section):
     step_server_token: SecretStr = SecretStr("local-dev-step-token")
     """The bearer token the step server asks of every ``/steps`` request (``Authorization:
     Bearer <token>``); the DAGs' tasks send it. The local default is for this machine only."""
+    subject_key: SecretStr = SecretStr("local-dev-subject-key-for-this-machine-only")
+    """Key of the digest that names a forgotten person in reports, logs, the ledger and the
+    tables' history (:func:`core.suppressions.subject_of`, HMAC-SHA256). Keep it secret and
+    stable: a new key makes earlier forgets' digests unmatchable. The local default is for
+    this machine only."""
     step_timeout_s: float = Field(default=4 * 3600, gt=0)
     """``execution_timeout`` of every batch task: a step still running after this long is
     cancelled and its task fails (and retries), so a hung step cannot hold the pipeline's

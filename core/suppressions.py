@@ -21,6 +21,7 @@ Logs name a request by :func:`subject_of` (a digest), never by the id.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import threading
 import time
@@ -28,6 +29,8 @@ from collections.abc import Container
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from pydantic import SecretStr
 
 from core.log import get_logger, log_event
 from core.settings import KafkaSettings
@@ -84,13 +87,18 @@ class SuppressionRequest:
         return self.user_id.encode(), json.dumps(value).encode()
 
 
-def subject_of(user_id: str) -> str:
-    """A stable digest of ``user_id`` that logs and reports carry instead of the id.
+def subject_of(user_id: str, key: SecretStr) -> str:
+    """A stable keyed digest of ``user_id`` that logs, reports, the ledger and Delta's table
+    history carry instead of the id (HMAC-SHA256 under ``batch.subject_key``): without the
+    key, nobody holding candidate ids can tell which of them was forgotten.
 
-    >>> subject_of("u-1")
-    'sha256:a24a7f55f278dd49'
+    >>> subject_of("u-1", SecretStr("k" * 32))
+    'hmac:79c14fe793b14633'
+    >>> subject_of("u-1", SecretStr("k" * 32)) != subject_of("u-1", SecretStr("j" * 32))
+    True
     """
-    return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:16]
+    digest = hmac.new(key.get_secret_value().encode(), user_id.encode(), hashlib.sha256)
+    return "hmac:" + digest.hexdigest()[:16]
 
 
 def _as_id(value: Any) -> str | None:
@@ -146,7 +154,7 @@ def record_suppression(kafka: KafkaSettings, request: SuppressionRequest, timeou
     left = producer.flush(timeout_s + 5)
     if left or failures:
         raise RuntimeError(
-            f"The suppression of {subject_of(request.user_id)} was not acknowledged by Kafka "
+            f"Suppression request {request.request_id} was not acknowledged by Kafka "
             f"({failures or f'{left} record(s) undelivered'}); nothing was deleted. Check that "
             f"topic {kafka.suppressions_topic!r} exists (`python -m platformctl up kafka`)."
         )

@@ -57,7 +57,7 @@ def forget_user(
             "dag_id": dag_id,
             "run_id": run_id,
             "state": state,
-            "subject": subject_of(user),
+            "subject": subject_of(user, settings.batch.subject_key),
             "report": f"the last line of the log of task 'forget' of {dag_id} run {run_id}",
         }
         return report, 0 if state == "success" else 1

@@ -11,6 +11,7 @@ user's new events while another user's go through.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import Counter
@@ -128,10 +129,23 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
     assert report["tables"]["bronze"]["rows_deleted"] == before["bronze"]
     assert report["tables"]["rejects"]["rows_deleted"] == 1
     for table in ("bronze", "silver", "rejects"):
-        # A file holding only their rows is removed by the DELETE; others get a deletion
-        # vector, and REORG's purge rewrites them (no REORG commit when there is none).
-        assert report["tables"][table]["operations"][0] == "DELETE"
+        # A file holding only their rows is removed by the erasing MERGE; others get a
+        # deletion vector, and REORG's purge rewrites them (no REORG commit when there is none).
+        assert report["tables"][table]["operations"][0] == "MERGE"
         assert report["tables"][table]["files_removed"] >= 1
+    # The tables' history names neither the id nor a digest anyone could match to it: the
+    # erasing commits' predicates name columns, their metadata a keyed digest.
+    guessable = (user, hashlib.sha256(user.encode()).hexdigest()[:16])
+    for path in (
+        bronze_path(settings, WEB_EVENTS),
+        silver_path(settings, WEB_EVENTS),
+        rejects_path(settings, WEB_EVENTS),
+    ):
+        history = json.dumps(
+            [r.asDict(recursive=True) for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`")
+             .select("operation", "operationParameters", "userMetadata").collect()]
+        )  # fmt: skip
+        assert "MERGE" in history and not any(g in history for g in guessable), path
     published_days = summary["steps"]["publish"]["result"]["days"]
     assert [d.isoformat() for d in published_days] == sorted(report["days"])
 

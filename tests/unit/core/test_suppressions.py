@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import SecretStr
 
 from core.suppressions import SuppressionRequest, _apply, is_suppressed, subject_of
 
@@ -83,5 +85,12 @@ def test_records_add_ids_and_a_tombstone_lifts_one():
 
 
 def test_the_subject_is_a_stable_digest_not_the_id():
-    assert subject_of("u-1") == subject_of("u-1") != subject_of("u-2")
-    assert "u-1" not in subject_of("u-1")
+    key = SecretStr("a-key-of-thirty-two-characters!!")
+    assert subject_of("u-1", key) == subject_of("u-1", key) != subject_of("u-2", key)
+    assert "u-1" not in subject_of("u-1", key)
+    # Keyed: whoever holds candidate ids but not the key cannot match the digest.
+    assert subject_of("u-1", SecretStr("another-key-of-thirty-two-chars!")) != subject_of(
+        "u-1", key
+    )
+    unkeyed = hashlib.sha256(b"u-1").hexdigest()
+    assert unkeyed[:16] not in subject_of("u-1", key)
