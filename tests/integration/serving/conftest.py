@@ -325,16 +325,12 @@ def sql_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterator[SqlL
 
 
 @pytest.fixture(scope="session")
-def client_python(tmp_path_factory) -> Path:
-    """A virtualenv with nothing but ``pyspark-client`` (from PyPI) and its dependencies."""
-    venv = tmp_path_factory.mktemp("analyst") / "venv"
-    uv = Path(sys.executable).with_name("uv")
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, venv], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [uv, "pip", "install", "-q", "--python", python, "pyspark-client==4.1.3"], check=True
-    )
-    return python
+def client_python(settings) -> Path:
+    """The analyst's virtualenv: nothing but ``pyspark-client`` (from PyPI) and its
+    dependencies, built once by ``make install`` (a no-op here when it is up to date)."""
+    from platformctl.install import install_analyst_client
+
+    return install_analyst_client(settings)
 
 
 @dataclass
