@@ -12,11 +12,19 @@ CHECKOV := .platform/checkov-venv
 demo: install  ## start the platform, send traffic, print merged answers
 	$(BIN)/python -m platformctl demo
 
+# Both cores: two workers, then the few tests that stop a shared service, alone.
+TEST_WORKERS ?= 2
+DURATIONS    := --durations=30 --durations-min=1
+
 test: install  ## every test, against the real local Kafka, Cassandra, Spark, Delta and Airflow
-	$(BIN)/python -m pytest --durations=30 --durations-min=1
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive" --keep-platform $(DURATIONS); \
+	  parallel=$$?; \
+	  $(BIN)/python -m pytest -m exclusive $(DURATIONS); \
+	  alone=$$?; \
+	  exit $$(( parallel ? parallel : alone ))
 
 unit: install  ## only the tests that need no service (Spark runs in-process)
-	$(BIN)/python -m pytest -m "not integration"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not integration"
 
 install: $(STAMP) $(CHECKOV)/.installed  ## Python env, JVM jars from Maven Central, Airflow's own env (no-op when done)
 	$(BIN)/python -m platformctl install

@@ -7,6 +7,29 @@ import uuid
 import pytest
 
 from core.settings import Settings, load_settings
+from tests.support.platform import STARTED_BY_TESTS
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--keep-platform",
+        action="store_true",
+        help="leave the services this run started running (a later run stops them)",
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop what the run started, once every worker is done (in the controlling process)."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.getoption("--keep-platform"):
+        return
+    if not STARTED_BY_TESTS.exists():
+        return
+    from platformctl import platform
+
+    names = tuple(dict.fromkeys(STARTED_BY_TESTS.read_text().split()))
+    STARTED_BY_TESTS.unlink()
+    platform.down(load_settings(), names)
 
 
 @pytest.fixture(scope="session")

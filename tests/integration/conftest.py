@@ -1,13 +1,14 @@
 """The real local platform for integration tests.
 
 Kafka and Cassandra are started through the platform control (or reused when
-already up) once per session; a service that cannot start fails the run with
-the tail of its log, never a skip. Services this session started are stopped
-at its end; services that were already running are left running.
+already up) once per run; a service that cannot start fails the run with the
+tail of its log, never a skip. Services the run started are stopped at its
+end; services that were already running are left running.
 """
 
 from __future__ import annotations
 
+import fcntl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from core.settings import Settings
 from platformctl import platform
+from tests.support.platform import STARTED_BY_TESTS, TESTS_LOCK
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _START_REPORT: list[str] = []
@@ -27,20 +29,28 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def local_platform(settings: Settings) -> Iterator[Settings]:
-    """Kafka and Cassandra up and healthy, topics and keyspace provisioned."""
-    already_up = {s.name for s in platform.status(settings) if s.healthy}
-    started = time.monotonic()
-    # The collector and the speed layer run inside the tests that need them.
-    timings = platform.up(settings, ("kafka", "cassandra"))
+def local_platform(settings: Settings) -> Settings:
+    """Kafka and Cassandra up and healthy, topics and keyspace provisioned.
+
+    Parallel workers (``pytest -n``) each ask for them under one file lock, so only the
+    first starts them; the rest find them healthy.
+    """
+    STARTED_BY_TESTS.parent.mkdir(parents=True, exist_ok=True)
+    with TESTS_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        already_up = {s.name for s in platform.status(settings) if s.healthy}
+        started = time.monotonic()
+        # The collector and the speed layer run inside the tests that need them.
+        timings = platform.up(settings, ("kafka", "cassandra"))
+        fresh = [n for n in ("kafka", "cassandra") if n not in already_up]
+        if fresh:
+            with STARTED_BY_TESTS.open("a") as out:
+                out.writelines(f"{name}\n" for name in fresh)
     _START_REPORT.append(
         f"[platform] services up in {time.monotonic() - started:.1f}s "
         f"(seconds per service: {timings}; already running: {sorted(already_up) or 'none'})"
     )
-    yield settings
-    to_stop = tuple(n for n in ("kafka", "cassandra") if n not in already_up)
-    if to_stop:
-        platform.down(settings, to_stop)
+    return settings
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -170,11 +171,7 @@ class StepServerProcess:
 @pytest.fixture
 def step_server_process(pipeline_settings: Settings, tmp_path):
     """A batch step server with this test's settings on a free port, running."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     batch = pipeline_settings.batch.model_copy(update={"step_server_port": port})
     server = StepServerProcess(
         pipeline_settings.model_copy(update={"batch": batch}), tmp_path / "step-server.log"

@@ -29,7 +29,7 @@ from core.settings import Settings
 from ingest.simulator import format_ts
 from ingest.simulator.direct import produce_payloads
 from layout import read_boundaries, read_watermarks
-from tests.integration.speed_layer.conftest import SpeedJob
+from tests.support.speed import SpeedJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 

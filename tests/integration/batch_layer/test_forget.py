@@ -28,7 +28,7 @@ from batch_layer.silver import rejects_path, silver_path
 from core.settings import LakeSettings, Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct, produce_payloads
-from tests.integration.ingest.conftest import collector_settings, consume_all, serve_collector
+from tests.support.collector import collector_settings, consume_all, serve_collector
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 

@@ -21,9 +21,9 @@ from core.settings import Settings
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
 from layout import PointerTables, ViewTables, read_reconcile_results
-from tests.integration.speed_layer.conftest import SpeedJob
-from tests.integration.speed_layer.conftest import wait_until as wait_for
-from tests.integration.speed_layer.conftest import with_short_replays as replay_settings
+from tests.support.speed import SpeedJob
+from tests.support.speed import wait_until as wait_for
+from tests.support.speed import with_short_replays as replay_settings
 from views import view
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]

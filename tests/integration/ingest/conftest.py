@@ -2,88 +2,23 @@
 
 from __future__ import annotations
 
-import socket
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 import pytest
-import uvicorn
 
-from core.settings import CollectorSettings, Settings
-from tests.integration.asgi import serving
-
-
-@dataclass(frozen=True)
-class RunningCollector:
-    url: str
-    settings: Settings
-    write_key: str = "test-write-key"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def consume_all(settings: Settings, topic: str, expected: int, timeout_s: float = 30) -> list:
-    """Read ``topic`` from the start until ``expected`` records arrived (or time is up)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer(
-        settings.kafka.client_config()
-        | {
-            "group.id": f"reader-{topic}-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    records = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(records) < expected and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                records.append(message)
-        # Anything beyond what we expected would be a duplicate or a stray: look briefly.
-        extra_deadline = time.monotonic() + 1.0
-        while time.monotonic() < extra_deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                records.append(message)
-    finally:
-        consumer.close()
-    return records
+from core.settings import Settings
+from tests.support.collector import (
+    RunningCollector,
+    collector_settings,
+    consume_all,
+    serve_collector,
+)
 
 
 @pytest.fixture
 def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCollector]:
-    from core.settings import KafkaSettings
-
-    topic = unique_name.replace("_", "-")
-    kafka = KafkaSettings(
-        **(
-            local_platform.kafka.model_dump()
-            | {
-                "events_topic": f"{topic}.events",
-                "dlq_topic": f"{topic}.dlq",
-                "suppressions_topic": f"{topic}.suppressions",
-            }
-        )
-    )
-    settings = local_platform.model_copy(
-        update={
-            "kafka": kafka,
-            "collector": CollectorSettings(
-                port=_free_port(),
-                write_keys={"test-site": "test-write-key"},
-                delivery_timeout_s=5,
-                retry_after_s=2,
-            ),
-        }
+    settings = collector_settings(
+        local_platform, unique_name, write_keys={"test-site": "test-write-key"}
     )
     with serve_collector(settings, "test-write-key") as running:
         yield running
@@ -93,44 +28,3 @@ def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCol
 def consume():
     """``consume(settings, topic, expected)`` -> the records of a topic, from the start."""
     return consume_all
-
-
-@contextmanager
-def serve_collector(settings: Settings, write_key: str) -> Iterator[RunningCollector]:
-    """A collector with ``settings`` (topics created, deleted after) served by uvicorn."""
-    from confluent_kafka.admin import AdminClient
-
-    from ingest.app import create_app
-    from ingest.topics import ensure_topics, platform_topics
-
-    admin = AdminClient(settings.kafka.client_config())
-    ensure_topics(admin, platform_topics(settings.kafka))
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=settings.collector.port, log_level="warning"
-    )
-    try:
-        with serving(config) as url:
-            yield RunningCollector(url, settings, write_key)
-    finally:
-        admin.delete_topics([spec.name for spec in platform_topics(settings.kafka)])
-
-
-def collector_settings(base: Settings, name: str, **collector: object) -> Settings:
-    """``base`` with topics named after ``name`` and a collector on a free port."""
-    from core.settings import KafkaSettings
-
-    topic = name.replace("_", "-")
-    kafka = KafkaSettings(
-        **(
-            base.kafka.model_dump()
-            | {
-                "events_topic": f"{topic}.events",
-                "dlq_topic": f"{topic}.dlq",
-                "suppressions_topic": f"{topic}.suppressions",
-            }
-        )
-    )
-    collector = {"delivery_timeout_s": 5, "retry_after_s": 2, **collector}
-    return base.model_copy(
-        update={"kafka": kafka, "collector": CollectorSettings(port=_free_port(), **collector)}
-    )

@@ -18,7 +18,7 @@ import zlib
 import httpx
 import pytest
 
-from .conftest import collector_settings, serve_collector
+from tests.support.collector import collector_settings, serve_collector
 
 pytestmark = pytest.mark.integration
 

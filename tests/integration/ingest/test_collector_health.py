@@ -16,7 +16,8 @@ import uvicorn
 from core.settings import KafkaSettings, Settings
 from ingest.app import create_app
 from tests.integration.asgi import serving
-from tests.integration.ingest.conftest import _free_port, collector_settings
+from tests.support.collector import collector_settings
+from tests.support.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 

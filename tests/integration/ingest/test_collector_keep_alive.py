@@ -9,7 +9,7 @@ import pytest
 
 from ingest.__main__ import server_config
 from tests.integration.asgi import serving
-from tests.integration.ingest.conftest import collector_settings
+from tests.support.collector import collector_settings
 
 pytestmark = pytest.mark.integration
 

@@ -91,7 +91,7 @@ def test_a_full_queue_refuses_a_request_whole(local_platform, unique_name, consu
     """The 503 says what was kept: here nothing, and the log agrees."""
     import asyncio
 
-    from tests.integration.ingest.conftest import collector_settings, serve_collector
+    from tests.support.collector import collector_settings, serve_collector
 
     settings = collector_settings(
         local_platform,

@@ -10,7 +10,8 @@ import pytest
 
 from platformctl import platform
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Stops the shared Kafka: run alone, after the parallel part of the suite.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.exclusive]
 
 AUTH = ("test-write-key", "")
 

@@ -16,7 +16,7 @@ import socket
 import httpx
 import pytest
 
-from tests.integration.ingest.conftest import collector_settings, serve_collector
+from tests.support.collector import collector_settings, serve_collector
 
 pytestmark = pytest.mark.integration
 

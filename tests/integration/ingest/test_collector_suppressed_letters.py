@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from core.suppressions import SuppressionRequest, record_suppression
-from tests.integration.ingest.conftest import collector_settings, serve_collector
+from tests.support.collector import collector_settings, serve_collector
 
 pytestmark = pytest.mark.integration
 

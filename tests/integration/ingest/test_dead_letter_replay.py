@@ -20,8 +20,7 @@ import pytest
 
 from core.settings import PROJECT_ROOT, EventTimeSettings, KafkaSettings, Settings, settings_env
 from ingest.enrich import format_ts, parse_ts
-
-from .conftest import collector_settings, consume_all, serve_collector
+from tests.support.collector import collector_settings, consume_all, serve_collector
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,6 @@ website about the machine, and connections that send half a request."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from core.settings import CollectorSettings, Settings
 from tests.integration.service_process import service_process
 from tests.integration.slow_loris import seconds_until_closed
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration]
 
@@ -22,9 +22,7 @@ def collector_process(local_platform: Settings, tmp_path_factory) -> Iterator[tu
     """The collector with no analytics.js installed (an empty library folder) and a 2 s
     header timeout; yields its URL and its log."""
     home = tmp_path_factory.mktemp("collector")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     settings = local_platform.model_copy(
         update={
             "collector": CollectorSettings(

@@ -17,7 +17,6 @@ Each test finds its events in Kafka (enriched, each once) and in the live views.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import uuid
@@ -28,19 +27,13 @@ import pytest
 
 from core.settings import LakeSettings, SpeedSettings
 from platformctl.demo_site import headless_chromium, serve_site, visit
-
-from .conftest import collector_settings as make_settings
-from .conftest import consume_all, serve_collector
+from tests.support.collector import collector_settings as make_settings
+from tests.support.collector import consume_all, serve_collector
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WRITE_KEY = "site-write-key"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

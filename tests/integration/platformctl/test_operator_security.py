@@ -26,14 +26,9 @@ from core.settings import (
 )
 from platformctl import platform
 from platformctl.services.airflow import passwords_file
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ of trivial DAGs (no Spark), so it never disturbs the platform others use.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from core.settings import AirflowSettings, LocalSettings, Settings
 from platformctl import airflow_rest, platform
+from tests.support.ports import free_port as _free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -54,12 +54,6 @@ def consumer():
 producer()
 consumer()
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

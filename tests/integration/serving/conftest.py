@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -32,14 +31,9 @@ import httpx
 import pytest
 
 from core.settings import ServingSettings, Settings, settings_env
+from tests.support.ports import free_port as _free_port
 
 TOKEN = "serving-test-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

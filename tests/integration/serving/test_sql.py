@@ -26,6 +26,7 @@ import pytest
 from core.settings import Settings, SqlSettings
 from ingest.simulator import build_truth
 from serving.connect.examples import doc_queries
+from tests.support.ports import free_port as _free_port
 
 # The first test builds the SQL lake (the batch pipeline over two days of traffic) and
 # starts the server: minutes on a busy machine.
@@ -36,14 +37,6 @@ PARAMS = {"start": "2024-03-01T00:00:00Z", "end": "2024-03-10T00:00:00Z"}
 SQL_TOKEN = "sql-test-token"
 BOT_UA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 """The crawler's user agent the SQL lake's traffic carries (conftest ``sql_lake``)."""
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from core.settings import (
-    PROJECT_ROOT,
     KafkaSettings,
     LakeSettings,
     Settings,
     SpeedSettings,
-    settings_env,
 )
+from tests.support.ports import free_port
+from tests.support.speed import SpeedJob, wait_until, with_short_replays
 
 
 @pytest.fixture
@@ -49,7 +44,7 @@ def speed_settings(
             "lake": LakeSettings(
                 root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "checkpoints")
             ),
-            "speed": SpeedSettings(trigger="1 second"),
+            "speed": SpeedSettings(trigger="1 second", metrics_port=free_port()),
         }
     )
     admin = AdminClient(kafka.client_config())
@@ -137,52 +132,9 @@ def views_match_truth(read_view):
     return check
 
 
-class SpeedJob:
-    """``python -m speed_layer`` in a subprocess, as the platform runs it."""
-
-    @staticmethod
-    def start(settings: Settings, *args: str) -> subprocess.Popen:
-        # Logs go to a file: a pipe nobody reads would fill up and block the job.
-        log = Path(settings.lake.root).parent / f"speed-{time.monotonic_ns()}.log"
-        with log.open("wb") as handle:
-            job = subprocess.Popen(
-                [sys.executable, "-m", "speed_layer", "--instance", "test", *args],
-                env={**os.environ, **settings_env(settings)},
-                cwd=PROJECT_ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=handle,
-                start_new_session=True,
-            )
-        job.log = log  # type: ignore[attr-defined]
-        return job
-
-    @staticmethod
-    def log_tail(job: subprocess.Popen) -> str:
-        return job.log.read_text(errors="replace")[-4000:]  # type: ignore[attr-defined]
-
-    def drain(self, settings: Settings) -> None:
-        """Process everything in the log now, then stop; the job must exit 0."""
-        job = self.start(settings, "--drain")
-        assert job.wait(600) == 0, self.log_tail(job)
-
-
 @pytest.fixture
 def speed_job() -> SpeedJob:
     return SpeedJob()
-
-
-def with_short_replays(settings: Settings) -> Settings:
-    """``settings`` with short replay catch-up, grace and poll periods, so a Kappa replay
-    switches within a test."""
-    speed = settings.speed.model_copy(
-        update={
-            "replay_max_lag": 0,
-            "replay_sustain_s": 3.0,
-            "replay_grace_s": 5.0,
-            "replay_poll_s": 1.0,
-        }
-    )
-    return settings.model_copy(update={"speed": speed})
 
 
 @pytest.fixture
@@ -201,22 +153,6 @@ def speed_version(cassandra_session):
         return read_speed_versions(cassandra_session, keyspace, [view])[view]
 
     return read
-
-
-def wait_until(check, timeout_s: float, what: str, job=None, log_tail=None):
-    """Poll ``check`` until truthy; fail with the job's log when it exits or time runs out."""
-    log_tail = log_tail or SpeedJob.log_tail
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        if job is not None and job.poll() is not None:
-            pytest.fail(
-                f"the speed job exited ({job.returncode}) waiting for {what}:\n{log_tail(job)}"
-            )
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}" + (f":\n{log_tail(job)}" if job else ""))
 
 
 @pytest.fixture

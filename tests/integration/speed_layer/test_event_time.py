@@ -6,7 +6,6 @@ speed_layer`` in a subprocess) and Cassandra.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from core.settings import CollectorSettings, EventTimeSettings, Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate, send
 from ingest.simulator.direct import produce_direct
 from tests.integration.asgi import serving
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -34,9 +34,7 @@ def _collector(settings: Settings) -> Iterator[str]:
 
     from ingest.app import create_app
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     settings = settings.model_copy(
         update={"collector": CollectorSettings(port=port, write_keys={"site": KEY})}
     )

@@ -68,6 +68,7 @@ def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(
     views_match_truth(build_truth(events), speed_settings)
 
 
+@pytest.mark.exclusive  # stops the shared Cassandra: run alone
 def test_cassandra_restart_mid_stream_then_resume_equals_truth(
     speed_settings, speed_job, cassandra_session, views_match_truth
 ):

@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 
 from core.http_server import header_timeout_protocol
+from tests.support.ports import free_port as _free_port
 
 
 async def _app(scope, receive, send) -> None:
@@ -21,12 +22,6 @@ async def _app(scope, receive, send) -> None:
         return
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": b"ok"})
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

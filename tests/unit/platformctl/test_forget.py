@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from core.settings import AirflowSettings, Settings
 from platformctl.cli import main
 from platformctl.forget import airflow_ready, forget_user
+from tests.support.ports import free_port
 
-
-def _unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+_unused_port = free_port
 
 
 def test_the_user_is_required(capsys):

@@ -8,13 +8,13 @@ does not answer in time).
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 import time
 
 from core.settings import LocalSettings, Settings, SqlSettings
 from serving.connect.supervise import Supervisor
+from tests.support.ports import free_port as _free_port
 
 NOT_ANSWERING = """
 import http.server, sys
@@ -25,12 +25,6 @@ class H(http.server.BaseHTTPRequestHandler):
 print("serving", flush=True)
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _settings(port: int) -> Settings:
