@@ -92,6 +92,7 @@ def test_plain_bodies_over_the_limit_are_refused_by_declared_and_actual_size() -
         (zlib.compress(JSON) + b"junk", "deflate", 400, "invalid_encoding"),
         (JSON, "br", 415, "unsupported_encoding"),
     ],
+    ids=["not-gzip", "truncated-gzip", "deflate-with-junk", "brotli"],  # stable across workers
 )
 def test_bad_encodings_get_a_clear_refusal(data, encoding, status, code) -> None:
     refused = _refused(data, content_encoding=encoding)
