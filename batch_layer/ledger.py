@@ -27,6 +27,11 @@ A step that fails before appending its row leaves its work pending, and
 every step rewrites whole days, so rerunning any step is safe. The ledger
 is the only coupling between steps: any of them can run alone, from a DAG
 task, a backfill or a shell.
+
+A process keeps the entries it read with the table version they came from
+and reads the table again only when the log has a newer commit (a listing of
+``_delta_log``, no Spark job): a step reads the ledger several times, and an
+unchanged ledger costs a file listing, not a table scan.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+from batch_layer.tables import table_version
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -120,12 +126,17 @@ class Ledger:
         self.path = ledger_path(settings, spec)
 
     def entries(self) -> list[Entry]:
-        from delta.tables import DeltaTable
-
-        if not DeltaTable.isDeltaTable(self.spark, self.path):
+        version = table_version(self.spark, self.path)
+        if version is None:
             return []
+        cached = _READ.get(self.path)
+        if cached is not None and cached[0] == version:
+            return list(cached[1])
+        # The version first, then the rows: a commit in between makes the next call read again.
         rows = self.spark.read.format("delta").load(self.path).orderBy("recorded_at").collect()
-        return [_entry(r.asDict()) for r in rows]
+        entries = [_entry(r.asDict()) for r in rows]
+        _READ[self.path] = (version, tuple(entries))
+        return entries
 
     def last(self, step: str) -> Entry | None:
         entries = [e for e in self.entries() if e.step == step]
@@ -168,6 +179,7 @@ class Ledger:
             json.dumps(entry.detail, default=str, sort_keys=True),
             list(entry.consumed) if entry.consumed is not None else None,
         )
+        before = _READ.pop(self.path, None)
         # mergeSchema: ledgers written before entry_id and consumed gain the columns.
         (
             self.spark.createDataFrame([row], schema)
@@ -176,6 +188,17 @@ class Ledger:
             .option("mergeSchema", "true")
             .save(self.path)
         )
+        # Only this commit since the entries read: they stay known, with this one added.
+        after = table_version(self.spark, self.path)
+        if before is not None and after is not None and after[0] == before[0][0] + 1:
+            written = _entry(dict(zip(schema.fieldNames(), row, strict=True)))  # as read back
+            entries = sorted((*before[1], written), key=lambda e: e.recorded_at)
+            _READ[self.path] = (after, tuple(entries))
+
+
+_READ: dict[str, tuple[tuple[int, int], tuple[Entry, ...]]] = {}
+"""Ledger path -> (table version and commit time, its entries) as this process last read
+or wrote them."""
 
 
 def _entry(row: dict[str, Any]) -> Entry:

@@ -196,11 +196,11 @@ class _Tail:
         )
         return None
 
-    def read(self, ids: set[str], timeout_s: float) -> None:
-        """Apply the records available within ``timeout_s`` to ``ids``."""
+    def read(self, ids: set[str], timeout_s: float, at_most: int = 1000) -> None:
+        """Apply the records available within ``timeout_s`` (``at_most`` of them) to ``ids``."""
         from confluent_kafka import KafkaError
 
-        for message in self.consumer.consume(1000, timeout_s):
+        for message in self.consumer.consume(min(at_most, 1000), timeout_s):
             error = message.error()
             if error is not None and error.code() == KafkaError._PARTITION_EOF:
                 self.at_end.add(message.partition())
@@ -216,17 +216,28 @@ class _Tail:
     def caught_up(self) -> bool:
         return bool(self.partitions) and self.at_end >= set(self.partitions)
 
-    def lag(self, timeout_s: float = 2.0) -> int:
-        """Records between where this reader is and the end of the topic."""
+    def ends(self, timeout_s: float) -> dict[int, tuple[int, int]]:
+        """Each partition's (low, high) watermark now: where a read from the start ends."""
         from confluent_kafka import TopicPartition
 
-        behind = 0
-        for p in self.partitions:
-            low, high = self.consumer.get_watermark_offsets(
-                TopicPartition(self.topic, p), timeout=timeout_s
-            )
-            behind += max(high - self.next.get(p, low), 0)
-        return behind
+        return {
+            p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout_s)
+            for p in self.partitions
+        }
+
+    def left(self, ends: dict[int, tuple[int, int]]) -> int:
+        """Records (and transaction markers) between this reader and ``ends``."""
+        return sum(max(high - self.next.get(p, low), 0) for p, (low, high) in ends.items())
+
+    def reached(self, ends: dict[int, tuple[int, int]]) -> bool:
+        """Every partition read up to ``ends``, or at its end (a marker may end it)."""
+        return all(
+            p in self.at_end or self.next.get(p, low) >= high for p, (low, high) in ends.items()
+        )
+
+    def lag(self, timeout_s: float = 2.0) -> int:
+        """Records between where this reader is and the end of the topic."""
+        return self.left(self.ends(timeout_s))
 
     def close(self) -> None:
         self.consumer.close()
@@ -244,13 +255,16 @@ def read_suppressions(kafka: KafkaSettings, timeout_s: float = 60.0) -> frozense
                 f"The suppression list cannot be read: {why}. Create the platform's topics "
                 "(`python -m platformctl up kafka`) before running the batch layer."
             )
-        while not tail.caught_up:
+        # The end is fixed when the read starts (each partition's high watermark): a topic
+        # with nothing new is read in one round trip per partition, not a consume timeout.
+        ends = tail.ends(timeout_s)
+        while not (tail.caught_up or tail.reached(ends)):
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"Read {len(ids)} suppressions from {tail.topic!r} but not its end after "
                     f"{timeout_s:.0f}s (last error: {tail.error or 'none'}); is Kafka reachable?"
                 )
-            tail.read(ids, 0.5)
+            tail.read(ids, 0.5, at_most=max(tail.left(ends), 1))
     finally:
         tail.close()
     return frozenset(ids)

@@ -15,7 +15,7 @@ import pytest
 
 from batch_layer.ledger import Entry, Ledger, pending, pending_days
 from batch_layer.pipelines import WEB_EVENTS
-from core.settings import Settings
+from core.settings import LakeSettings, Settings
 
 
 def at(minute: int) -> datetime:
@@ -148,3 +148,28 @@ def test_rows_written_before_ids_consumed_what_came_before_them():
 
 def test_entry_ids_are_unique():
     assert entry("silver", 1, 1).entry_id != entry("silver", 1, 1).entry_id
+
+
+def test_the_entries_a_process_remembers_are_those_a_fresh_read_gives(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from batch_layer import ledger as ledger_module
+
+    settings = Settings(lake=LakeSettings(root=str(tmp_path / "lake")))
+    ledger = Ledger(spark, settings, WEB_EVENTS)
+    silver = run("silver", 1, 1, 2, bronze_end={"0": 5}, rebuilt=[date(2024, 1, 2)])
+    ledger.append(silver)
+    assert [e.entry_id for e in ledger.entries()] == [silver.entry_id]
+    ledger.append(run("gold", 2, 1, 2, took=(silver,), at=datetime(2024, 1, 3, tzinfo=UTC)))
+    remembered = ledger.entries()  # no read: the append kept what was read, plus itself
+
+    ledger_module._READ.clear()
+    assert ledger.entries() == remembered
+    assert remembered[1].detail == {"at": "2024-01-03 00:00:00+00:00"}  # as JSON keeps it
+
+    # A row another process appended is seen at the next read: the log moved on.
+    table = spark.read.format("delta").load(ledger.path)
+    table.limit(1).withColumn("run_id", F.lit("elsewhere")).write.format("delta").mode(
+        "append"
+    ).save(ledger.path)
+    assert [e.run_id for e in ledger.entries()].count("elsewhere") == 1
