@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from batch_layer.pipelines import PipelineSpec
-from batch_layer.tables import BRONZE_PROPERTIES, ensure_table_properties
+from batch_layer.tables import BRONZE_PROPERTIES, creation_options, ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.suppressions import read_suppressions
@@ -305,6 +305,7 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
             .option("txnAppId", _app_id(settings, spec))
             .option("txnVersion", run + 1)
             .option("userMetadata", user_metadata)
+            .options(**creation_options(settings, BRONZE_PROPERTIES))
             .save(path)
         )
     rows = _written_rows(spark, path, user_metadata)

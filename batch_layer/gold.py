@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from batch_layer.ledger import Entry, Ledger, covers, pending
 from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import days_predicate, silver_path
-from batch_layer.tables import ensure_table_properties, rows_written
+from batch_layer.tables import creation_options, ensure_table_properties, rows_written
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout.lake import gold_path
@@ -109,6 +109,7 @@ def build_gold(
                     .partitionBy("window_date")
                     .option("replaceWhere", predicate)
                     .option("userMetadata", run_id)
+                    .options(**creation_options(settings))
                     .save(path)
                 )
                 ensure_table_properties(spark, settings, path)

@@ -55,7 +55,7 @@ from batch_layer.staging import (
     write_copies,
     write_records,
 )
-from batch_layer.tables import ensure_table_properties
+from batch_layer.tables import creation_options, ensure_table_properties
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
@@ -303,6 +303,7 @@ def build_silver(
             .partitionBy("event_date")
             .options(**once)
             .option("mergeSchema", "true")
+            .options(**creation_options(settings))
             .save(path)
         )
     counts = _counts(staged, dropped, in_rebuilt)
@@ -314,6 +315,7 @@ def build_silver(
             .write.format("delta")
             .mode("append")
             .options(**once | {"txnAppId": f"silver_rejects:{spec.name}"})
+            .options(**creation_options(settings))
             .save(rejects_path(settings, spec))
         )
         record_index(spark, settings, spec, staged.where("fresh"), bronze_run, run_id)

@@ -5,8 +5,9 @@
 - ``delta.checkpointInterval``: commits between log checkpoints (fast snapshot loads);
 - ``delta.autoOptimize.optimizeWrite``/``autoCompact``: fewer small files per run.
 
-Set once per table (only when a value differs), so a run does not add a
-property commit every time.
+A new table gets them in the commit that creates it (:func:`creation_options`);
+:func:`ensure_table_properties` sets them on older tables, once per table and
+only where a value differs, so a run does not add a property commit every time.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ Z-orders bronze by ``(partition, offset)`` instead."""
 
 __all__ = [
     "BRONZE_PROPERTIES",
+    "creation_options",
     "delete_path",
     "ensure_table_properties",
     "rows_written",
@@ -51,6 +53,18 @@ def table_properties(settings: Settings) -> dict[str, str]:
         "delta.autoOptimize.optimizeWrite": "true",
         "delta.autoOptimize.autoCompact": "true",
     }
+
+
+def creation_options(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Writer options that give a table its properties in the commit that creates it (Delta
+    ignores them on later writes), so a new table needs no ``ALTER TABLE`` commit after it.
+
+    >>> creation_options(Settings(), {"delta.autoOptimize.autoCompact": "false"})[
+    ...     "delta.autoOptimize.autoCompact"
+    ... ]
+    'false'
+    """
+    return table_properties(settings) | (extra or {})
 
 
 def ensure_table_properties(
