@@ -8,29 +8,36 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 from core.log import configure_logging, get_logger, log_event
-from core.settings import load_settings
+from core.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from speed_layer.metrics import SpeedMetrics
 
 _log = get_logger("speed_layer")
 
 
-def run(drain: bool) -> int:
-    from core.spark import build_spark_session
+def serve(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    drain: bool,
+    stopping: threading.Event,
+    metrics: SpeedMetrics,
+) -> int:
+    """The speed layer on ``spark`` until ``stopping`` is set, or (``drain``) until it has
+    processed everything in the log; 0, or 1 when a query failed."""
     from layout import create_tables
     from speed_layer.job import speed_sql_conf
     from speed_layer.service import SpeedService
 
-    settings = load_settings()
     create_tables(settings)
-    spark = build_spark_session(settings, app_name="speed-layer")
     for key, value in speed_sql_conf(settings).items():
         spark.conf.set(key, value)
-    from speed_layer.metrics import SpeedMetrics
-
-    metrics = SpeedMetrics()
-    if not drain:  # a drain is a one-off run: nothing scrapes it
-        metrics.serve(settings.speed.metrics_host, settings.speed.metrics_port)
     service = SpeedService(spark, settings, available_now=drain, metrics=metrics)
     start = service.live
     log_event(
@@ -43,15 +50,6 @@ def run(drain: bool) -> int:
         floor=start.floor.isoformat() if start.floor else None,
     )
     service.start()
-
-    stopping = threading.Event()
-
-    def stop(signum: int, _frame: object) -> None:
-        log_event(_log, "speed.stopping", signal=signum)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     failed = service.supervise(stopping)
     if not service.stop():
         log_event(_log, "speed.progress_not_recorded", queries=list(service.queries))
@@ -61,11 +59,43 @@ def run(drain: bool) -> int:
     else:
         service.recorder.stopped([spec.name for spec in service.views])
     service.close()
-    spark.stop()
     if failed:
         return 1
     log_event(_log, "speed.stopped")
     return 0
+
+
+def drain(spark: SparkSession, settings: Settings) -> int:
+    """``--drain`` inside a running JVM: catch up on a new SQL session of ``spark`` (the
+    speed layer's SQL settings stay on it) and stop. What a one-off catch-up, a notebook or
+    a test runs without starting a Spark application of its own."""
+    from speed_layer.metrics import SpeedMetrics
+
+    session = spark.newSession()
+    return serve(session, settings, drain=True, stopping=threading.Event(), metrics=SpeedMetrics())
+
+
+def run(drain: bool) -> int:
+    from core.spark import build_spark_session
+    from speed_layer.metrics import SpeedMetrics
+
+    settings = load_settings()
+    spark = build_spark_session(settings, app_name="speed-layer")
+    metrics = SpeedMetrics()
+    if not drain:  # a drain is a one-off run: nothing scrapes it
+        metrics.serve(settings.speed.metrics_host, settings.speed.metrics_port)
+
+    stopping = threading.Event()
+
+    def stop(signum: int, _frame: object) -> None:
+        log_event(_log, "speed.stopping", signal=signum)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    code = serve(spark, settings, drain=drain, stopping=stopping, metrics=metrics)
+    spark.stop()
+    return code
 
 
 def reset_command(from_offsets: str, force: bool) -> int:

@@ -7,10 +7,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from core.settings import PROJECT_ROOT, Settings, settings_env
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["SpeedJob", "wait_until", "with_short_replays"]
 
@@ -38,8 +42,21 @@ class SpeedJob:
     def log_tail(job: subprocess.Popen) -> str:
         return job.log.read_text(errors="replace")[-4000:]  # type: ignore[attr-defined]
 
+    def __init__(self, spark: SparkSession | None = None) -> None:
+        self.spark = spark
+
     def drain(self, settings: Settings) -> None:
-        """Process everything in the log now, then stop; the job must exit 0."""
+        """Process everything in the log now, then stop; it must end with 0.
+
+        In this process, on a new SQL session of ``spark`` (``speed_layer.__main__.drain``,
+        the code ``--drain`` runs), when the job was made with one: a JVM of its own is for
+        what a test does to the process (kill -9, an outage, a replay switching over).
+        """
+        if self.spark is not None:
+            from speed_layer.__main__ import drain
+
+            assert drain(self.spark, settings) == 0
+            return
         job = self.start(settings, "--drain")
         assert job.wait(600) == 0, self.log_tail(job)
 

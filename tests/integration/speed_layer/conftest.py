@@ -133,8 +133,9 @@ def views_match_truth(read_view):
 
 
 @pytest.fixture
-def speed_job() -> SpeedJob:
-    return SpeedJob()
+def speed_job(spark) -> SpeedJob:
+    """Starts ``python -m speed_layer`` processes; drains in this process's Spark."""
+    return SpeedJob(spark)
 
 
 @pytest.fixture
