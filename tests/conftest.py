@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
 
 from core.settings import Settings, load_settings
+
+# Two shuffle partitions (the cores of the machine the suite is sized for) unless WAP_*
+# says otherwise: every test's data is small, and each partition is a task in every stage
+# of every Spark job. Set before any settings load, so the processes tests start see it too.
+os.environ.setdefault("WAP_SPARK__SHUFFLE_PARTITIONS", "2")
 from tests.support.platform import STARTED_BY_TESTS
 
 
