@@ -5,6 +5,7 @@ from data_contracts.derive.expectations import (
     ValidationSummary,
     expectation_suite,
     validate_dataframe,
+    validate_with_gx,
 )
 from data_contracts.derive.fast_validator import compile_fast_validator
 from data_contracts.derive.json_schema import ValidationFailure, compile_validator, to_json_schema
@@ -32,4 +33,5 @@ __all__ = [
     "to_json_schema",
     "to_spark_schema",
     "validate_dataframe",
+    "validate_with_gx",
 ]

@@ -38,7 +38,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["ExpectationFailure", "ValidationSummary", "expectation_suite", "validate_dataframe"]
+__all__ = [
+    "ExpectationFailure",
+    "ValidationSummary",
+    "expectation_suite",
+    "validate_dataframe",
+    "validate_with_gx",
+]
 
 _EXAMPLES = 5  # unexpected values reported per failed expectation
 
@@ -222,6 +228,10 @@ def validate_dataframe(
 ) -> ValidationSummary:
     """Run ``suite`` on a Spark DataFrame, in a throwaway in-memory GX context.
 
+    First in one pass (:mod:`data_contracts.derive.one_pass`): when every expectation
+    could be counted there and none has an unexpected row, the suite passed and GX is
+    not asked. Otherwise GX runs the whole suite, as below, and its results are the answer.
+
     GX reads ``df`` once per metric group, so it is persisted for the run
     (unless it already was, or ``persist`` is false) and unpersisted afterwards.
     Pass ``persist=False`` for a wide table read from columnar files: each
@@ -230,6 +240,25 @@ def validate_dataframe(
     decides pass / fail; each failed expectation is rerun for its unexpected
     count and a few examples, so a passing run stays cheap.
     """
+    from data_contracts.derive.one_pass import count_unexpected
+
+    counted = count_unexpected(df, suite.expectations, _column_paths(df.schema))
+    if counted.all_passed:
+        n = len(suite.expectations)
+        statistics = {
+            "evaluated_expectations": n,
+            "successful_expectations": n,
+            "unsuccessful_expectations": 0,
+            "success_percent": 100.0 if n else None,
+        }
+        return ValidationSummary(True, (), statistics)
+    return validate_with_gx(df, suite, persist=persist)
+
+
+def validate_with_gx(
+    df: DataFrame, suite: gx.ExpectationSuite, *, persist: bool = True
+) -> ValidationSummary:
+    """Run ``suite`` on a Spark DataFrame with GX alone (no one-pass verdict first)."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import (
         DataContextConfig,
