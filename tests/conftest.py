@@ -24,6 +24,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (``make test``), a module's tests run on one worker, so a
+    module-scoped fixture (a published lake, a served API) is built once; a group named
+    with ``pytest.mark.xdist_group`` keeps several modules together (one session fixture)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Stop what the run started, once every worker is done (in the controlling process)."""
     config = session.config

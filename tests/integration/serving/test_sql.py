@@ -30,7 +30,13 @@ from tests.support.ports import free_port as _free_port
 
 # The first test builds the SQL lake (the batch pipeline over two days of traffic) and
 # starts the server: minutes on a busy machine.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+# One worker builds the session's lake (`sql_lake`) once for both SQL modules.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+    pytest.mark.xdist_group("sql_lake"),
+]
 
 ROOT = Path(__file__).resolve().parents[3]
 PARAMS = {"start": "2024-03-01T00:00:00Z", "end": "2024-03-10T00:00:00Z"}

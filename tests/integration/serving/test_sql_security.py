@@ -30,7 +30,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.settings import Settings, SqlSettings
 from tests.support.ports import free_port as _free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+# One worker builds the session's lake (`sql_lake`) once for both SQL modules.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+    pytest.mark.xdist_group("sql_lake"),
+]
 
 ATTACKER = Path(__file__).with_name("sql_attacks.py")
 SQL_TOKEN = "sql-security-token"
