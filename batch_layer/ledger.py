@@ -133,8 +133,8 @@ class Ledger:
         if cached is not None and cached[0] == version:
             return list(cached[1])
         # The version first, then the rows: a commit in between makes the next call read again.
-        rows = self.spark.read.format("delta").load(self.path).orderBy("recorded_at").collect()
-        entries = [_entry(r.asDict()) for r in rows]
+        rows = self.spark.read.format("delta").load(self.path).collect()  # a few hundred rows
+        entries = sorted((_entry(r.asDict()) for r in rows), key=lambda e: e.recorded_at)
         _READ[self.path] = (version, tuple(entries))
         return entries
 
@@ -190,9 +190,14 @@ class Ledger:
         )
         # Only this commit since the entries read: they stay known, with this one added.
         after = table_version(self.spark, self.path)
-        if before is not None and after is not None and after[0] == before[0][0] + 1:
+        known = None
+        if after is not None and after[0] == 0:
+            known = ()  # this append created the ledger
+        elif after is not None and before is not None and after[0] == before[0][0] + 1:
+            known = before[1]
+        if known is not None:
             written = _entry(dict(zip(schema.fieldNames(), row, strict=True)))  # as read back
-            entries = sorted((*before[1], written), key=lambda e: e.recorded_at)
+            entries = sorted((*known, written), key=lambda e: e.recorded_at)
             _READ[self.path] = (after, tuple(entries))
 
 
