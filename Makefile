@@ -15,11 +15,12 @@ demo: install  ## start the platform, send traffic, print merged answers
 # Both cores: two workers, then the few tests that stop a shared service, alone.
 TEST_WORKERS ?= 2
 DURATIONS    := --durations=30 --durations-min=1
+PYTEST_ARGS  ?=
 
 test: install  ## every test, against the real local Kafka, Cassandra, Spark, Delta and Airflow
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive" --keep-platform $(DURATIONS); \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive" --keep-platform $(DURATIONS) $(PYTEST_ARGS); \
 	  parallel=$$?; \
-	  $(BIN)/python -m pytest -m exclusive $(DURATIONS); \
+	  $(BIN)/python -m pytest -m exclusive $(DURATIONS) $(PYTEST_ARGS); \
 	  alone=$$?; \
 	  exit $$(( parallel ? parallel : alone ))
 
