@@ -1,6 +1,6 @@
-"""A backfill of one day costs that day: with 30 days of bronze it reads only its candidates.
+"""A backfill of one day costs that day: with 12 days of bronze it reads only its candidates.
 
-Thirty days of simulated traffic (duplicates, late and out-of-order events)
+Twelve days of simulated traffic (duplicates, late and out-of-order events)
 reach bronze in one run per day, as a daily schedule leaves it; silver then
 takes them in (one run). A backfill of one day in the middle must read only the
 bronze files and records the bronze index places on that day, and rebuild it
@@ -26,10 +26,10 @@ from ingest.simulator.direct import produce_direct
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 START = datetime(2024, 4, 1, tzinfo=UTC)
-DAYS = 30
+DAYS = 12  # the backfill may read 3 days of files: its day and the two around it
 
 
-def test_a_backfill_of_one_day_among_thirty_reads_only_its_candidates(spark, lake_settings):
+def test_a_backfill_of_one_day_among_twelve_reads_only_its_candidates(spark, lake_settings):
     events = generate(
         SimulatorConfig(
             seed=30,
@@ -59,7 +59,7 @@ def test_a_backfill_of_one_day_among_thirty_reads_only_its_candidates(spark, lak
     backfill = build_silver(spark, lake_settings, [day], spec=WEB_EVENTS, run_id="backfill")
 
     # It read the files and records of that day (and of the next, which holds its late
-    # events), not thirty days' worth.
+    # events), not twelve days' worth.
     files_read, files_total = backfill.bronze_files
     assert files_total == files_in_bronze
     assert 0 < files_read <= files_total * 3 / DAYS, backfill
