@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from pipelines import declared_views, pipeline_of_view
 from serving.errors import QueryError
 from serving.freshness import FreshnessRules
 from serving.merge import DEFAULT_QUANTILES
@@ -39,7 +40,6 @@ from serving.query import CacheRules, Limits, Queries
 from serving.sql_http import FORMATS, SqlEndpoint
 from serving.store import ServingStore
 from serving.timerange import parse_instant
-from views import VIEWS
 
 __all__ = ["create_app"]
 
@@ -50,6 +50,9 @@ _bearer = HTTPBearer(
     description="A read-only analyst token from settings.serving.api_tokens.",
 )
 
+
+VIEWS = declared_views()
+"""Every declared pipeline's views: what the API serves."""
 
 ReachView = StrEnum(  # type: ignore[misc]
     "ReachView", [(s.name, s.name) for s in VIEWS if any(m.kind == "hll" for m in s.measures)]
@@ -228,12 +231,13 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             parse_instant(end, now_ms=now, name="end"),
         )
 
-    @app.get("/v1/views", summary="The views, their keys and measures")
+    @app.get("/v1/views", summary="The views of every pipeline, their keys and measures")
     async def views(_: Analyst) -> Response:
         return _Json(
             [
                 {
                     "view": s.name,
+                    "pipeline": pipeline_of_view(s.name).name,
                     "description": s.description,
                     "keys": list(s.keys),
                     "measures": [

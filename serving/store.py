@@ -33,8 +33,9 @@ from datetime import date
 from typing import Any
 
 from layout import GRAINS, RECONCILE_COLUMNS, PointerTables, ViewTables, read_speed_versions
+from pipelines import declared_views
 from serving.lru import Lru
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 
 __all__ = ["Pointers", "ServingStore", "ViewPointers"]
 
@@ -127,7 +128,7 @@ class ServingStore:
         session: Any,
         keyspace: str,
         *,
-        views: Sequence[ViewSpec] = VIEWS,
+        views: Sequence[ViewSpec] | None = None,
         pointer_cache_s: float = 1.0,
         batch_cache_entries: int = 4096,
     ) -> None:
@@ -136,7 +137,7 @@ class ServingStore:
 
         self.session = session
         self.keyspace = keyspace
-        self.views = {spec.name: spec for spec in views}
+        self.views = {spec.name: spec for spec in views or declared_views()}
         self.pointer_cache_s = pointer_cache_s
         self._profile = session.execution_profile_clone_update(
             EXEC_PROFILE_DEFAULT, row_factory=tuple_factory

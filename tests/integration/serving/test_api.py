@@ -214,6 +214,10 @@ def test_views_lists_keys_and_measures(api: httpx.Client) -> None:
     assert views["page_activity"]["keys"] == ["path"]
     kinds = {m["name"]: m["kind"] for m in views["page_activity"]["measures"]}
     assert kinds["load_sketch"] == "kll" and kinds["visitors"] == "hll"
+    # Every declared pipeline's views, each named with its pipeline.
+    assert views["page_activity"]["pipeline"] == "web_events"
+    assert views["orders_by_currency"]["pipeline"] == "checkouts"
+    assert views["orders_by_currency"]["keys"] == ["currency"]
 
 
 def test_the_dashboard_page_loads_nothing_from_elsewhere(serving_url: str) -> None:
