@@ -294,7 +294,7 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
             F.current_date().alias("ingest_date"),
         )
     )
-    raw = without_suppressed(raw, read_suppressions(settings.kafka))
+    raw = without_suppressed(raw, read_suppressions(settings.kafka), spec.identity)
     meta = base | {"run": run + 1, "as_of": as_of.isoformat()}
     user_metadata = json.dumps(meta)
     with _empty_commits_recorded(spark):  # the range is recorded even if all was suppressed

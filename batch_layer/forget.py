@@ -187,7 +187,9 @@ def _erase(
     return erasure_of((c.operation, c.operationMetrics) for c in commits)
 
 
-def _days(spark: SparkSession, path: str, user_id: str, subject: str) -> tuple[date, ...]:
+def _days(
+    spark: SparkSession, path: str, user_id: str, subject: str, fields: tuple[str, ...]
+) -> tuple[date, ...]:
     """Event days of the user's silver rows, and those earlier forgets recorded."""
     from delta.tables import DeltaTable
 
@@ -196,7 +198,7 @@ def _days(spark: SparkSession, path: str, user_id: str, subject: str) -> tuple[d
     silver = spark.read.format("delta").load(path)
     found = {
         r.event_date
-        for r in silver.where(event_rows(user_id)).select("event_date").distinct().collect()
+        for r in silver.where(event_rows(user_id, fields)).select("event_date").distinct().collect()
     }
     history = DeltaTable.forPath(spark, path).history().where("userMetadata IS NOT NULL")
     for row in history.select("userMetadata").collect():
@@ -230,20 +232,28 @@ def forget(
     forgotten = F.col(FORGOTTEN)
     record_suppression(settings.kafka, request)
     silver = silver_path(settings, spec)
-    days = _days(spark, silver, user_id, subject)
+    days = _days(spark, silver, user_id, subject, spec.identity)
     tables = {
         "bronze": _erase(
-            spark, settings, bronze_path(settings, spec), user_id, record_rows(forgotten)
+            spark,
+            settings,
+            bronze_path(settings, spec),
+            user_id,
+            record_rows(forgotten, spec.identity),
         ),
         "rejects": _erase(
-            spark, settings, rejects_path(settings, spec), user_id, record_rows(forgotten, "raw")
+            spark,
+            settings,
+            rejects_path(settings, spec),
+            user_id,
+            record_rows(forgotten, spec.identity, "raw"),
         ),
         "silver": _erase(
             spark,
             settings,
             silver,
             user_id,
-            event_rows(forgotten),
+            event_rows(forgotten, spec.identity),
             purge_where=days_predicate("event_date", days) if days else None,
             metadata={
                 "forget": subject,
@@ -253,7 +263,11 @@ def forget(
         ),
         "staging": erasure_of(
             erase_staging(
-                spark, settings, spec, user_id, lambda columns: parsed_rows(forgotten, columns)
+                spark,
+                settings,
+                spec,
+                user_id,
+                lambda columns: parsed_rows(forgotten, spec.identity, columns),
             )
         ),
     }

@@ -288,14 +288,14 @@ def _reconcile_silver_run(
         why = "staging folder gone (a folder from before staging was a Delta table, which "
         return [_reconcile(f"{label}: not reconciled, {why}forget deletes whole)", 0, 0)]
     staged, copies = run
-    staged = without_suppressed_parsed(staged, suppressed)
+    staged = without_suppressed_parsed(staged, suppressed, spec.identity)
     key = list(load_contract(spec.contract, spec.contract_major).key)
     start = {int(p): o for p, o in entry.detail.get("bronze_start", {}).items()}
     end = {int(p): o for p, o in entry.detail["bronze_end"].items()}
     rebuilt = [date.fromisoformat(d) for d in entry.detail.get("rebuilt", [])]
     fresh = staged.where("fresh")
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
-    bronze = without_suppressed(bronze.where(between(start, end)), suppressed)
+    bronze = without_suppressed(bronze.where(between(start, end)), suppressed, spec.identity)
     in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
     events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).select(
         *key, "event_date", "partition", "offset"

@@ -113,7 +113,7 @@ def read_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> 
     from batch_layer.suppressed import without_suppressed
 
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
-    return without_suppressed(bronze, read_suppressions(settings.kafka))
+    return without_suppressed(bronze, read_suppressions(settings.kafka), spec.identity)
 
 
 def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:

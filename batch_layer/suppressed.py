@@ -1,7 +1,9 @@
 """Which rows of the lake are a user's: predicates for ``forget`` and the suppression filter.
 
-A row is user ``ID``'s when its ``userId`` or its ``anonymousId`` is ``ID``
-(:data:`core.suppressions.IDENTITY_FIELDS`, the fields the collector checks):
+A row is user ``ID``'s when one of its pipeline's identity fields is ``ID``
+(``PipelineSpec.identity``, e.g. ``userId`` and ``anonymousId`` for the SDK
+events, ``buyer_id`` for checkouts); a pipeline that names none holds no
+one's rows. Each function takes those ``fields``:
 
 - :func:`event_rows` on silver's typed columns;
 - :func:`record_rows` on a raw Kafka value (bronze's ``value``, the rejects'
@@ -23,10 +25,8 @@ digest of it, which anyone holding candidate ids could match.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
-
-from core.suppressions import IDENTITY_FIELDS
 
 if TYPE_CHECKING:
     from delta.tables import DeltaTable
@@ -49,9 +49,11 @@ FORGOTTEN = "s._forgotten"
 
 def _either(columns: list[Column], who: str | Column) -> Column:
     """Whether any of ``columns`` is ``who`` (an id, or a column holding one); false (never
-    null) otherwise."""
+    null) otherwise, and always false when there are no ``columns``."""
     from pyspark.sql import functions as F
 
+    if not columns:
+        return F.lit(False)
     other = F.lit(who) if isinstance(who, str) else who
     matches = [F.coalesce(column == other, F.lit(False)) for column in columns]
     condition = matches[0]
@@ -60,76 +62,79 @@ def _either(columns: list[Column], who: str | Column) -> Column:
     return condition
 
 
-def _identities(column: str) -> list[Column]:
-    """``userId`` and ``anonymousId`` of the JSON value in ``column`` (null when absent)."""
+def _identities(column: str, fields: Sequence[str]) -> list[Column]:
+    """The ``fields`` of the JSON value in ``column`` (null when absent)."""
     from pyspark.sql import functions as F
 
     text = F.col(column).cast("string")
-    return [F.get_json_object(text, f"$.{field}") for field in IDENTITY_FIELDS]
+    return [F.get_json_object(text, f"$.{field}") for field in fields]
 
 
-def _parsed_identities(columns: Collection[str]) -> list[Column]:
-    """``userId`` and ``anonymousId`` of a parsed record: read from its raw text, which a
-    reject keeps, else its typed column (an event, parsed from the same text) when the
-    contract has one of that name (``columns``: the parsed records' columns)."""
+def _parsed_identities(columns: Collection[str], fields: Sequence[str]) -> list[Column]:
+    """The ``fields`` of a parsed record: read from its raw text, which a reject keeps,
+    else its typed column (an event, parsed from the same text) when the contract has one
+    of that name (``columns``: the parsed records' columns)."""
     from pyspark.sql import functions as F
 
     return [
         F.coalesce(raw, F.col(field)) if field in columns else raw
-        for raw, field in zip(_identities("raw"), IDENTITY_FIELDS, strict=True)
+        for raw, field in zip(_identities("raw", fields), fields, strict=True)
     ]
 
 
-def event_rows(who: str | Column) -> Column:
-    """Silver rows of ``who``: ``userId = ID OR anonymousId = ID``."""
+def event_rows(who: str | Column, fields: Sequence[str]) -> Column:
+    """Silver rows of ``who``: any of ``fields`` (typed columns) is ``ID``."""
     from pyspark.sql import functions as F
 
-    return _either([F.col(field) for field in IDENTITY_FIELDS], who)
+    return _either([F.col(field) for field in fields], who)
 
 
-def record_rows(who: str | Column, column: str = "value") -> Column:
+def record_rows(who: str | Column, fields: Sequence[str], column: str = "value") -> Column:
     """Raw records of ``who``: ``column`` (bytes or text) holds one Kafka value."""
-    return _either(_identities(column), who)
+    return _either(_identities(column, fields), who)
 
 
-def parsed_rows(who: str | Column, columns: Collection[str]) -> Column:
+def parsed_rows(who: str | Column, fields: Sequence[str], columns: Collection[str]) -> Column:
     """Parsed records of ``who`` (``raw`` for a reject, typed columns for an event), in a
     frame of ``columns``."""
-    return _either(_parsed_identities(columns), who)
+    return _either(_parsed_identities(columns, fields), who)
 
 
 def delete_rows(table: DeltaTable, user_id: str, rows: Column) -> None:
     """Delete from ``table`` the rows of ``user_id``: ``rows`` is a predicate on
-    :data:`FORGOTTEN` (e.g. ``event_rows(F.col(FORGOTTEN))``).
+    :data:`FORGOTTEN`.
 
     A ``MERGE`` of a one-row source holding the id, matched rows deleted: the predicate the
-    commit records in the table's history names columns, never the id or its digest.
+    commit records in the table's history names columns, never the id or its digest
+    (e.g. ``event_rows(F.col(FORGOTTEN), spec.identity)``).
     """
     source = table.toDF().sparkSession.createDataFrame([(user_id,)], "_forgotten string")
     table.alias("t").merge(source.alias("s"), rows).whenMatchedDelete().execute()
 
 
 def without_suppressed(
-    records: DataFrame, suppressed: Collection[str], column: str = "value"
+    records: DataFrame, suppressed: Collection[str], fields: Sequence[str], column: str = "value"
 ) -> DataFrame:
     """``records`` without those of the ``suppressed`` users (unchanged when there are none).
 
-    Two broadcast anti-joins (one per identity field) on the ids parsed from
-    ``column``: equi-joins, so a long list costs a hash lookup per record.
+    One broadcast anti-join per identity field on the ids parsed from ``column``:
+    equi-joins, so a long list costs a hash lookup per record.
     """
-    return _without(records, suppressed, _identities(column))
+    return _without(records, suppressed, _identities(column, fields))
 
 
-def without_suppressed_parsed(records: DataFrame, suppressed: Collection[str]) -> DataFrame:
+def without_suppressed_parsed(
+    records: DataFrame, suppressed: Collection[str], fields: Sequence[str]
+) -> DataFrame:
     """Parsed ``records`` (staging's) without those of the ``suppressed`` users."""
-    return _without(records, suppressed, _parsed_identities(records.columns))
+    return _without(records, suppressed, _parsed_identities(records.columns, fields))
 
 
 def _without(
     records: DataFrame, suppressed: Collection[str], identities: list[Column]
 ) -> DataFrame:
     """``records`` but those any of whose ``identities`` is ``suppressed``."""
-    if not suppressed:
+    if not suppressed or not identities:
         return records
     from pyspark.sql import functions as F
 

@@ -1,4 +1,5 @@
-"""Which lake rows are a user's: silver's typed columns and raw Kafka values, on Spark."""
+"""Which lake rows are a user's: silver's typed columns and raw Kafka values, on Spark,
+matched on the identity fields a pipeline declares."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from batch_layer.suppressed import (
     without_suppressed,
     without_suppressed_parsed,
 )
+
+SDK = ("userId", "anonymousId")
+"""The identity fields of the SDK events' pipeline (``web_events``)."""
 
 EVENTS = [
     ("1", "u-1", "a-1"),
@@ -42,15 +46,15 @@ def _ids(frame) -> list[str]:
 
 def test_silver_rows_of_a_user_are_those_with_the_id_as_user_or_anonymous_id(spark):
     silver = spark.createDataFrame(EVENTS, "id string, userId string, anonymousId string")
-    assert _ids(silver.where(event_rows("u-1"))) == ["1", "2"]
-    assert _ids(silver.where(~event_rows("u-1"))) == ["3", "4", "5"]  # never null
+    assert _ids(silver.where(event_rows("u-1", SDK))) == ["1", "2"]
+    assert _ids(silver.where(~event_rows("u-1", SDK))) == ["3", "4", "5"]  # never null
 
 
 @pytest.mark.parametrize(("column", "binary"), [("value", True), ("raw", False)])
 def test_raw_records_are_matched_on_their_parsed_identity_fields(spark, column, binary):
     records = _raw(spark, column, binary)
-    assert _ids(records.where(record_rows("u-1", column))) == ["1", "2"]
-    assert _ids(records.where(~record_rows("u-1", column))) == ["3", "4", "5"]
+    assert _ids(records.where(record_rows("u-1", SDK, column))) == ["1", "2"]
+    assert _ids(records.where(~record_rows("u-1", SDK, column))) == ["3", "4", "5"]
 
 
 def test_an_id_with_quotes_is_a_value_not_sql(spark):
@@ -58,15 +62,15 @@ def test_an_id_with_quotes_is_a_value_not_sql(spark):
     silver = spark.createDataFrame(
         [("1", tricky, None), ("2", "x", None)], "id string, userId string, anonymousId string"
     )
-    assert _ids(silver.where(event_rows(tricky))) == ["1"]
+    assert _ids(silver.where(event_rows(tricky, SDK))) == ["1"]
 
 
 def test_suppressed_users_records_are_left_out_and_others_kept(spark):
     records = _raw(spark)
-    assert _ids(without_suppressed(records, {"u-1", "a-3"})) == ["3", "4", "5"]
-    assert _ids(without_suppressed(records, {"someone"})) == ["1", "2", "3", "4"]
-    assert without_suppressed(records, set()) is records
-    assert without_suppressed(records, {"u-1"}).columns == records.columns
+    assert _ids(without_suppressed(records, {"u-1", "a-3"}, SDK)) == ["3", "4", "5"]
+    assert _ids(without_suppressed(records, {"someone"}, SDK)) == ["1", "2", "3", "4"]
+    assert without_suppressed(records, set(), SDK) is records
+    assert without_suppressed(records, {"u-1"}, SDK).columns == records.columns
 
 
 def _parsed(spark):
@@ -84,14 +88,32 @@ def _parsed(spark):
 
 def test_parsed_records_are_matched_on_raw_text_or_typed_ids(spark):
     parsed = _parsed(spark)
-    assert _ids(parsed.where(parsed_rows("u-1", parsed.columns))) == ["1", "2", "3"]
-    assert _ids(parsed.where(~parsed_rows("u-1", parsed.columns))) == ["4", "5", "6"]
-    assert _ids(without_suppressed_parsed(parsed, {"u-1", "a-3"})) == ["4", "5"]
-    assert without_suppressed_parsed(parsed, {"u-1"}).columns == parsed.columns
+    assert _ids(parsed.where(parsed_rows("u-1", SDK, parsed.columns))) == ["1", "2", "3"]
+    assert _ids(parsed.where(~parsed_rows("u-1", SDK, parsed.columns))) == ["4", "5", "6"]
+    assert _ids(without_suppressed_parsed(parsed, {"u-1", "a-3"}, SDK)) == ["4", "5"]
+    assert without_suppressed_parsed(parsed, {"u-1"}, SDK).columns == parsed.columns
 
 
 def test_a_contract_without_the_identity_columns_is_matched_on_raw_text_alone(spark):
     """Another pipeline's parsed records (no ``userId`` column): only rejects can match."""
     parsed = _parsed(spark).drop("userId", "anonymousId")
-    assert _ids(parsed.where(parsed_rows("u-1", parsed.columns))) == ["3"]
-    assert _ids(without_suppressed_parsed(parsed, {"u-1"})) == ["1", "2", "4", "5", "6"]
+    assert _ids(parsed.where(parsed_rows("u-1", SDK, parsed.columns))) == ["3"]
+    assert _ids(without_suppressed_parsed(parsed, {"u-1"}, SDK)) == ["1", "2", "4", "5", "6"]
+
+
+def test_each_pipeline_is_matched_on_its_own_identity_fields(spark):
+    orders = spark.createDataFrame(
+        [("1", "b-1", "u-1"), ("2", "b-2", None), ("3", None, "b-1")],
+        "id string, buyer_id string, userId string",
+    )
+    # checkouts names its buyer: a userId column there is not whose the row is.
+    assert _ids(orders.where(event_rows("b-1", ("buyer_id",)))) == ["1"]
+    assert _ids(orders.where(event_rows("u-1", ("buyer_id",)))) == []
+    raw = orders.selectExpr("id", "to_json(struct(buyer_id, userId)) as value")
+    assert _ids(without_suppressed(raw, {"b-2"}, ("buyer_id",))) == ["1", "3"]
+
+
+def test_a_pipeline_without_identity_fields_holds_no_ones_rows(spark):
+    records = _raw(spark)
+    assert _ids(records.where(record_rows("u-1", ()))) == []
+    assert without_suppressed(records, {"u-1"}, ()) is records
