@@ -56,8 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     forget = commands.add_parser(
         "forget", help="forget a user: erase their events everywhere, republish their days"
     )
-    forget.add_argument("--user", required=True, help="the userId or anonymousId to forget")
-    forget.add_argument("--pipeline", default="web_events", help="the batch pipeline")
+    forget.add_argument("--user", required=True, help="the person's id to forget")
+    forget.add_argument(
+        "--pipeline",
+        action="append",
+        default=[],
+        help="a pipeline to forget them in (repeatable; default: every pipeline whose "
+        "declaration names identity fields)",
+    )
     forget.add_argument(
         "--in-process", action="store_true", help="run the steps here even when Airflow is up"
     )

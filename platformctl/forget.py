@@ -1,7 +1,10 @@
 """``platformctl forget --user ID``: forget a user across the platform (right to erasure).
 
-Through Airflow when its api-server and scheduler are up: a run of the
-pipeline's ``<pipeline>_forget`` DAG (param ``user``), followed to its end;
+One request erases the person from every pipeline whose declaration names the
+fields that identify a person (``PipelineSpec.identity``), or from those named
+with ``--pipeline``. For each, through Airflow when its api-server and
+scheduler are up: a run of the pipeline's ``<pipeline>_forget`` DAG (param
+``user``), followed to its end;
 the report is the last line of its ``forget`` task's log. Otherwise the same
 steps run in this process (:data:`batch_layer.__main__.FORGET_STEPS`:
 forget, the silver gate, gold, the gold gate, publish) and the report is
@@ -12,6 +15,7 @@ docs/operations.md, "Forgetting a user".
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from core.log import get_logger, log_event
@@ -35,14 +39,26 @@ def airflow_ready(settings: Settings) -> bool:
 
 
 def forget_user(
-    settings: Settings, user: str, pipeline_name: str, *, in_process: bool = False
+    settings: Settings, user: str, pipelines: Sequence[str] = (), *, in_process: bool = False
 ) -> tuple[dict[str, Any], int]:
-    """Forget ``user`` in pipeline ``pipeline_name``; (the report, the exit code)."""
-    from batch_layer.pipelines import pipeline
+    """Forget ``user`` in ``pipelines`` (default: every pipeline with identity fields);
+    (the report, one entry per pipeline, and the exit code: 0 when every one succeeded)."""
+    from pipelines import PIPELINES, pipeline
 
-    spec = pipeline(pipeline_name)
+    specs = [pipeline(name) for name in pipelines] or [s for s in PIPELINES if s.identity]
     if not user.strip():
-        raise ValueError("--user must name a userId or an anonymousId.")
+        raise ValueError("--user must name a person's id (a userId, an anonymousId, a buyer).")
+    reports, code = {}, 0
+    for spec in specs:
+        reports[spec.name], failed = _forget_in(settings, spec, user, in_process=in_process)
+        code = code or failed
+    report = {"subject": subject_of(user, settings.batch.subject_key), "pipelines": reports}
+    return report, code
+
+
+def _forget_in(
+    settings: Settings, spec: Any, user: str, *, in_process: bool
+) -> tuple[dict[str, Any], int]:
     if not in_process and airflow_ready(settings):
         from platformctl.airflow_rest import trigger, unpause, wait_for_dags, wait_for_run
 
@@ -57,7 +73,6 @@ def forget_user(
             "dag_id": dag_id,
             "run_id": run_id,
             "state": state,
-            "subject": subject_of(user, settings.batch.subject_key),
             "report": f"the last line of the log of task 'forget' of {dag_id} run {run_id}",
         }
         return report, 0 if state == "success" else 1

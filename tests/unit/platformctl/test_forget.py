@@ -20,15 +20,36 @@ def test_the_user_is_required(capsys):
 
 
 def test_an_empty_user_is_refused_before_anything_runs():
-    with pytest.raises(ValueError, match="userId or an anonymousId"):
-        forget_user(Settings(), "  ", "web_events")
+    with pytest.raises(ValueError, match="must name a person's id"):
+        forget_user(Settings(), "  ", ["web_events"])
 
 
 def test_an_unknown_pipeline_is_refused():
     with pytest.raises(KeyError, match="No pipeline 'nope'"):
-        forget_user(Settings(), "u-1", "nope")
+        forget_user(Settings(), "u-1", ["nope"])
 
 
 def test_without_an_answering_airflow_the_steps_run_in_process():
     settings = Settings(airflow=AirflowSettings(api_port=_unused_port()))
     assert not airflow_ready(settings)
+
+
+def test_one_request_forgets_in_every_pipeline_that_names_a_person(monkeypatch):
+    from pipelines import PIPELINES
+    from platformctl import forget
+
+    asked = []
+
+    def forget_in(settings, spec, user, *, in_process):
+        asked.append(spec.name)
+        return {"via": "in-process"}, 1 if spec.name == "checkouts" else 0
+
+    monkeypatch.setattr(forget, "_forget_in", forget_in)
+    report, code = forget_user(Settings(), "b-1")
+    assert asked == [s.name for s in PIPELINES if s.identity] == ["checkouts", "web_events"]
+    assert set(report["pipelines"]) == set(asked) and "b-1" not in str(report)
+    assert code == 1  # one pipeline failed: the request did not succeed
+
+    asked.clear()
+    assert forget_user(Settings(), "b-1", ["web_events"])[1] == 0
+    assert asked == ["web_events"]
