@@ -72,6 +72,10 @@ def connect(
         # Back within seconds of a node restart (the default backs off to 10 minutes).
         reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
         connect_timeout=connect_timeout_s,
+        # The control connection reads the whole schema when it connects; the driver gives
+        # those reads 2 s, which a busy node with many keyspaces (hundreds of tables: every
+        # view has several) does not always answer in. The connect's own timeout instead.
+        control_connection_timeout=connect_timeout_s,
     )
     return cluster, cluster.connect()
 
