@@ -156,7 +156,7 @@ class ServingStore:
         self._reconciled = self._prepare(pointers.select_reconcile)
         self._speed_prepared: set[tuple[str, int]] = set()
         versions = read_speed_versions(session, keyspace, list(self.views))
-        for spec in views:
+        for spec in self.views.values():
             for grain in GRAINS:
                 self._prepare_view(spec, "batch", 0, grain)
             self._prepare_view(spec, "speed", versions[spec.name])
