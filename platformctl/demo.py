@@ -247,7 +247,7 @@ def _say_forget(settings: Settings, visitor: str) -> None:
     from platformctl.forget import forget_user
 
     before = events_in_silver(settings, visitor)
-    report, code = forget_user(settings, visitor)
+    report, code = forget_user(settings, visitor, ["web_events"])  # the visitor's pipeline
     if code != 0:
         raise RuntimeError(f"Forgetting {visitor} failed: {report}")
     after = events_in_silver(settings, visitor)
@@ -255,8 +255,7 @@ def _say_forget(settings: Settings, visitor: str) -> None:
     _say(
         "forget",
         f"platformctl forget --user {visitor} ({web['via']}, {web.get('dag_id', '')} "
-        f"{web.get('state', '')}; pipelines {', '.join(report['pipelines'])}): "
-        f"the visitor's events in silver {before} before, "
+        f"{web.get('state', '')}): the visitor's events in silver {before} before, "
         f"{after} after; bronze, rejects and the republished days follow, and the collector "
         "drops the visitor's new events",
     )
