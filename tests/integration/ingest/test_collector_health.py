@@ -17,7 +17,7 @@ from core.settings import KafkaSettings, Settings
 from ingest.app import create_app
 from tests.integration.asgi import serving
 from tests.support.collector import collector_settings
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ class _Forwarder:
     """A TCP port that is closed until :meth:`open`, then forwards to ``target``."""
 
     def __init__(self, target: tuple[str, int]) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self._target = target
         self._listener: socket.socket | None = None
 
@@ -78,7 +78,7 @@ def test_health_probes_off_the_event_loop(local_platform, unique_name):
     # Nothing listens at the bootstrap address: each metadata request waits its 2 s out.
     settings = _with_bootstrap(
         collector_settings(local_platform, unique_name, write_keys={"s": "k"}),
-        f"127.0.0.1:{_free_port()}",
+        f"127.0.0.1:{free_port()}",
     )
     with _serve(settings) as url, ThreadPoolExecutor(6) as pool:
         started = time.monotonic()

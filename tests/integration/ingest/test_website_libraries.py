@@ -29,7 +29,7 @@ from core.settings import LakeSettings, SpeedSettings
 from platformctl.demo_site import headless_chromium, serve_site, visit
 from tests.support.collector import collector_settings as make_settings
 from tests.support.collector import consume_all, serve_collector
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def stack(spark, local_platform, tmp_path_factory):
     from speed_layer.job import start_queries
 
     name = f"t_web_{uuid.uuid4().hex[:8]}"
-    site_port = _free_port()
+    site_port = free_port()
     root = tmp_path_factory.mktemp("website")
     settings = make_settings(
         local_platform,

@@ -26,7 +26,7 @@ from core.settings import (
 )
 from platformctl import platform
 from platformctl.services.airflow import passwords_file
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -35,16 +35,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 def isolated(settings: Settings, isolated_state: Path, tmp_path: Path):
     isolated = settings.model_copy(
         update={
-            "kafka": KafkaSettings(bootstrap_servers=f"127.0.0.1:{_free_port()}"),
-            "monitoring": MonitoringSettings(prometheus_port=_free_port()),
+            "kafka": KafkaSettings(bootstrap_servers=f"127.0.0.1:{free_port()}"),
+            "monitoring": MonitoringSettings(prometheus_port=free_port()),
             "airflow": AirflowSettings(
                 home=tmp_path / "airflow",
                 venv=settings.airflow.venv,
                 dags_folder=tmp_path / "dags",
-                api_port=_free_port(),
+                api_port=free_port(),
                 admin_password="operator-test-password",
             ),
-            "local": LocalSettings(state_dir=isolated_state, kafka_controller_port=_free_port()),
+            "local": LocalSettings(state_dir=isolated_state, kafka_controller_port=free_port()),
         }
     )
     (tmp_path / "dags").mkdir()

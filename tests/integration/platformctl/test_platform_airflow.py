@@ -17,7 +17,7 @@ import pytest
 
 from core.settings import AirflowSettings, LocalSettings, Settings
 from platformctl import airflow_rest, platform
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -67,7 +67,7 @@ def isolated(settings: Settings, tmp_path: Path):
                 home=tmp_path / "airflow",
                 venv=settings.airflow.venv,
                 dags_folder=dags,
-                api_port=_free_port(),
+                api_port=free_port(),
             ),
             "local": LocalSettings(state_dir=tmp_path / "state"),
         }

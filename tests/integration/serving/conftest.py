@@ -31,7 +31,7 @@ import httpx
 import pytest
 
 from core.settings import ServingSettings, Settings, settings_env
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 TOKEN = "serving-test-token"
 
@@ -57,7 +57,7 @@ def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
             "serving": ServingSettings(
                 **local_platform.serving.model_dump()
                 | {
-                    "port": _free_port(),
+                    "port": free_port(),
                     "api_tokens": {"tester": TOKEN},
                     "pointer_cache_s": 0.0,
                     "workers": 1,

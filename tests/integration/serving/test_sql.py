@@ -26,7 +26,7 @@ import pytest
 from core.settings import Settings, SqlSettings
 from ingest.simulator import build_truth
 from serving.connect.examples import doc_queries
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 # The first test builds the SQL lake (the batch pipeline over two days of traffic) and
 # starts the server: minutes on a busy machine.
@@ -55,8 +55,8 @@ def serving_settings(serving_settings: Settings, sql_lake, tmp_path_factory) -> 
                 update={"state_dir": tmp_path_factory.mktemp("sql") / "state"}
             ),
             "sql": SqlSettings(
-                port=_free_port(),
-                health_port=_free_port(),
+                port=free_port(),
+                health_port=free_port(),
                 token=SQL_TOKEN,
                 refresh_s=5,
                 time_limit_s=30,

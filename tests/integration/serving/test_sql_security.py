@@ -28,7 +28,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings, SqlSettings
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 # One worker builds the session's lake (`sql_lake`) once for both SQL modules.
 pytestmark = [
@@ -70,8 +70,8 @@ def serving_settings(serving_settings: Settings, sql_lake, tmp_path_factory) -> 
                 update={"state_dir": tmp_path_factory.mktemp("sql_security") / "state"}
             ),
             "sql": SqlSettings(
-                port=_free_port(),
-                health_port=_free_port(),
+                port=free_port(),
+                health_port=free_port(),
                 token=SQL_TOKEN,
                 refresh_s=5,
                 max_rows=500,

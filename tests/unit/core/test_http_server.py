@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 
 from core.http_server import header_timeout_protocol
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 
 async def _app(scope, receive, send) -> None:
@@ -26,7 +26,7 @@ async def _app(scope, receive, send) -> None:
 
 @contextmanager
 def _server(http: str, header_timeout_s: float) -> Iterator[int]:
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(
         _app,
         host="127.0.0.1",

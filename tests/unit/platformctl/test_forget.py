@@ -9,8 +9,6 @@ from platformctl.cli import main
 from platformctl.forget import airflow_ready, forget_user
 from tests.support.ports import free_port
 
-_unused_port = free_port
-
 
 def test_the_user_is_required(capsys):
     with pytest.raises(SystemExit) as exited:
@@ -30,7 +28,7 @@ def test_an_unknown_pipeline_is_refused():
 
 
 def test_without_an_answering_airflow_the_steps_run_in_process():
-    settings = Settings(airflow=AirflowSettings(api_port=_unused_port()))
+    settings = Settings(airflow=AirflowSettings(api_port=free_port()))
     assert not airflow_ready(settings)
 
 

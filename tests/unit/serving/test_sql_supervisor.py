@@ -14,7 +14,7 @@ import time
 
 from core.settings import LocalSettings, Settings, SqlSettings
 from serving.connect.supervise import Supervisor
-from tests.support.ports import free_port as _free_port
+from tests.support.ports import free_port
 
 NOT_ANSWERING = """
 import http.server, sys
@@ -60,13 +60,13 @@ def _alive(pid: int) -> bool:
 
 def test_a_server_that_exits_is_started_again():
     argv = [sys.executable, "-c", "raise SystemExit(3)"]
-    supervisor = Supervisor(_settings(_free_port()), argv, dict(os.environ))
+    supervisor = Supervisor(_settings(free_port()), argv, dict(os.environ))
     _supervise(supervisor, lambda: supervisor.restarts >= 2)
     assert supervisor.restarts >= 2
 
 
 def test_a_server_that_stops_answering_is_stopped_and_started_again():
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-c", NOT_ANSWERING, str(port)]
     supervisor = Supervisor(_settings(port), argv, dict(os.environ))
     first: list[int] = []
