@@ -145,7 +145,9 @@ def test_the_pointers_the_jobs_and_serving_follow_are_read_and_written_at_local_
         store_requests = len(sent.requests)
 
         async def serve() -> None:  # serving's pointer reads, prepared by serving itself
-            store = ServingStore(session, settings.cassandra.keyspace, pointer_cache_s=0)
+            store = ServingStore(
+                session, settings.cassandra.keyspace, views=VIEWS, pointer_cache_s=0
+            )
             pointers = await store.pointers()
             assert {p.speed_version for p in pointers.views.values()} == {1}
 
