@@ -281,7 +281,7 @@ What to do (docs/operations.md, "The speed and batch views disagree"):
    live run and version) and its log (`.platform/logs/speed.log`, `speed.replay_*` and
    `speed.query_*` events).
 3. Repair by rebuilding the live views from the log into a new version:
-   `python -m speed_layer replay --from earliest`; serving switches to it once it has
+   `python -m speed_layer replay --from earliest --pipeline P`; serving switches to it once it has
    caught up (`platformctl status` shows the catch-up).
 4. Re-run this task (clear it in Airflow, or `python -m batch_layer reconcile --pipeline P`):
    it compares the same windows again, against the version the replay switched to.

@@ -279,7 +279,8 @@ def reconcile(
     try:
         boundaries = read_boundaries(settings.cassandra, spec.views, session=session)
         speed_versions = read_speed_versions(session, keyspace, spec.views)
-        floor = read_live_floor(session, keyspace, settings.speed.checkpoint_name)
+        run_key = spec.stream_settings(settings).speed.checkpoint_name  # its live runs
+        floor = read_live_floor(session, keyspace, run_key)
         held = settings.speed.ttl_s - settings.batch.reconcile_ttl_margin_s
         held_from = max(_ms(now) - held * 1000, _ms(floor) if floor else 0)
         watermarks = _speed_watermarks(session, keyspace, spec.views)

@@ -41,6 +41,7 @@ from bench.batch_throughput import _topic_settings, produce_day
 from bench.procs import group_rss_mb
 from bench.speed_freshness import ceiling
 from core.settings import PROJECT_ROOT, LakeSettings, Settings, load_settings, settings_env
+from pipelines import pipeline
 from platformctl import platform
 
 ARTIFACT = PROJECT_ROOT / ".platform" / "artifacts" / "bench_replay.json"
@@ -56,7 +57,12 @@ _TOTALS = (
 def _settings(base: Settings, run: str, folder: Path) -> Settings:
     settings = _topic_settings(base, f"bench-replay-{run}")
     speed = settings.speed.model_copy(
-        update={"replay_sustain_s": 10.0, "replay_grace_s": 30.0, "replay_poll_s": 2.0}
+        update={
+            "replay_sustain_s": 10.0,
+            "replay_grace_s": 30.0,
+            "replay_poll_s": 2.0,
+            "pipelines": ["web_events"],  # the pipeline whose topic it fills
+        }
     )
     return settings.model_copy(
         update={
@@ -92,7 +98,7 @@ def _replay_row(session, settings: Settings, generation: int):
     return session.execute(
         f"SELECT state, kafka_lag, progress_at, switched_at FROM "
         f"{settings.cassandra.keyspace}.speed_runs WHERE checkpoint_name = %s AND generation = %s",
-        (settings.speed.checkpoint_name, generation),
+        (pipeline("web_events").stream_settings(settings).speed.checkpoint_name, generation),
     ).one()
 
 

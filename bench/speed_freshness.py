@@ -409,6 +409,7 @@ def main(argv: list[str] | None = None) -> None:
             "lake": LakeSettings(
                 root=str(root / "lake"), checkpoint_root=str(root / "checkpoints")
             ),
+            "speed": base.speed.model_copy(update={"pipelines": ["web_events"]}),
         }
     )
     from confluent_kafka.admin import AdminClient

@@ -205,7 +205,14 @@ class SpeedSettings(_Section):
     ttl_s: int = Field(default=3 * 24 * 3600, ge=3600)
     """Lifetime of speed rows in Cassandra; must exceed the batch layer's delay."""
     checkpoint_name: str = "speed"
-    """Sub-directory of the checkpoint root; a new name starts a new (Kappa) run."""
+    """Sub-directory of the checkpoint root (each pipeline's runs under
+    ``<checkpoint_name>/<pipeline>``); a new name starts new (Kappa) runs."""
+    pipelines: list[str] = Field(default_factory=list)
+    """The pipelines this speed job streams (``WAP_SPEED__PIPELINES='["checkouts"]'``);
+    empty: every declared pipeline whose ``speed.live`` is set."""
+    restart_backoff_s: float = Field(default=10.0, gt=0)
+    """A pipeline whose query failed while others run is restarted in the job after this
+    long (doubling, at most 5 minutes); the job exits when none is left running."""
     state_partitions: int = Field(default=1, ge=1)
     """``spark.sql.shuffle.partitions`` of the speed layer: deduplication state store
     instances and the tasks of each view's aggregation per micro-batch. Each costs a fixed

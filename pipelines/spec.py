@@ -201,6 +201,32 @@ class PipelineSpec:
     def schedule_of(self, settings: Settings) -> str | None:
         return self.schedule or settings.batch.schedule
 
+    def stream_settings(self, settings: Settings) -> Settings:
+        """``settings`` as the speed layer streams this pipeline: its topic, its runs and
+        checkpoints under ``<speed.checkpoint_name>/<name>`` (``speed_runs`` is keyed by
+        that), and its own watermark and micro-batch bound where it declares them.
+
+        >>> from pipelines import pipeline
+        >>> s = pipeline("checkouts").stream_settings(Settings())
+        >>> s.speed.checkpoint_name, s.kafka.events_topic
+        ('speed/checkouts', 'shop.checkouts.v1')
+        """
+        speed: dict[str, object] = {
+            "checkpoint_name": f"{settings.speed.checkpoint_name}/{self.name}"
+        }
+        if self.speed.watermark_s is not None:
+            speed["watermark"] = f"{self.speed.watermark_s} seconds"
+        if self.speed.max_offsets_per_trigger is not None:
+            speed["max_offsets_per_trigger"] = self.speed.max_offsets_per_trigger
+        return settings.model_copy(
+            update={
+                "speed": settings.speed.model_copy(update=speed),
+                "kafka": settings.kafka.model_copy(
+                    update={"events_topic": self.topic_of(settings)}
+                ),
+            }
+        )
+
     def table_name(self, settings: Settings) -> str:
         """The Delta table name of the pipeline's bronze and silver (``web.events.v1`` ->
         ``web_events_v1``)."""

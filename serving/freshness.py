@@ -212,7 +212,21 @@ def drift_message(reconciled: Mapping[str, Mapping[str, Any] | None]) -> str | N
     ]
     if not drifting:
         return None
-    return "; ".join(drifting) + (
-        "; replay the speed layer (python -m speed_layer replay --from earliest), then "
-        "re-run the reconcile task (docs/operations.md)"
+    from pipelines import PIPELINES
+
+    drifted = [
+        spec.name
+        for spec in PIPELINES
+        if any(
+            row is not None and row.get("passed") is False and view in spec.views
+            for view, row in reconciled.items()
+        )
+    ] or ["P"]
+    return (
+        "; ".join(drifting)
+        + "; replay the speed layer ("
+        + ", ".join(
+            f"python -m speed_layer replay --from earliest --pipeline {name}" for name in drifted
+        )
+        + "), then re-run the reconcile task (docs/operations.md)"
     )

@@ -29,57 +29,64 @@ def serve(
     stopping: threading.Event,
     metrics: SpeedMetrics,
 ) -> int:
-    """The speed layer on ``spark`` until ``stopping`` is set, or (``drain``) until it has
-    processed everything in the log; 0, or 1 when a query failed."""
+    """The speed layer of every streamed pipeline (:func:`speed_layer.streams.streamed`) on
+    ``spark`` until ``stopping`` is set, or (``drain``) until it has processed everything in
+    the log; 0, or 1 when no pipeline is left running (a drain: when one failed)."""
     from layout import create_tables
-    from speed_layer.job import speed_sql_conf
-    from speed_layer.service import SpeedService
+    from speed_layer.streams import Streams, streamed
 
-    create_tables(settings)
-    for key, value in speed_sql_conf(settings).items():
-        spark.conf.set(key, value)
-    service = SpeedService(spark, settings, available_now=drain, metrics=metrics)
-    start = service.live
-    log_event(
-        _log,
-        "speed.run",
-        generation=start.generation,
-        version=start.version,
-        requested=start.requested,
-        checkpoint=start.checkpoint_dir(settings),
-        floor=start.floor.isoformat() if start.floor else None,
-    )
-    service.start()
-    failed = service.supervise(stopping)
-    if not service.stop():
-        log_event(_log, "speed.progress_not_recorded", queries=list(service.queries))
-    if failed:
-        for query in failed:
-            log_event(_log, "speed.failed", query=query.name, error=str(query.exception()))
-    else:
-        service.recorder.stopped([spec.name for spec in service.views])
-    service.close()
-    if failed:
+    specs = streamed(settings)
+    create_tables(settings, [view for spec in specs for view in spec.view_specs])
+    streams = Streams(spark, settings, specs, available_now=drain, metrics=metrics)
+    streams.start()
+    code = streams.run(stopping)
+    if not streams.stop():
+        log_event(_log, "speed.progress_not_recorded", pipelines=sorted(streams.services))
+    if code == 0:
+        streams.stopped()
+    streams.close()
+    if code:
+        log_event(_log, "speed.failed", pipelines=sorted(streams.failed))
         return 1
     log_event(_log, "speed.stopped")
     return 0
 
 
 def drain(spark: SparkSession, settings: Settings) -> int:
-    """``--drain`` inside a running JVM: catch up on a new SQL session of ``spark`` (the
-    speed layer's SQL settings stay on it) and stop. What a one-off catch-up, a notebook or
-    a test runs without starting a Spark application of its own."""
+    """``--drain`` inside a running JVM: catch up, each pipeline on a new SQL session of
+    ``spark`` with the speed layer's SQL settings, and stop. What a one-off catch-up, a
+    notebook or a test runs without starting a Spark application of its own."""
     from speed_layer.metrics import SpeedMetrics
 
-    session = spark.newSession()
-    return serve(session, settings, drain=True, stopping=threading.Event(), metrics=SpeedMetrics())
+    return serve(spark, settings, drain=True, stopping=threading.Event(), metrics=SpeedMetrics())
 
 
-def run(drain: bool) -> int:
+def _with_pipelines(settings: Settings, names: list[str] | None) -> Settings:
+    """``settings`` streaming only ``names`` (``--pipeline``), when given."""
+    if not names:
+        return settings
+    speed = settings.speed.model_copy(update={"pipelines": names})
+    return settings.model_copy(update={"speed": speed})
+
+
+def _one_pipeline(settings: Settings, name: str | None):
+    """The pipeline a reset or replay is for: ``--pipeline``, or the only one streamed."""
+    from pipelines import pipeline
+    from speed_layer.streams import streamed
+
+    if name is not None:
+        return pipeline(name)
+    specs = streamed(settings)
+    if len(specs) != 1:
+        raise ValueError("name the pipeline: --pipeline " + "|".join(spec.name for spec in specs))
+    return specs[0]
+
+
+def run(drain: bool, pipelines: list[str] | None = None) -> int:
     from core.spark import build_spark_session
     from speed_layer.metrics import SpeedMetrics
 
-    settings = load_settings()
+    settings = _with_pipelines(load_settings(), pipelines)
     spark = build_spark_session(settings, app_name="speed-layer")
     metrics = SpeedMetrics()
     if not drain:  # a drain is a one-off run: nothing scrapes it
@@ -98,29 +105,37 @@ def run(drain: bool) -> int:
     return code
 
 
-def reset_command(from_offsets: str, force: bool) -> int:
+def reset_command(from_offsets: str, force: bool, name: str | None = None) -> int:
     from speed_layer.reset import ResetRefused, reset
 
-    settings = load_settings()
     try:
-        start = reset(settings, from_offsets, force=force)
-    except (ResetRefused, ValueError) as exc:
+        spec = _one_pipeline(load_settings(), name)
+        settings = spec.stream_settings(load_settings())
+        start = reset(settings, from_offsets, force=force, views=spec.view_specs)
+    except (ResetRefused, KeyError, ValueError) as exc:
         log_event(_log, "speed.reset_refused", error=str(exc))
         print(f"reset refused: {exc}")
         return 2
     floor = start.floor.isoformat() if start.floor else "none (every window is recomputed)"
     print(
-        f"speed layer reset: run {start.generation} starts at {start.requested} "
+        f"speed layer reset of {spec.name}: run {start.generation} starts at {start.requested} "
         f"({start.starting_offsets}) on {start.checkpoint_dir(settings)}; it writes windows "
         f"from {floor}. Start the job (python -m platformctl up speed) to run it."
     )
     return 0
 
 
-def replay_command(from_offsets: str | None, force: bool, abandon: bool, wait_s: float) -> int:
+def replay_command(
+    from_offsets: str | None, force: bool, abandon: bool, wait_s: float, name: str | None = None
+) -> int:
     from speed_layer.replay import ReplayRefused, abandon_replay, request_replay
 
-    settings = load_settings()
+    try:
+        spec = _one_pipeline(load_settings(), name)
+    except (KeyError, ValueError) as exc:
+        print(f"replay refused: {exc}")
+        return 2
+    settings = spec.stream_settings(load_settings())
     if abandon:
         gone = abandon_replay(settings)
         print(
@@ -134,14 +149,14 @@ def replay_command(from_offsets: str | None, force: bool, abandon: bool, wait_s:
         print("replay needs --from earliest|TIMESTAMP (or --abandon)")
         return 2
     try:
-        replay = request_replay(settings, from_offsets, force=force)
+        replay = request_replay(settings, from_offsets, force=force, views=spec.view_specs)
     except (ReplayRefused, ValueError) as exc:
         log_event(_log, "speed.replay_refused", error=str(exc))
         print(f"replay refused: {exc}")
         return 2
     floor = replay.floor.isoformat() if replay.floor else "none (every retained window)"
     print(
-        f"replay run {replay.generation} recorded: version {replay.version} from "
+        f"replay run {replay.generation} of {spec.name} recorded: version {replay.version} from "
         f"{replay.requested} ({replay.starting_offsets}), windows from {floor}. The running "
         "speed job starts it within seconds and switches serving to it once it has caught "
         "up; python -m platformctl status shows its catch-up."
@@ -190,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="process what is in the log now, then stop (availableNow)",
     )
+    parser.add_argument(
+        "--pipeline",
+        action="append",
+        metavar="NAME",
+        help="stream only this pipeline (repeatable; default: WAP_SPEED__PIPELINES, or every "
+        "live pipeline)",
+    )
     commands = parser.add_subparsers(dest="command")
     reset = commands.add_parser(
         "reset",
@@ -203,6 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         "2026-11-23T08:00:00Z)",
     )
     reset.add_argument("--force", action="store_true", help="reset even though the job looks alive")
+    reset.add_argument(
+        "--pipeline",
+        dest="one",
+        metavar="NAME",
+        help="the pipeline to reset (needed when the job streams several)",
+    )
     replay = commands.add_parser(
         "replay",
         help="rebuild the live views from the log into a new version beside the running job, "
@@ -219,15 +247,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     replay.add_argument("--abandon", action="store_true", help="give up the replay catching up")
     replay.add_argument(
+        "--pipeline",
+        dest="one",
+        metavar="NAME",
+        help="the pipeline to replay (needed when the job streams several)",
+    )
+    replay.add_argument(
         "--wait", type=float, default=0, metavar="SECONDS", help="follow it until it is live"
     )
     args = parser.parse_args(argv)
     configure_logging()
     if args.command == "reset":
-        return reset_command(args.from_offsets, args.force)
+        return reset_command(args.from_offsets, args.force, args.one)
     if args.command == "replay":
-        return replay_command(args.from_offsets, args.force, args.abandon, args.wait)
-    return run(args.drain)
+        return replay_command(args.from_offsets, args.force, args.abandon, args.wait, args.one)
+    return run(args.drain, args.pipeline)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from core.cassandra import prepare
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
-from data_contracts import load_contract
+from data_contracts import Contract, load_contract
 from layout import PointerTables, ViewTables
 from speed_layer.sink import ViewsSink
 from speed_layer.start import StartPosition
@@ -57,6 +57,7 @@ __all__ = [
     "add_counts",
     "batch_counts",
     "bound_event_time",
+    "contract_of",
     "count_rejects",
     "read_events",
     "reject_metric",
@@ -65,9 +66,6 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
-
-EVENTS_CONTRACT = load_contract("web_events", 1)
-"""The contract of the events the speed layer reads: their schema and their key."""
 
 EDGE_METRICS = "speed_edge"
 """Name of the observed metrics of :func:`bound_event_time` in each query's progress."""
@@ -142,11 +140,25 @@ def bound_event_time(
     ).where(~future & ~before)
 
 
+def contract_of(views: tuple[ViewSpec, ...]) -> Contract:
+    """The contract of the pipeline that declares ``views`` (:mod:`pipelines`): the schema
+    that parses its topic's records and the key that deduplicates them."""
+    from pipelines import pipeline_of_view
+
+    spec = pipeline_of_view(views[0].name)
+    return load_contract(spec.contract, spec.contract_major)
+
+
 def read_events(
-    spark: SparkSession, settings: Settings, start: StartPosition | None = None
+    spark: SparkSession,
+    settings: Settings,
+    start: StartPosition | None = None,
+    contract: Contract | None = None,
 ) -> DataFrame:
-    """The bounded, deduplicated, watermarked stream of events every view reads."""
+    """The bounded, deduplicated, watermarked stream of events every view reads: the topic
+    ``settings.kafka.events_topic`` parsed with ``contract`` (default: the web views')."""
     start = start or StartPosition()
+    contract = contract or contract_of(VIEWS)
     raw = (
         spark.readStream.format("kafka")
         .options(**settings.kafka.spark_options())
@@ -157,11 +169,11 @@ def read_events(
         .load()
     )
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
-    events = valid_of(count_rejects(check_records(raw, EVENTS_CONTRACT, tolerance)))
+    events = valid_of(count_rejects(check_records(raw, contract, tolerance)))
     return (
         bound_event_time(events, settings.event_time.future_tolerance_s, start.floor)
         .withWatermark("event_time", settings.speed.watermark)
-        .dropDuplicatesWithinWatermark(list(EVENTS_CONTRACT.key))
+        .dropDuplicatesWithinWatermark(list(contract.key))
     )
 
 
@@ -172,8 +184,13 @@ def start_queries(
     views: tuple[ViewSpec, ...] = VIEWS,
     available_now: bool = False,
     start: StartPosition | None = None,
+    contract: Contract | None = None,
 ) -> list[StreamingQuery]:
     """Start the speed layer's query (one, for every view); ``available_now`` drains the log.
+
+    ``settings`` are a pipeline's stream settings
+    (:meth:`pipelines.PipelineSpec.stream_settings`) and ``contract`` its contract
+    (default: that of the pipeline declaring ``views``).
 
     Its checkpoint is ``<run's checkpoint dir>/views``: the Kafka offsets and the
     deduplication state. The views' state is the rows in Cassandra.
@@ -183,7 +200,7 @@ def start_queries(
     tables = [ViewTables(s, keyspace, "speed", table_version=start.version) for s in views]
     checkpoint = f"{start.checkpoint_dir(settings)}/views"
     writer = (
-        read_events(spark, settings, start)
+        read_events(spark, settings, start, contract or contract_of(views))
         .writeStream.queryName(start.query_name)
         .outputMode("append")
         .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint))

@@ -12,6 +12,9 @@ job's process, on a registry of its own, with the standard process metrics.
 - ``wap_speed_query_kafka_lag_records{view}``: records behind the newest, at the last
   progress (serving's ``wap_speed_kafka_lag_records`` is the same, read from Cassandra);
 - ``wap_speed_last_progress_timestamp_seconds{view}``: when the query last reported;
+- ``wap_speed_pipeline_up{pipeline}``: 1 while the pipeline's query runs, 0 from its
+  failure until it runs again; ``wap_speed_pipeline_failures_total{pipeline}``: its failures
+  (each followed by a restart in the job, :mod:`speed_layer.streams`);
 - ``wap_speed_late_rows_dropped{view}``, ``wap_speed_future_rows_dropped{view}``,
   ``wap_speed_rejected_rows{view, reason}``: cumulative rows dropped (across restarts:
   the totals the job keeps in ``speed_progress``).
@@ -57,6 +60,13 @@ class SpeedMetrics:
         self.future = gauge(
             "wap_speed_future_rows_dropped", "Rows ahead of the future tolerance (total)"
         )
+        self.up = gauge("wap_speed_pipeline_up", "1 while the pipeline's query runs", ("pipeline",))
+        self.failures = Counter(
+            "wap_speed_pipeline_failures",
+            "Queries of the pipeline that failed",
+            ["pipeline"],
+            registry=r,
+        )
         self.rejected = gauge(
             "wap_speed_rejected_rows", "Rows the input rules rejected (total)", ("view", "reason")
         )
@@ -79,6 +89,12 @@ class SpeedMetrics:
             self.future.labels(view).set(counts.get("future_rows_dropped") or 0)
             for reason, rows in (counts.get("rejected_rows") or {}).items():
                 self.rejected.labels(view, reason).set(rows)
+
+    def pipeline_up(self, pipeline: str, up: bool) -> None:
+        """The pipeline's query runs (``up``) or has just failed."""
+        self.up.labels(pipeline).set(1 if up else 0)
+        if not up:
+            self.failures.labels(pipeline).inc()
 
     def serve(self, host: str, port: int) -> bool:
         """``/metrics`` on ``host:port``, in a daemon thread; False (logged) when the port is

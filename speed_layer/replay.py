@@ -107,7 +107,7 @@ def request_replay(
             )
         runs = read_runs(session, settings)
         pointed = read_speed_versions(session, settings.cassandra.keyspace, [v.name for v in views])
-        point = start_point(settings, request, from_offsets)
+        point = start_point(settings, request, from_offsets, views)
         if point["floor"] is not None and not force:
             _refuse_hole(settings, point["floor"], [v.name for v in views], session)
         replay = StartPosition(

@@ -10,6 +10,7 @@ from overwriting windows it cannot see whole.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from core.event_time import EventTimeBounds
@@ -28,7 +29,7 @@ from speed_layer.start import (
     spark_offsets,
     window_seconds,
 )
-from views import VIEWS
+from views import VIEWS, ViewSpec
 
 __all__ = ["ResetRefused", "reset", "start_point"]
 
@@ -40,17 +41,24 @@ class ResetRefused(RuntimeError):
     """The job looks alive: a reset under a running job would leave it on the old run."""
 
 
-def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> StartPosition:
-    """Record a new run starting at ``from_offsets``; the job picks it up at its next start."""
+def reset(
+    settings: Settings,
+    from_offsets: str,
+    *,
+    force: bool = False,
+    views: Sequence[ViewSpec] = VIEWS,
+) -> StartPosition:
+    """Record a new run of the pipeline of ``views`` (``settings``: its stream settings)
+    starting at ``from_offsets``; the job picks it up at its next start."""
     from core.cassandra import connect
 
     request = parse_from(from_offsets)
-    create_tables(settings)
+    create_tables(settings, views)
     cluster, session = connect(settings.cassandra)
     try:
         now = datetime.now(UTC)
         if not force:
-            _refuse_if_alive(session, settings, now)
+            _refuse_if_alive(session, settings, now, [v.name for v in views])
         replay = pending_replay(session, settings)
         if replay is not None:
             raise ResetRefused(
@@ -62,7 +70,7 @@ def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> Star
         newest = max((run.generation for run in read_runs(session, settings)), default=0)
         start = StartPosition(
             generation=newest + 1,
-            **start_point(settings, request, from_offsets),
+            **start_point(settings, request, from_offsets, views),
             created_at=now,
             version=previous.version,
         )
@@ -81,11 +89,13 @@ def reset(settings: Settings, from_offsets: str, *, force: bool = False) -> Star
     return start
 
 
-def start_point(settings: Settings, request, requested: str) -> dict:
+def start_point(
+    settings: Settings, request, requested: str, views: Sequence[ViewSpec] = VIEWS
+) -> dict:
     """A new run's ``starting_offsets``, ``floor`` and ``requested`` for a parsed request."""
     topic = settings.kafka.events_topic
     offsets, seen_from = resolve_offsets(settings.kafka, topic, request)
-    window_s = max(window_seconds(spec.window) for spec in VIEWS)
+    window_s = max(window_seconds(spec.window) for spec in views)
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
     return {
         "starting_offsets": spark_offsets(topic, offsets),
@@ -94,7 +104,7 @@ def start_point(settings: Settings, request, requested: str) -> dict:
     }
 
 
-def _refuse_if_alive(session, settings: Settings, now: datetime) -> None:
+def _refuse_if_alive(session, settings: Settings, now: datetime, views: list[str]) -> None:
     from core.cassandra import prepare
 
     pointers = PointerTables(settings.cassandra.keyspace)
@@ -102,6 +112,8 @@ def _refuse_if_alive(session, settings: Settings, now: datetime) -> None:
         prepare(session, pointers.select_progress(("heartbeat_at", "stopped_at")))
     )
     for row in rows:
+        if row.view_name not in views:  # another pipeline's: it runs on its own
+            continue
         beat = row.heartbeat_at.replace(tzinfo=UTC) if row.heartbeat_at else None
         stopped = row.stopped_at.replace(tzinfo=UTC) if row.stopped_at else None
         if beat and now - beat < ALIVE_WITHIN and (stopped is None or stopped < beat):

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import ViewTables, create_view_tables
-from speed_layer.job import ProgressRecorder, start_queries
+from speed_layer.job import ProgressRecorder, contract_of, start_queries
 from speed_layer.replay import CatchUp, drop_superseded, resume_switch, switch
 from speed_layer.start import (
     LIVE,
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from data_contracts import Contract
     from speed_layer.metrics import SpeedMetrics
 
 __all__ = ["SpeedService", "supervise"]
@@ -73,16 +74,22 @@ class SpeedService:
         settings: Settings,
         *,
         views: Sequence[ViewSpec] = VIEWS,
+        contract: Contract | None = None,
         available_now: bool = False,
         metrics: SpeedMetrics | None = None,
         on_switch_step: Callable[[str], None] | None = None,
     ) -> None:
-        """``on_switch_step(step)`` is called before each statement of a switch
+        """One pipeline's speed layer: ``settings`` are its stream settings
+        (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views and
+        ``contract`` its contract (default: that of the pipeline declaring ``views``).
+
+        ``on_switch_step(step)`` is called before each statement of a switch
         (:data:`speed_layer.replay.SWITCH_STEPS`) and before the old query is stopped
         (``"stop"``); an exception it raises interrupts the switch there."""
         from core.cassandra import connect
 
         self.spark, self.settings, self.views = spark, settings, tuple(views)
+        self.contract = contract or contract_of(self.views)
         self.available_now = available_now
         self._on_step = on_switch_step
         self._cluster, self.session = connect(settings.cassandra)
@@ -151,6 +158,7 @@ class SpeedService:
             views=self.views,
             available_now=self.available_now,
             start=run,
+            contract=self.contract,
         )
         self.queries[run.generation] = query
 

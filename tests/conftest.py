@@ -13,6 +13,9 @@ from core.settings import Settings, load_settings
 # says otherwise: every test's data is small, and each partition is a task in every stage
 # of every Spark job. Set before any settings load, so the processes tests start see it too.
 os.environ.setdefault("WAP_SPARK__SHUFFLE_PARTITIONS", "2")
+# Speed jobs stream the web pipeline their test sends events to; a test of another pipeline
+# (or of several) names them in its settings.
+os.environ.setdefault("WAP_SPEED__PIPELINES", '["web_events"]')
 from tests.support.platform import STARTED_BY_TESTS
 
 

@@ -28,7 +28,7 @@ __all__ = [
 
 
 def process(settings: Settings) -> ManagedProcess:
-    """The streaming speed layer (a Spark driver running one query for every view)."""
+    """The streaming speed layer (a Spark driver running a query per streamed pipeline)."""
     return python_process(settings, "speed", ["speed_layer"], ports=(settings.speed.metrics_port,))
 
 
@@ -51,7 +51,7 @@ def healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool, str]
     """Probe: every view's query reported progress recently and its watermark is not ahead
     of now; detail = freshness, lag, rates and the rows dropped (late, future)."""
     from core.event_time import EventTimeBounds
-    from views import VIEWS
+    from speed_layer.streams import streamed
 
     if not port_open(settings.cassandra.port, settings.cassandra.contact_points[0]):
         return False, "Cassandra is down: progress unknown"
@@ -59,17 +59,21 @@ def healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool, str]
     now = datetime.now(UTC)
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
     started = process(settings).started_at()
+    specs = streamed(settings)
     verdicts = [
-        view_progress_health(spec.name, rows.get(spec.name), now, tolerance, started, max_silence_s)
-        for spec in VIEWS
+        view_progress_health(view, rows.get(view), now, tolerance, started, max_silence_s)
+        for spec in specs
+        for view in spec.views
     ]
     lines = [text for _, text in verdicts]
-    head = [text for text in (runs_summary(settings, now), reconcile_summary(settings)) if text]
+    runs = [runs_summary(spec.stream_settings(settings), now, spec.name) for spec in specs]
+    head = [text for text in (*runs, reconcile_summary(settings)) if text]
     return all(ok for ok, _ in verdicts), "; ".join([*head, *lines])
 
 
-def runs_summary(settings: Settings, now: datetime) -> str:
-    """The live run and version, and a replay's catch-up while one runs (Kappa)."""
+def runs_summary(settings: Settings, now: datetime, name: str = "") -> str:
+    """A pipeline's live run and version, and a replay's catch-up while one runs (Kappa);
+    ``settings`` are its stream settings."""
     from core.cassandra import connect
     from speed_layer.start import LIVE, REPLAYING
 
@@ -85,7 +89,8 @@ def runs_summary(settings: Settings, now: datetime) -> str:
         cluster.shutdown()
     live = next((r for r in runs if (r.state or LIVE) == LIVE), None)
     text = (
-        f"run {live.generation if live else 0} live on version {live.version or 0 if live else 0}"
+        f"{name + ': ' if name else ''}run {live.generation if live else 0} live on version "
+        f"{live.version or 0 if live else 0}"
     )
     replay = next((r for r in runs if r.state == REPLAYING), None)
     if replay is not None:
@@ -104,11 +109,12 @@ def reconcile_summary(settings: Settings) -> str:
     differing``, or ``DRIFT <view>: 3 of 60 windows differ (...)`` per drifting view."""
     from core.cassandra import connect
     from layout import read_reconcile_results
-    from views import VIEWS
+    from pipelines import declared_views
 
     cluster, session = connect(settings.cassandra, connect_timeout_s=3)
     try:
-        rows = read_reconcile_results(session, settings.cassandra.keyspace, [v.name for v in VIEWS])
+        names = [v.name for v in declared_views()]
+        rows = read_reconcile_results(session, settings.cassandra.keyspace, names)
     except Exception:  # the table does not exist before the first start
         return ""
     finally:

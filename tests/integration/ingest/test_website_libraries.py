@@ -56,7 +56,9 @@ def stack(spark, local_platform, tmp_path_factory):
         update={
             "cassandra": settings.cassandra.model_copy(update={"keyspace": name}),
             "lake": LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "ck")),
-            "speed": SpeedSettings(trigger="1 second", starting_offsets="earliest"),
+            "speed": SpeedSettings(
+                trigger="1 second", starting_offsets="earliest", pipelines=["web_events"]
+            ),
         }
     )
     cluster, session = connect(settings.cassandra)

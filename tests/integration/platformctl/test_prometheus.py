@@ -46,7 +46,7 @@ def watched(settings: Settings, isolated_state: Path, tmp_path: Path):
             "kafka": KafkaSettings(bootstrap_servers="127.0.0.1:29092"),
             "cassandra": CassandraSettings(port=29042),
             "collector": CollectorSettings(port=28088),
-            "speed": SpeedSettings(metrics_port=28096),
+            "speed": SpeedSettings(metrics_port=28096, pipelines=["web_events"]),
             "serving": ServingSettings(port=28090, workers=1, pointer_cache_s=0.5),
             "batch": BatchSettings(step_server_port=28095, reports_dir=tmp_path / "quality"),
             "lake": LakeSettings(root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "cp")),

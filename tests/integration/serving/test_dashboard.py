@@ -42,7 +42,9 @@ def live_traffic(spark, serving_settings: Settings, tmp_path_factory):
         update={
             "kafka": kafka,
             "lake": LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "ck")),
-            "speed": SpeedSettings(trigger="1 second", starting_offsets="earliest"),
+            "speed": SpeedSettings(
+                trigger="1 second", starting_offsets="earliest", pipelines=["web_events"]
+            ),
         }
     )
     admin = AdminClient(kafka.client_config())

@@ -54,7 +54,7 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
         update={
             "kafka": kafka,
             "lake": LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "ck")),
-            "speed": SpeedSettings(trigger="1 second", ttl_s=SPEED_TTL_S),
+            "speed": SpeedSettings(trigger="1 second", ttl_s=SPEED_TTL_S, pipelines=["web_events"]),
         }
     )
     admin = AdminClient(kafka.client_config())

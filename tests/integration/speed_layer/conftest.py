@@ -44,7 +44,9 @@ def speed_settings(
             "lake": LakeSettings(
                 root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "checkpoints")
             ),
-            "speed": SpeedSettings(trigger="1 second", metrics_port=free_port()),
+            "speed": SpeedSettings(
+                trigger="1 second", metrics_port=free_port(), pipelines=["web_events"]
+            ),
         }
     )
     admin = AdminClient(kafka.client_config())

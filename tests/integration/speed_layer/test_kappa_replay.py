@@ -126,17 +126,19 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
         assert done.returncode == 0, done.stdout + done.stderr
         assert "version 1" in done.stdout
 
+        from pipelines import pipeline
         from platformctl.services.speed import runs_summary
 
+        web = pipeline("web_events").stream_settings(settings)
         summaries = []
 
         def switched() -> bool:
-            summaries.append(runs_summary(settings, datetime.now(UTC)))
+            summaries.append(runs_summary(web, datetime.now(UTC)))
             return speed_version(settings, "site_activity") == 1
 
         wait_for(switched, 300, "the replay to switch", job)
         assert any("replay run 1 into version 1 catching up" in s for s in summaries), summaries
-        assert "run 1 live on version 1" in runs_summary(settings, datetime.now(UTC))
+        assert "run 1 live on version 1" in runs_summary(web, datetime.now(UTC))
 
         # The old version's tables are dropped after the grace period; the new ones stay.
         wait_for(
@@ -183,13 +185,16 @@ def test_a_damaged_checkpoint_is_repaired_by_a_replay(
     into a new version and the job runs on it."""
     from pathlib import Path
 
+    from pipelines import pipeline
+
     settings = replay_settings
     start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=15)
     events = generate(SimulatorConfig(seed=61, events=900, rate=5.0, start=start))
     produce_direct(events, settings)
     speed_job.drain(settings)
 
-    offsets = Path(settings.lake.checkpoint_root) / settings.speed.checkpoint_name / "views/offsets"
+    runs = pipeline("web_events").stream_settings(settings).speed.checkpoint_name
+    offsets = Path(settings.lake.checkpoint_root) / runs / "views/offsets"
     newest = max(offsets.iterdir(), key=lambda f: int(f.name) if f.name.isdigit() else -1)
     newest.write_text("not an offset log\n")
     broken = speed_job.start(settings)

@@ -44,7 +44,8 @@ def test_a_drifting_view_is_named_with_its_windows_and_what_to_do():
     assert message == (
         "page_activity: 3 of 49 reconciled windows differ between the speed and batch views "
         "(at most 0 allowed; largest: w k only); replay the speed layer (python -m speed_layer "
-        "replay --from earliest), then re-run the reconcile task (docs/operations.md)"
+        "replay --from earliest --pipeline web_events), then re-run the reconcile task "
+        "(docs/operations.md)"
     )
 
 
