@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from core.settings import CollectorSettings, KafkaSettings, load_settings, settings_env
+from core.settings import CollectorSettings, KafkaSettings, child_env, load_settings
 from ingest.producer import producer_config
 from platformctl import platform
 from platformctl.process import port_open
@@ -67,7 +67,7 @@ def _events(count: int, run: str) -> list[dict]:
 
 
 def _start_collector(settings, port: int) -> subprocess.Popen:
-    env = {**os.environ, **settings_env(settings)}
+    env = child_env(settings)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ingest", "--instance", f"bench-{port}"],
         env=env,

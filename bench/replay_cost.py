@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -40,7 +39,13 @@ from pathlib import Path
 from bench.batch_throughput import _topic_settings, produce_day
 from bench.procs import group_rss_mb
 from bench.speed_freshness import ceiling
-from core.settings import PROJECT_ROOT, LakeSettings, Settings, load_settings, settings_env
+from core.settings import (
+    PROJECT_ROOT,
+    LakeSettings,
+    Settings,
+    child_env,
+    load_settings,
+)
 from pipelines import pipeline
 from platformctl import platform
 
@@ -122,7 +127,7 @@ def replay(session, settings: Settings, job: subprocess.Popen) -> dict:
     t0 = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "speed_layer", "replay", "--from", "earliest"],
-        env={**os.environ, **settings_env(settings)},
+        env=child_env(settings),
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
@@ -196,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         with log.open("wb") as handle:
             job = subprocess.Popen(
                 [sys.executable, "-m", "speed_layer", "--instance", "bench"],
-                env={**os.environ, **settings_env(settings)},
+                env=child_env(settings),
                 cwd=PROJECT_ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=handle,

@@ -52,7 +52,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from bench.serving_data import PAGES, Layout, load, speed_writer
-from core.settings import ServingSettings, Settings, load_settings, settings_env
+from core.settings import ServingSettings, Settings, child_env, load_settings
 from platformctl import platform
 from platformctl.process import port_open
 
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     with log.open("ab") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "serving", "serve", "--instance", "bench"],
-            env={**os.environ, **settings_env(settings)},
+            env=child_env(settings),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -50,8 +50,8 @@ from core.settings import (
     KafkaSettings,
     LakeSettings,
     Settings,
+    child_env,
     load_settings,
-    settings_env,
 )
 from layout import PointerTables
 from platformctl import platform
@@ -258,7 +258,7 @@ def run_steps(settings: Settings, rates: list[float], seconds: float, target_s: 
     with log.open("wb") as handle:
         job = subprocess.Popen(
             [sys.executable, "-m", "speed_layer", "--instance", f"bench-{run}"],
-            env={**os.environ, **settings_env(settings)},
+            env=child_env(settings),
             cwd=PROJECT_ROOT,
             stdout=subprocess.DEVNULL,
             stderr=handle,

@@ -41,7 +41,13 @@ from typing import Any
 import httpx
 
 from bench.procs import group_rss_mb
-from core.settings import PROJECT_ROOT, Settings, SqlSettings, load_settings, settings_env
+from core.settings import (
+    PROJECT_ROOT,
+    Settings,
+    SqlSettings,
+    child_env,
+    load_settings,
+)
 from serving.connect.examples import doc_queries
 
 __all__ = ["main"]
@@ -72,7 +78,7 @@ def _timed(run, repeats: int) -> dict[str, float]:
 
 
 def _start_server(settings: Settings, state: Path) -> tuple[subprocess.Popen, float, dict]:
-    env = {**os.environ, **settings_env(settings)}
+    env = child_env(settings)
     log = open(state / "sql-bench.log", "w")  # noqa: SIM115 - the child's log, kept open for it
     began = time.perf_counter()
     process = subprocess.Popen(
@@ -170,11 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(120)
-    child_env = {**os.environ, **settings_env(settings)}
+    raw_env = child_env(settings)
     done = subprocess.run(
         [sys.executable, "-m", "bench.sql_server", "--raw", "--repeats", str(args.repeats)],
         cwd=PROJECT_ROOT,
-        env=child_env,
+        env=raw_env,
         capture_output=True,
         text=True,
         check=False,

@@ -17,6 +17,8 @@ Nested fields use ``__`` as the delimiter; lists are JSON.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -427,6 +429,15 @@ def settings_env(settings: Settings) -> dict[str, str]:
         if isinstance(section, BaseModel):
             env[f"WAP_{name.upper()}"] = json.dumps(_reveal(section))
     return env
+
+
+def child_env(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process running with ``settings``: ``base`` (default: this
+    process's) without its ``WAP_*`` variables, which would override the sections'
+    values (``WAP_SPEED__PIPELINES`` beats ``WAP_SPEED``), plus :func:`settings_env`."""
+    base = os.environ if base is None else base
+    kept = {k: v for k, v in base.items() if not k.startswith("WAP_")}
+    return kept | settings_env(settings)
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -107,11 +107,20 @@ class ManagedProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.cwd,
-                env={**os.environ, **self.env},
+                env=self._environment(),
                 start_new_session=True,
             )
         self.pid_file.write_text(f"{proc.pid}\n")
         return proc.pid
+
+    def _environment(self) -> dict[str, str]:
+        """This process's environment plus :attr:`env`; when ``env`` carries settings
+        (``WAP_ENVIRONMENT``), without this process's other ``WAP_*`` variables, which would
+        override the sections' values."""
+        base = dict(os.environ)
+        if "WAP_ENVIRONMENT" in self.env:
+            base = {k: v for k, v in base.items() if not k.startswith("WAP_")}
+        return base | dict(self.env)
 
     def wait_healthy(self, probe: Callable[[], bool], timeout_s: float) -> float:
         """Poll ``probe`` until it passes; return the seconds it took.

@@ -14,7 +14,7 @@ import sys
 import threading
 
 from core.log import configure_logging, get_logger, log_event
-from core.settings import Settings, load_settings, settings_env
+from core.settings import Settings, child_env, load_settings
 
 _log = get_logger("serving.connect")
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         child = [sys.executable, "-m", "serving.connect", "--supervisor", str(os.getpid())]
         if args.instance:
             child += ["--instance", args.instance]
-        env = {**os.environ, **settings_env(settings)}
+        env = child_env(settings)
         return Supervisor(settings, child, env).run(stop)
     return _serve(settings, stop, args.supervisor)
 

@@ -3,7 +3,6 @@ environment), for the tests that attack what it serves."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from core.settings import PROJECT_ROOT, Settings, settings_env
+from core.settings import PROJECT_ROOT, Settings, child_env
 
 __all__ = ["service_process"]
 
@@ -29,7 +28,7 @@ def service_process(
     with log.open("a") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", *module_args],
-            env={**os.environ, **settings_env(settings)},
+            env=child_env(settings),
             cwd=PROJECT_ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,

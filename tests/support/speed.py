@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.settings import PROJECT_ROOT, Settings, settings_env
+from core.settings import PROJECT_ROOT, Settings, child_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,7 +28,7 @@ class SpeedJob:
         with log.open("wb") as handle:
             job = subprocess.Popen(
                 [sys.executable, "-m", "speed_layer", "--instance", "test", *args],
-                env={**os.environ, **settings_env(settings)},
+                env=child_env(settings),
                 cwd=PROJECT_ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=handle,

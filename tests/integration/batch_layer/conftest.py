@@ -122,19 +122,18 @@ class StepServerProcess:
         return f"http://127.0.0.1:{self.settings.batch.step_server_port}"
 
     def start(self) -> None:
-        import os
         import subprocess
         import sys
         import time
 
         import httpx
 
-        from core.settings import PROJECT_ROOT, settings_env
+        from core.settings import PROJECT_ROOT, child_env
 
         with self.log.open("a") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "batch_layer", "serve"],
-                env={**os.environ, **settings_env(self.settings)},
+                env=child_env(self.settings),
                 cwd=PROJECT_ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -9,14 +9,13 @@ read, the bronze table it wrote, and silver reading bronze into silver.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from core.settings import LineageSettings, Settings, settings_env
+from core.settings import LineageSettings, Settings, child_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,7 +33,7 @@ def test_bronze_and_silver_emit_their_lineage(lake_settings: Settings, tmp_path)
         update={"lineage": LineageSettings(location=events, namespace="test-lineage")}
     )
     produce_direct(generate(SimulatorConfig(seed=9, events=200)), settings)
-    env = {**os.environ, **settings_env(settings)}
+    env = child_env(settings)
     for step in ("bronze", "silver"):
         done = subprocess.run(
             [sys.executable, "-m", "batch_layer", step, "--pipeline", "web_events"],

@@ -10,7 +10,6 @@ with the collector's key and headers; the others stay where they are.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -18,7 +17,13 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from core.settings import PROJECT_ROOT, EventTimeSettings, KafkaSettings, Settings, settings_env
+from core.settings import (
+    PROJECT_ROOT,
+    EventTimeSettings,
+    KafkaSettings,
+    Settings,
+    child_env,
+)
 from ingest.enrich import format_ts, parse_ts
 from tests.support.collector import collector_settings, consume_all, serve_collector
 
@@ -31,7 +36,7 @@ def _replay(settings: Settings, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ingest", "replay-dead-letters", *args],
         cwd=PROJECT_ROOT,
-        env={**os.environ, **settings_env(settings)},
+        env=child_env(settings),
         capture_output=True,
         text=True,
         timeout=120,

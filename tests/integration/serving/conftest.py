@@ -14,7 +14,6 @@ pipeline (``sql_lake``, built once per session), a virtualenv holding only
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 import sys
 import threading
@@ -30,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.settings import ServingSettings, Settings, settings_env
+from core.settings import ServingSettings, Settings, child_env
 from tests.support.ports import free_port
 
 TOKEN = "serving-test-token"
@@ -374,7 +373,7 @@ def start_sql_server() -> Callable[..., SqlServerProcess]:
         state = settings.local.state_dir
         state.mkdir(parents=True, exist_ok=True)
         log = state / "sql.log"
-        env = {**os.environ, **settings_env(settings)}
+        env = child_env(settings)
         argv = [sys.executable, "-m", "serving.connect", *(["--supervise"] if supervise else [])]
         with log.open("w") as out:
             process = subprocess.Popen(argv, cwd=_PROJECT_ROOT, env=env, stdout=out, stderr=out)

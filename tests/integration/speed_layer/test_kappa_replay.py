@@ -4,7 +4,6 @@ switches to it without a gap, and the old version is dropped."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.settings import PROJECT_ROOT, Settings, settings_env
+from core.settings import PROJECT_ROOT, Settings, child_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 
@@ -26,7 +25,7 @@ MINUTE = 60_000
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "speed_layer", *args],
-        env={**os.environ, **settings_env(settings)},
+        env=child_env(settings),
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
