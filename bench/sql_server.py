@@ -165,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     rss_started = group_rss_mb(process.pid)
     print(
         f"[start] healthy in {start_s:.1f} s; RSS {rss_started} MB; "
-        f"{len(health.get('views', []))} views; silver version {health.get('silver_version')}",
+        f"{len(health.get('views', []))} views; silver versions {health.get('silver_versions')}",
         flush=True,
     )
-    if health.get("silver_version") is None:
+    if not health.get("silver_versions"):
         print("[start] no silver yet: run `make demo` first for the events queries", flush=True)
     try:
         connect = _connect_phase(settings, args.repeats, params)

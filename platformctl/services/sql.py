@@ -68,7 +68,7 @@ def healthy(settings: Settings) -> tuple[bool, str]:
     state = "" if body["status"] == "ok" else f"DEGRADED ({body.get('error') or 'stale'}) "
     return True, (
         f"{state}{body['url']} (token: WAP_SQL__TOKEN); catalog {body['catalog_age_s']}s old, "
-        f"{len(body.get('views', []))} views, silver version {body['silver_version']}, "
+        f"{len(body.get('views', []))} views, silver versions {body.get('silver_versions')}, "
         f"SELECT 1 in {body.get('health_query_s')}s"
     )
 

@@ -147,6 +147,23 @@ def _column(name: str, exposed: DataType, stored: DataType) -> str:
     return f"{_projection('s.' + quote(name), exposed, stored)} AS {quote(name)}"
 
 
+def pipeline_events_sql(name: str, stored: StructType, exposed: StructType, silver: str) -> str:
+    """``<name>_events``: the silver rows of a pipeline whose service produces its events,
+    with the columns its contract lets SQL show (``exposed``) and none of :data:`NOT_IN_SQL`.
+
+    >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+    >>> stored = StructType([StructField("order_id", StringType()), StructField("offset",
+    ...     LongType())])
+    >>> print(pipeline_events_sql("checkouts", stored, stored, "/lake/silver/shop"))
+    CREATE OR REPLACE VIEW checkouts_events AS
+    SELECT s.`order_id` AS `order_id`
+    FROM delta.`/lake/silver/shop` s
+    """
+    shown = [f for f in exposed if f.name not in NOT_IN_SQL]
+    body = ",\n       ".join(_column(f.name, f.dataType, stored[f.name].dataType) for f in shown)
+    return f"CREATE OR REPLACE VIEW {name}_events AS\nSELECT {body}\nFROM delta.{_path(silver)} s"
+
+
 def events_sql(
     stored: StructType, exposed: StructType, silver: str, user_agents: str
 ) -> tuple[str, str]:

@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from pipelines import PIPELINES, PipelineSpec, declared_views
 from serving.connect import catalog
 from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
 from serving.connect.user_agents import refresh_user_agents
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,8 +54,6 @@ _log = get_logger(__name__)
 NO_PYTHON_WORKERS = Path(__file__).with_name("no-python-workers")
 """The server's ``PYSPARK_PYTHON``: a script that refuses, so no Python worker ever starts
 (defence in depth behind the guard, which refuses Python UDFs when a plan is analysed)."""
-EVENTS_CONTRACT = ("web_events", 1)
-"""The contract (name, major version) of the events topic's silver: ``events``' columns."""
 GENERATION_GRACE_S = 600.0
 """How long a replaced speed snapshot stays on disk for queries still reading it."""
 PLATFORM_POOL = "platform"
@@ -195,7 +194,8 @@ class SqlServer:
         self.refreshed: float | None = None
         self.refresh_seconds: float | None = None
         self.error: str | None = None
-        self.silver_version: int | None = None
+        self.silver_versions: dict[str, int] = {}
+        """Per pipeline, the silver version its events view was made from."""
         self.views: list[str] = []
         self._speed: dict[str, str] = {}
         self._retired: list[tuple[float, Path]] = []
@@ -208,15 +208,17 @@ class SqlServer:
         from serving.timerange import to_ms
 
         began = time.monotonic()
-        published = read_boundaries(self.settings.cassandra, [spec.name for spec in VIEWS])
+        views = declared_views()
+        published = read_boundaries(self.settings.cassandra, [spec.name for spec in views])
         boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
         now = int(time.time() * 1000)
-        for spec in VIEWS:
+        for spec in views:
             self._gold(spec)
             self._speed_snapshot(spec, boundaries[spec.name], now)
             self.spark.sql(catalog.serving_sql(spec, boundaries[spec.name]))
         self.spark.sql(catalog.boundaries_sql(boundaries, now))
-        self._events()
+        for pipeline in PIPELINES:
+            self._events(pipeline)
         self._drop_retired()
         self.views = sorted(row["viewName"] for row in self.spark.sql("SHOW VIEWS").collect())
         self.refreshed, self.refresh_seconds = time.time(), time.monotonic() - began
@@ -253,27 +255,42 @@ class SqlServer:
         self._speed[spec.name] = f"{folder}#{digest}"
         log_event(_log, "sql.speed.snapshot", view=spec.name, rows=len(rows), folder=str(folder))
 
-    def _events(self) -> None:
-        """``events_all`` and ``events`` when silver has a new version (none before silver)."""
+    def _events(self, pipeline: PipelineSpec) -> None:
+        """A pipeline's events when its silver has a new version (none before silver): for the
+        collector's pipeline ``events_all`` and ``events`` (with the request's dimensions),
+        for a pipeline a service produces ``<pipeline>_events``."""
         from data_contracts import load_contract
         from data_contracts.derive.privacy import sql_view
         from layout.lake import silver_path, user_agents_path
 
-        silver = silver_path(self.settings, self.settings.kafka.events_topic)
+        silver = silver_path(self.settings, pipeline.topic_of(self.settings))
         if not self._is_delta(silver):
             return
         history = self.spark.sql(f"DESCRIBE HISTORY delta.{catalog.quote(silver)} LIMIT 1")
         version = history.first()["version"]  # type: ignore[index]
-        if version == self.silver_version:
+        if version == self.silver_versions.get(pipeline.name):
             return
-        dims = user_agents_path(self.settings)
-        added = refresh_user_agents(self.spark, silver, dims)
         stored = self.spark.read.format("delta").load(silver)
-        exposed = sql_view(stored, load_contract(*EVENTS_CONTRACT))
-        for statement in catalog.events_sql(stored.schema, exposed.schema, silver, dims):
+        exposed = sql_view(stored, load_contract(pipeline.contract, pipeline.contract_major))
+        added = None
+        if pipeline.arrival.kind == "collector":
+            dims = user_agents_path(self.settings)
+            added = refresh_user_agents(self.spark, silver, dims)
+            statements = catalog.events_sql(stored.schema, exposed.schema, silver, dims)
+        else:
+            statements = (
+                catalog.pipeline_events_sql(pipeline.name, stored.schema, exposed.schema, silver),
+            )
+        for statement in statements:
             self.spark.sql(statement)
-        self.silver_version = version
-        log_event(_log, "sql.events.refreshed", silver_version=version, user_agents_added=added)
+        self.silver_versions[pipeline.name] = version
+        log_event(
+            _log,
+            "sql.events.refreshed",
+            pipeline=pipeline.name,
+            silver_version=version,
+            user_agents_added=added,
+        )
 
     def _is_delta(self, path: str) -> bool:
         from delta.tables import DeltaTable
@@ -313,7 +330,7 @@ class SqlServer:
             "uptime_s": round(time.time() - self.started, 1),
             "catalog_age_s": age,
             "refresh_s": self.refresh_seconds and round(self.refresh_seconds, 2),
-            "silver_version": self.silver_version,
+            "silver_versions": dict(self.silver_versions),
             "error": self.error,
         }
         if age is None:

@@ -349,7 +349,7 @@ class SqlServerProcess:
             assert time.monotonic() < deadline, self.log.read_text()[-5000:]
             try:
                 body = self.health()
-                if body.get("silver_version") is not None and body["status"] == "ok":
+                if "web_events" in body.get("silver_versions", {}) and body["status"] == "ok":
                     return body
             except httpx.HTTPError:
                 pass
