@@ -34,9 +34,13 @@ _SESSIONS: dict[str, Session] = {}
 
 
 def connect(
-    cassandra: CassandraSettings, *, connect_timeout_s: float = 10
+    cassandra: CassandraSettings, *, connect_timeout_s: float = 10, schema: bool = True
 ) -> tuple[Cluster, Session]:
-    """Open a cluster connection; the caller shuts the cluster down."""
+    """Open a cluster connection; the caller shuts the cluster down.
+
+    ``schema=False`` skips the driver's schema and token metadata (a status probe's few
+    reads): connecting then costs no read of every keyspace's tables, which a busy node
+    holding hundreds of them can take seconds to answer."""
     from cassandra import ConsistencyLevel
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -76,6 +80,8 @@ def connect(
         # those reads 2 s, which a busy node with many keyspaces (hundreds of tables: every
         # view has several) does not always answer in. The connect's own timeout instead.
         control_connection_timeout=connect_timeout_s,
+        schema_metadata_enabled=schema,
+        token_metadata_enabled=schema,
     )
     return cluster, cluster.connect()
 

@@ -17,6 +17,12 @@
 5. The same questions again: the boundary has moved, minutes before it are
    final (batch), the late events are in their true minutes, and the total
    equals the simulator's ground truth.
+6. The second pipeline, ``checkouts``: the simulated checkout service
+   produces orders and refunds straight to its topic (duplicates, late and
+   broken records, two orders by the browser's visitor); the same speed job
+   answers them live, ``checkouts_ingest`` and ``checkouts_views`` make them
+   final, and the merged orders equal that service's ground truth.
+7. The browser's visitor is forgotten in both pipelines with one command.
 
 The demo publishes batch boundaries by the minute with 30 s of allowed
 lateness, and its batch DAGs run when triggered (``WAP_BATCH`` overrides
@@ -165,6 +171,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     )
     if total != expected:
         raise RuntimeError(f"The merged answer differs from the ground truth: {total}, {expected}")
+    _say_checkouts(settings, window_start, visitor)
     _say_forget(settings, visitor)
     _say_sql(settings, window_start)
     host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
@@ -241,26 +248,101 @@ def _say_order(settings: Settings, order: str) -> str:
     return row["anonymousId"]
 
 
+def _say_checkouts(settings: Settings, start: datetime, visitor: str) -> None:
+    """The checkout service's orders (two by ``visitor``) live, then final, against its truth."""
+    import json
+    from dataclasses import replace
+
+    from pipelines import pipeline
+    from pipelines.simulators.checkouts import CheckoutConfig, build_truth, generate, produce
+    from platformctl.airflow_rest import (
+        trigger,
+        unpause,
+        wait_for_dags,
+        wait_for_run,
+        wait_for_run_fed_by,
+    )
+    from serving.report import merged_counts
+
+    spec = pipeline("checkouts")
+    view = spec.views[0]
+    config = CheckoutConfig(
+        seed=int(time.time()),
+        events=600,
+        start=datetime.now(UTC) - timedelta(minutes=4),
+        rate=2.5,
+        late_rate=0.02,
+        late_by_s=LATE_BY_S - 60,
+    )
+
+    def orders() -> int:
+        return sum(
+            sum(merged_counts(settings, start, datetime.now(UTC), view, "orders", (c,)).values())
+            for c in config.currencies
+        )
+
+    baseline = orders()
+    records = generate(config)
+    visited = [i for i, r in enumerate(records) if r.event and r.event["type"] == "order_completed"]
+    for i in visited[:2]:  # the browser's visitor buys, too
+        event = records[i].event | {"buyer_id": visitor}
+        records[i] = replace(records[i], value=json.dumps(event).encode(), event=event)
+    truth = build_truth(records)
+    produce(records, settings.kafka.client_config(), spec.topic_of(settings))
+    expected = baseline + truth.totals()["orders"]
+    _say(
+        "checkouts",
+        f"the checkout service produced {len(records)} records to {spec.topic_of(settings)} "
+        f"({truth.duplicates} duplicates, {truth.invalid} broken, 2% up to "
+        f"{(LATE_BY_S - 60) // 60} minutes late): {truth.totals()['orders']} orders",
+    )
+    newest = max(
+        datetime.fromisoformat(r.event["timestamp"]) for r in records if r.event and not r.defect
+    )
+    _wait_for_speed(settings, newest, view=view)
+    _say("checkouts", f"live: {orders() - baseline} of {expected - baseline} orders so far")
+
+    ingest, views = f"{spec.name}_ingest", f"{spec.name}_views"
+    wait_for_dags(settings, (ingest, views))
+    for dag_id in (ingest, views):
+        unpause(settings, dag_id)
+    started = datetime.now(UTC)
+    run_id = trigger(settings, ingest)
+    progress = partial(_say, "airflow")
+    if wait_for_run(settings, ingest, run_id, progress=progress) != "success":
+        raise RuntimeError(f"{ingest} {run_id} failed: see its task logs in the Airflow UI")
+    state = wait_for_run_fed_by(settings, views, ingest, run_id, after=started, progress=progress)
+    if state != "success":
+        raise RuntimeError(f"{views} {state}: see its task logs in the Airflow UI")
+    total = orders()
+    _say("checkouts", f"merged orders after {views}: {total}; expected {expected}")
+    if total != expected:
+        raise RuntimeError(f"The merged orders differ from the ground truth: {total}, {expected}")
+
+
 def _say_forget(settings: Settings, visitor: str) -> None:
-    """Forget the browser's visitor (right to erasure): silver's count before and after."""
-    from platformctl.demo_sql import events_in_silver
+    """Forget the browser's visitor (right to erasure) in every pipeline with one command: its
+    rows in each pipeline's silver before and after."""
+    from platformctl.demo_sql import rows_in_silver
     from platformctl.forget import forget_user
 
-    before = events_in_silver(settings, visitor)
-    report, code = forget_user(settings, visitor, ["web_events"])  # the visitor's pipeline
+    before = rows_in_silver(settings, visitor)
+    report, code = forget_user(settings, visitor)  # every pipeline that identifies people
     if code != 0:
         raise RuntimeError(f"Forgetting {visitor} failed: {report}")
-    after = events_in_silver(settings, visitor)
-    web = report["pipelines"]["web_events"]
+    after = rows_in_silver(settings, visitor)
+    how = ", ".join(
+        f"{name}: {r['via']} {r.get('dag_id', '')} {r.get('state', '')}".strip()
+        for name, r in report["pipelines"].items()
+    )
     _say(
         "forget",
-        f"platformctl forget --user {visitor} ({web['via']}, {web.get('dag_id', '')} "
-        f"{web.get('state', '')}): the visitor's events in silver {before} before, "
-        f"{after} after; bronze, rejects and the republished days follow, and the collector "
-        "drops the visitor's new events",
+        f"platformctl forget --user {visitor} ({how}): the visitor's rows in silver "
+        f"{before} before, {after} after; bronze, rejects and the republished days follow, "
+        "and the collector drops the visitor's new events",
     )
-    if before == 0 or after != 0:
-        raise RuntimeError(f"Forgetting {visitor}: {before} events before, {after} after")
+    if not all(before.values()) or any(after.values()):
+        raise RuntimeError(f"Forgetting {visitor}: {before} rows before, {after} after")
 
 
 def _say_sql(settings: Settings, start: datetime) -> None:
@@ -294,13 +376,15 @@ def _say_sql(settings: Settings, start: datetime) -> None:
     )
 
 
-def _wait_for_speed(settings: Settings, newest: datetime, timeout_s: float = 180) -> None:
-    """Until the speed layer's progress reflects ``newest`` (or the timeout passes)."""
+def _wait_for_speed(
+    settings: Settings, newest: datetime, timeout_s: float = 180, view: str = "site_activity"
+) -> None:
+    """Until the speed layer's progress of ``view`` reflects ``newest`` (or the timeout)."""
     from platformctl.services.speed import progress
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        seen = progress(settings).get("site_activity", {}).get("max_event_time")
+        seen = progress(settings).get(view, {}).get("max_event_time")
         if seen and seen.replace(tzinfo=UTC) >= newest.replace(microsecond=0):
             return
         time.sleep(2)

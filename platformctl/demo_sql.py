@@ -12,7 +12,7 @@ from typing import Any
 
 from core.settings import Settings
 
-__all__ = ["ORDER_SQL", "events_in_silver", "order_from_silver"]
+__all__ = ["ORDER_SQL", "order_from_silver", "rows_in_silver"]
 
 ORDER_SQL = """
 SELECT event_id, anonymousId,
@@ -36,14 +36,28 @@ def order_from_silver(settings: Settings, order: str) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-def events_in_silver(settings: Settings, user: str) -> int:
-    """How many of silver's events name ``user`` (userId or anonymousId)."""
+def rows_in_silver(settings: Settings, user: str) -> dict[str, int]:
+    """Per pipeline that identifies people, how many of its silver rows name ``user`` in one
+    of its identity fields."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    def count(silver: Any) -> int:
-        return silver.where((F.col("userId") == user) | (F.col("anonymousId") == user)).count()
+    from batch_layer.silver import silver_path
+    from core.spark import build_spark_session
+    from pipelines import PIPELINES
 
-    return _with_silver(settings, count)
+    spark = build_spark_session(settings, app_name="demo-sql")
+    try:
+        counts = {}
+        for spec in PIPELINES:
+            if spec.identity:
+                silver = spark.read.format("delta").load(silver_path(settings, spec))
+                named = reduce(lambda a, b: a | b, (F.col(f) == user for f in spec.identity))
+                counts[spec.name] = silver.where(named).count()
+        return counts
+    finally:
+        spark.stop()
 
 
 def _silver_sql(settings: Settings, query: str) -> list[dict[str, Any]]:

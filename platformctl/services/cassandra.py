@@ -260,7 +260,7 @@ def healthy(settings: Settings) -> tuple[bool, str]:
     from core.cassandra import connect
 
     try:
-        cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+        cluster, session = connect(settings.cassandra, connect_timeout_s=5, schema=False)
     except Exception as exc:  # NoHostAvailable while the node boots
         return False, f"CQL connect failed: {exc}"
     try:

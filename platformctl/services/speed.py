@@ -37,14 +37,16 @@ def progress(settings: Settings) -> dict[str, dict]:
     from core.cassandra import connect
     from layout import PointerTables
 
-    cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    cluster = None
     try:
+        cluster, session = connect(settings.cassandra, connect_timeout_s=5, schema=False)
         rows = session.execute(PointerTables(settings.cassandra.keyspace).select_progress())
         return {row.view_name: row._asdict() for row in rows}
-    except Exception:  # the table does not exist before the first start
+    except Exception:  # Cassandra busy, or the table does not exist before the first start
         return {}
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
 
 
 def healthy(settings: Settings, max_silence_s: float = 60.0) -> tuple[bool, str]:
@@ -75,18 +77,19 @@ def runs_summary(settings: Settings, now: datetime, name: str = "") -> str:
     """A pipeline's live run and version, and a replay's catch-up while one runs (Kappa);
     ``settings`` are its stream settings."""
     from core.cassandra import connect
+    from layout import PointerTables
     from speed_layer.start import LIVE, REPLAYING
 
-    cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    cluster = None
     try:
-        from layout import PointerTables
-
+        cluster, session = connect(settings.cassandra, connect_timeout_s=5, schema=False)
         select = session.prepare(PointerTables(settings.cassandra.keyspace).select_runs)
         runs = list(session.execute(select, (settings.speed.checkpoint_name,)))
-    except Exception:  # the table does not exist before the first start
+    except Exception:  # Cassandra busy, or the table does not exist before the first start
         return ""
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
     live = next((r for r in runs if (r.state or LIVE) == LIVE), None)
     text = (
         f"{name + ': ' if name else ''}run {live.generation if live else 0} live on version "
@@ -111,14 +114,16 @@ def reconcile_summary(settings: Settings) -> str:
     from layout import read_reconcile_results
     from pipelines import declared_views
 
-    cluster, session = connect(settings.cassandra, connect_timeout_s=3)
+    cluster = None
     try:
+        cluster, session = connect(settings.cassandra, connect_timeout_s=5, schema=False)
         names = [v.name for v in declared_views()]
         rows = read_reconcile_results(session, settings.cassandra.keyspace, names)
-    except Exception:  # the table does not exist before the first start
+    except Exception:  # Cassandra busy, or the table does not exist before the first start
         return ""
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
     return describe_reconciliation(rows)
 
 

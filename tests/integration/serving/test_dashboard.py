@@ -164,3 +164,30 @@ def test_the_dashboard_asks_for_a_token_and_rejects_a_wrong_one(serving_url, bro
     browser.get(f"{serving_url}/dashboard#token=wrong-token")
     _wait(lambda: browser.find_element("id", "login").is_displayed(), 10, "ask for a token")
     assert not browser.find_element("id", "app").is_displayed()
+
+
+def test_the_dashboard_shows_another_pipeline_s_views(
+    serving_url, api_token, publish, browser
+) -> None:
+    """A pipeline without the web panel's views gets a card per view: its top keys, merged."""
+    boundary = datetime.now(UTC).replace(second=0, microsecond=0)
+    start = boundary - timedelta(minutes=10)
+    orders = [("EUR", 3), ("USD", 2), ("EUR", 4)]
+    rows = [
+        {"window_start": start + timedelta(minutes=i), "currency": currency, "orders": n}
+        | {"refunds": 0, "revenue_minor": 1000 * n, "buyers": None, "order_value": None}
+        for i, (currency, n) in enumerate(orders)
+    ]
+    publish("orders_by_currency", rows, boundary)
+
+    browser.get(f"{serving_url}/dashboard#token={api_token}&pipeline=checkouts&every=2")
+    table = 'table.pipeline-view[data-view="orders_by_currency"] tbody tr'
+    found = _wait(lambda: browser.find_elements("css selector", table), 60, "show the orders")
+    shown = {
+        cells[0].text: cells[1].text
+        for cells in (row.find_elements("css selector", "td") for row in found)
+    }
+    assert shown == {"EUR": "7", "USD": "2"}
+    assert browser.find_element("id", "title").text == "checkouts, live"
+    assert not browser.find_element("id", "web").is_displayed()
+    assert browser.find_element("id", "error").text == ""

@@ -178,6 +178,7 @@ def test_extreme_times_end_where_the_rule_says_and_live_views_stay_exact(
 def test_a_poisoned_checkpoint_is_reset_and_then_counts_exactly(
     speed_settings, speed_job, cassandra_session, views_match_truth
 ):
+    from pipelines import pipeline
     from speed_layer.reset import ResetRefused, reset
 
     # A run without the bound (tolerance of ~30,000 years) lets one far-future record in.
@@ -199,15 +200,19 @@ def test_a_poisoned_checkpoint_is_reset_and_then_counts_exactly(
     ).one()
     assert _progress(cassandra_session, speed_settings)["site_activity"].late_rows_dropped > 0
 
-    # A live job refuses the reset; the stopped one takes it.
+    # A live job refuses the reset (a view of the pipeline beat after the drain stopped);
+    # the stopped one takes it, whatever another pipeline's views are doing.
+    web = pipeline("web_events").stream_settings(speed_settings)
     table = f"{speed_settings.cassandra.keyspace}.speed_progress"
+    beat = f"UPDATE {table} SET heartbeat_at = toTimestamp(now()) WHERE view_name = %s"
+    cassandra_session.execute(beat, ("clicks",))
+    with pytest.raises(ResetRefused, match="clicks"):
+        reset(web, "earliest")
     cassandra_session.execute(
-        f"INSERT INTO {table} (view_name, heartbeat_at) VALUES ('probe', toTimestamp(now()))"
+        f"UPDATE {table} SET stopped_at = toTimestamp(now()) WHERE view_name = 'clicks'"
     )
-    with pytest.raises(ResetRefused, match="probe"):
-        reset(speed_settings, "earliest")
-    cassandra_session.execute(f"DELETE FROM {table} WHERE view_name = 'probe'")
-    run = reset(speed_settings, "earliest")
+    cassandra_session.execute(beat, ("orders_by_currency",))  # another pipeline, alive
+    run = reset(web, "earliest")
     assert (run.generation, run.floor) == (1, None)  # the whole log: every window recomputed
 
     second = generate(
