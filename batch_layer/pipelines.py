@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-from pipelines import PIPELINES, PipelineSpec, Reconciliation, pipeline
+from pipelines import PIPELINES, PipelineSpec, Reconciliation, collector_pipeline, pipeline
 
 __all__ = ["PIPELINES", "WEB_EVENTS", "PipelineSpec", "Reconciliation", "pipeline"]
 
-WEB_EVENTS = pipeline("web_events")
-"""The collector's pipeline (``pipelines/declared/web_events.py``)."""
+WEB_EVENTS = collector_pipeline()
+"""The collector's pipeline (web events, ``pipelines/declared/web_events.py``)."""

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
 
-    contract = load_contract()
+    contract = load_contract("web_events", 1)
     validate = compile_fast_validator(contract)
     base = [{k: v for k, v in e.items() if v is not None} for e in _events(args.events, "b")]
     traffic = {

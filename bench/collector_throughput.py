@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     from ingest.enrich import RequestFacts
     from ingest.intake import Intake
 
-    contract = load_contract()
+    contract = load_contract("web_events", 1)
     intake = Intake(contract, compile_fast_validator(contract), settings.collector.max_event_bytes)
     facts = RequestFacts(datetime.now(UTC), "bench", contract.version)
     records = intake.route(events, facts).accepted

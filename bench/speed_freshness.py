@@ -87,7 +87,7 @@ def templates(pages: int = 200) -> list[Template]:
     from ingest.enrich import RequestFacts
     from ingest.intake import Intake
 
-    contract = load_contract()
+    contract = load_contract("web_events", 1)
     intake = Intake(contract, compile_fast_validator(contract), 32 * 1024)
     moment = datetime.fromisoformat(_TS)
     facts = RequestFacts(moment, "bench", contract.version)

@@ -107,7 +107,7 @@ def validate_odcs(document: dict[str, Any], source: str) -> None:
 
 
 @cache
-def load_contract(name: str = "web_events", major: int = 1) -> Contract:
+def load_contract(name: str, major: int) -> Contract:
     """Load ``data_contracts/<name>/v<major>.odcs.yaml``, validated against ODCS.
 
     Also refused: a ``restricted`` field that does not state its handling

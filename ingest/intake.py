@@ -130,9 +130,13 @@ class Intake:
 
     @classmethod
     def of_collector(cls, limits: CollectorSettings) -> Intake:
-        """The collector's intake: the current web events contract, its fast validator and
-        the personal data handling the contract and the collector's settings say."""
-        contract = load_contract("web_events", 1)
+        """The collector's intake: the contract of the collector's pipeline
+        (:func:`pipelines.collector_pipeline`), its fast validator and the personal data
+        handling the contract and the collector's settings say."""
+        from pipelines import collector_pipeline
+
+        spec = collector_pipeline()
+        contract = load_contract(spec.contract, spec.contract_major)
         return cls(
             contract,
             compile_fast_validator(contract),

@@ -37,6 +37,7 @@ __all__ = [
     "PIPELINES",
     "DeclarationError",
     "check_pipelines",
+    "collector_pipeline",
     "declared_views",
     "discover",
     "pipeline",
@@ -158,6 +159,23 @@ def pipeline(name: str) -> PipelineSpec:
         f"No pipeline {name!r}; the pipelines are: {known}. A pipeline is declared by a "
         "module of pipelines/declared/ (docs/adding-a-pipeline.md)."
     )
+
+
+def collector_pipeline() -> PipelineSpec:
+    """The pipeline the collector writes to (``arrival=Collector()``): its contract is what
+    the collector validates SDK calls against.
+
+    >>> collector_pipeline().arrival.kind
+    'collector'
+    """
+    found = [spec for spec in PIPELINES if spec.arrival.kind == "collector"]
+    if len(found) != 1:
+        raise DeclarationError(
+            f"the collector writes to one pipeline; {len(found)} declare arrival=Collector() "
+            f"({', '.join(s.name for s in found) or 'none'}): declare the others' events as "
+            "produced by their service (arrival=Producer('service'))"
+        )
+    return found[0]
 
 
 def declared_views() -> tuple[ViewSpec, ...]:

@@ -82,7 +82,7 @@ def speed_rows(settings: Settings, spec: ViewSpec, lo: int, hi: int) -> list[tup
     first = -(-lo // MINUTE_MS) * MINUTE_MS
     minutes = [(m,) for m in range(first, hi, MINUTE_MS)]
     rows: list[tuple[Any, ...]] = []
-    cluster, session = connect(settings.cassandra)
+    cluster, session = connect(settings.cassandra, schema=False)  # no metadata needed
     try:
         keyspace = settings.cassandra.keyspace
         (version,) = read_speed_versions(session, keyspace, [spec.name]).values()

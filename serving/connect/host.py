@@ -204,17 +204,19 @@ class SqlServer:
 
     def refresh(self) -> None:
         """Re-read boundaries, speed rows and silver; re-create the views that changed."""
-        from layout import read_boundaries
+        from layout import read_boundaries, read_watermarks
         from serving.timerange import to_ms
 
         began = time.monotonic()
         views = declared_views()
-        published = read_boundaries(self.settings.cassandra, [spec.name for spec in views])
+        names = [spec.name for spec in views]
+        published = read_boundaries(self.settings.cassandra, names)
         boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
+        streamed = read_watermarks(self.settings.cassandra, names)  # views with speed rows
         now = int(time.time() * 1000)
         for spec in views:
             self._gold(spec)
-            self._speed_snapshot(spec, boundaries[spec.name], now)
+            self._speed_snapshot(spec, boundaries[spec.name], now, spec.name in streamed)
             self.spark.sql(catalog.serving_sql(spec, boundaries[spec.name]))
         self.spark.sql(catalog.boundaries_sql(boundaries, now))
         for pipeline in PIPELINES:
@@ -234,13 +236,16 @@ class SqlServer:
         else:
             self.spark.sql(catalog.empty_view_sql(f"gold_{spec.name}", view_schema(spec)))
 
-    def _speed_snapshot(self, spec: ViewSpec, boundary: int | None, now: int) -> None:
-        """A new Parquet folder of the speed rows when they changed, and ``speed_<view>`` on it."""
+    def _speed_snapshot(
+        self, spec: ViewSpec, boundary: int | None, now: int, streamed: bool = True
+    ) -> None:
+        """A new Parquet folder of the speed rows when they changed, and ``speed_<view>`` on it
+        (no rows, and no read, for a view no speed layer ever streamed)."""
         from serving.sql import speed_rows, view_schema
         from serving.timerange import MINUTE_MS
 
         lo = boundary if boundary is not None else now - self.settings.speed.ttl_s * 1000
-        rows = speed_rows(self.settings, spec, lo, now + MINUTE_MS)
+        rows = speed_rows(self.settings, spec, lo, now + MINUTE_MS) if streamed else []
         digest = hashlib.sha256(repr(sorted(rows, key=repr)).encode()).hexdigest()
         if self._speed.get(spec.name, "").endswith(digest):
             return

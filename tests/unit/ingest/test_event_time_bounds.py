@@ -134,7 +134,7 @@ def test_bounds_from_settings_default_to_the_topic_retention():
 
 
 def test_a_clamped_event_carries_the_adjustment_header():
-    contract = load_contract()
+    contract = load_contract("web_events", 1)
     intake = Intake(contract, compile_validator(contract), max_event_bytes=4096)
     events = [
         {"type": "page", "anonymousId": "a", "timestamp": "9999-12-31T23:59:59Z"},

@@ -20,7 +20,7 @@ FACTS = RequestFacts(
 
 @pytest.fixture(scope="module")
 def intake() -> Intake:
-    contract = load_contract()
+    contract = load_contract("web_events", 1)
     return Intake(contract, compile_validator(contract), max_event_bytes=2048)
 
 
@@ -183,7 +183,7 @@ def _intake(**settings: object) -> Intake:
     from core.collector_settings import CollectorSettings
     from ingest.anonymise import Anonymiser
 
-    contract = load_contract()
+    contract = load_contract("web_events", 1)
     anonymiser = Anonymiser.for_contract(contract, CollectorSettings(**settings))
     return Intake(contract, compile_validator(contract), 2048, anonymiser=anonymiser)
 

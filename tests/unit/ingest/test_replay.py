@@ -32,7 +32,7 @@ AT = Coordinates("web.events.dlq", 2, 41)
 
 @pytest.fixture(scope="module")
 def intake() -> Intake:
-    contract = load_contract()
+    contract = load_contract("web_events", 1)
     return Intake(contract, compile_validator(contract), max_event_bytes=2048)
 
 

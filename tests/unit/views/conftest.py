@@ -186,7 +186,7 @@ def runner(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "2")
     session.conf.set("spark.sql.session.timeZone", "UTC")
-    return Runner(session, load_contract(), tmp_path_factory)
+    return Runner(session, load_contract("web_events", 1), tmp_path_factory)
 
 
 @pytest.fixture(params=["batch", "stream"])

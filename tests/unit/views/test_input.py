@@ -40,7 +40,7 @@ def test_each_record_is_an_event_or_a_reject_with_its_reason(spark):
         [(0, offset, value) for offset, value in enumerate(values)],
         "partition INT, offset LONG, value BINARY",
     )
-    events, rejects = parse_records(records, load_contract(), timedelta(seconds=60))
+    events, rejects = parse_records(records, load_contract("web_events", 1), timedelta(seconds=60))
     assert [(r.offset, r.event_id) for r in events.collect()] == [(0, "e1")]
     assert "_corrupt_record" not in events.columns
     assert {"event_time", "event_date", "partition", "offset"} <= set(events.columns)
@@ -65,9 +65,11 @@ def test_the_payload_keeps_what_the_contract_does_not_type(spark):
     records = spark.createDataFrame(
         [(0, 0, json.dumps(event).encode())], "partition INT, offset LONG, value BINARY"
     )
-    plain, _ = parse_records(records, load_contract(), timedelta(seconds=60))
+    plain, _ = parse_records(records, load_contract("web_events", 1), timedelta(seconds=60))
     assert "payload" not in plain.columns, "only silver keeps the whole event"
-    whole, _ = parse_records(records, load_contract(), timedelta(seconds=60), payload=True)
+    whole, _ = parse_records(
+        records, load_contract("web_events", 1), timedelta(seconds=60), payload=True
+    )
     row = whole.select(
         F.expr("payload:properties.revenue::double").alias("revenue"),
         F.expr("payload:properties.custom.deep[1]::int").alias("deep"),
