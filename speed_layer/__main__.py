@@ -109,8 +109,9 @@ def reset_command(from_offsets: str, force: bool, name: str | None = None) -> in
     from speed_layer.reset import ResetRefused, reset
 
     try:
-        spec = _one_pipeline(load_settings(), name)
-        settings = spec.stream_settings(load_settings())
+        base = load_settings()
+        spec = _one_pipeline(base, name)
+        settings = spec.stream_settings(base)
         start = reset(settings, from_offsets, force=force, views=spec.view_specs)
     except (ResetRefused, KeyError, ValueError) as exc:
         log_event(_log, "speed.reset_refused", error=str(exc))
@@ -130,12 +131,13 @@ def replay_command(
 ) -> int:
     from speed_layer.replay import ReplayRefused, abandon_replay, request_replay
 
+    base = load_settings()
     try:
-        spec = _one_pipeline(load_settings(), name)
+        spec = _one_pipeline(base, name)
     except (KeyError, ValueError) as exc:
         print(f"replay refused: {exc}")
         return 2
-    settings = spec.stream_settings(load_settings())
+    settings = spec.stream_settings(base)
     if abandon:
         gone = abandon_replay(settings)
         print(

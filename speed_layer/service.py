@@ -134,7 +134,7 @@ class SpeedService:
             "version's rows until then",
         )
 
-    def _running(self) -> list[StreamingQuery]:
+    def running(self) -> list[StreamingQuery]:
         """The queries to supervise; a failed live query is let go while a replay runs."""
         live = self.queries.get(self.live.generation)
         if (
@@ -250,9 +250,9 @@ class SpeedService:
     def supervise(self, stopping: threading.Event, poll_s: float = 1.0) -> list[StreamingQuery]:
         """Run until a stop is asked, every query ended, or one failed; return the failed ones.
         Between checks, :meth:`poll` every ``replay_poll_s`` (not when draining)."""
-        return supervise(self._running, stopping, poll_s, self._tick)
+        return supervise(self.running, stopping, poll_s, self.tick)
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         if self.available_now:
             return
         if time.monotonic() - self._polled >= self.settings.speed.replay_poll_s:

@@ -146,7 +146,7 @@ class Streams:
         return 1  # every pipeline failed: nothing is left to answer for
 
     def _queries(self) -> list[Any]:
-        return [q for service in self.services.values() for q in service._running()]
+        return [q for service in self.services.values() for q in service.running()]
 
     def _owner(self, query: Any) -> str:
         for name, service in self.services.items():
@@ -156,7 +156,7 @@ class Streams:
 
     def _tick(self) -> None:
         for service in self.services.values():
-            service._tick()
+            service.tick()
         now = time.monotonic()
         for name, at in list(self._restart_at.items()):
             if now >= at:
