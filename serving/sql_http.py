@@ -234,11 +234,11 @@ class SqlEndpoint:
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="sql")
 
     def _spark(self) -> SparkSession:
-        from pyspark.sql.connect.session import SparkSession
+        from serving.connect.remote import remote_session
 
         with self._lock:
             if self._session is None:
-                self._session = SparkSession.builder.remote(self.settings.url()).create()
+                self._session = remote_session(self.settings.url())
             return self._session
 
     def run(
@@ -293,9 +293,10 @@ class SqlEndpoint:
             self._spark().interruptTag(tag)
 
     def close(self) -> None:
+        from serving.connect.remote import close_session
+
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._session is not None:
-            self._session.stop()
+        close_session(self._session)
 
 
 def _readable(error: Exception) -> QueryError:

@@ -19,6 +19,13 @@ os.environ.setdefault("WAP_SPEED__PIPELINES", '["web_events"]')
 from tests.support.platform import STARTED_BY_TESTS
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controlling process sees every report
+        from tests.support.timing import ModuleTimes
+
+        config.pluginmanager.register(ModuleTimes(), "module-times")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--keep-platform",

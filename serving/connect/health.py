@@ -50,6 +50,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from serving.connect.remote import close_session
+
 if TYPE_CHECKING:
     from serving.connect.host import SqlServer
 
@@ -106,11 +108,11 @@ class HealthProbe:
         self._session: Any = None
 
     def _query(self) -> float:
-        from pyspark.sql.connect.session import SparkSession
+        from serving.connect.remote import remote_session
 
         began = time.monotonic()
         if self._session is None:
-            self._session = SparkSession.builder.remote(self.url).create()
+            self._session = remote_session(self.url)
             self._session.addTag(HEALTH_TAG)
         rows = self._session.sql("SELECT 1 AS answer").collect()
         if rows[0]["answer"] != 1:
@@ -137,6 +139,7 @@ class HealthProbe:
                 f"SELECT 1 did not answer within {self.timeout_s:g} s (sql.health_timeout_s)",
             )
         except Exception as error:  # the server refused or failed the query
+            close_session(self._session)
             self._session = None
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             answer = Answer(False, None, time.time(), f"SELECT 1 failed: {first[:500]}")

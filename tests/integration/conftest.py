@@ -17,6 +17,7 @@ import pytest
 
 from core.settings import Settings
 from platformctl import platform
+from tests.support.lake import published_lake  # noqa: F401  (a session fixture)
 from tests.support.platform import STARTED_BY_TESTS, TESTS_LOCK
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,8 @@
 """Rollups: the hour and day rows publish writes are the merge of the minute rows they cover.
 
-One real pipeline run (Kafka, Spark, Delta, Cassandra) over simulated traffic
-across midnight, so that two days and many hours are published. Then, for
+The session's published lake (:mod:`tests.support.lake`): one real pipeline run (Kafka,
+Spark, Delta, Cassandra) over two days of simulated traffic, so that two days and many hours
+are published. Then, for
 every view of the pipeline and every measure, the hour and day rows read back
 from Cassandra at the version ``batch_days`` names, from the by-key and the
 by-window tables, must equal the published minute rows under them merged in
@@ -15,90 +16,34 @@ rows lack their rollup row.
 
 from __future__ import annotations
 
-import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from batch_layer.pipelines import WEB_EVENTS
-from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
-from ingest.simulator import SimulatorConfig, generate
-from ingest.simulator.direct import produce_direct
+from core.settings import Settings
 from layout import GRAINS, ViewTables
+from tests.support.lake import GROUP, PublishedLake
 from views.common import HLL_LG_K
 from views.kinds import kind
 from views.spec import ViewSpec
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+    pytest.mark.xdist_group(GROUP),
+]
 
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
 
 
 @pytest.fixture(scope="module")
-def published(local_platform: Settings, spark, tmp_path_factory) -> Iterator[Settings]:
-    """A topic, lake and keyspace of this module's own, after one run of the whole pipeline
-    over about four hours of traffic across midnight (duplicates, late and out-of-order
-    events): every test here reads what that one run published."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from batch_layer.__main__ import PIPELINE_STEPS, run_step
-    from core.cassandra import connect, ensure_keyspace
-    from ingest.topics import ensure_topics, platform_topics
-    from layout import create_tables
-
-    name = f"t_rollups_{uuid.uuid4().hex[:8]}"
-    topic = name.replace("_", "-")
-    admin = AdminClient(local_platform.kafka.client_config())
-    for future in admin.create_topics([NewTopic(topic, num_partitions=3)]).values():
-        future.result()
-    kafka = KafkaSettings(
-        **local_platform.kafka.model_dump()
-        | {
-            "events_topic": topic,
-            "dlq_topic": f"{topic}.dlq",
-            "suppressions_topic": f"{topic}.suppressions",
-        }
-    )
-    ensure_topics(admin, platform_topics(kafka))
-    root = tmp_path_factory.mktemp("rollups")
-    settings = local_platform.model_copy(
-        update={
-            "kafka": kafka,
-            "lake": LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "cp")),
-            "batch": BatchSettings(reports_dir=root / "quality", lateness_s=60),
-            "cassandra": local_platform.cassandra.model_copy(update={"keyspace": name}),
-        }
-    )
-    cluster, session = connect(local_platform.cassandra)
-    ensure_keyspace(session, name, {"class": "SimpleStrategy", "replication_factor": 1})
-    try:
-        create_tables(settings)
-        events = generate(
-            SimulatorConfig(
-                seed=31,
-                events=1500,
-                rate=0.1,  # about four hours of traffic, across midnight
-                start=datetime(2024, 3, 1, 22, tzinfo=UTC),
-                duplicate_rate=0.05,
-                late_rate=0.05,
-                late_by_s=1800,
-                out_of_order_rate=0.1,
-            )
-        )
-        produce_direct(events, settings)
-        runs = {
-            step: run_step(spark, settings, step, WEB_EVENTS, "rollups-1", None)
-            for step in PIPELINE_STEPS
-        }
-        assert len(runs["publish"].days) >= 2, runs["publish"]
-        yield settings
-    finally:
-        session.execute(f"DROP KEYSPACE IF EXISTS {name}")
-        cluster.shutdown()
-        admin.delete_topics([topic, kafka.dlq_topic, kafka.suppressions_topic])
+def published(published_lake: PublishedLake) -> Settings:
+    """The session's published lake: two days of traffic, one run of the whole pipeline."""
+    return published_lake.settings
 
 
 def _served(session, keyspace: str, view: str) -> dict:

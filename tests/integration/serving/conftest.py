@@ -5,15 +5,13 @@ Batch rows are *published* here the way the batch layer's protocol says (rows un
 version in both batch tables, then ``batch_days``, then ``batch_boundary``), so these tests
 do not depend on the batch layer's own code; speed rows go through the speed layer's sink.
 
-The SQL server's tests share one lake of simulated traffic run through the real batch
-pipeline (``sql_lake``, built once per session), a virtualenv holding only
-``pyspark-client`` (``client_python``), and start the server as a process of its own
-(``start_sql_server``).
+The SQL server's tests share the session's published lake (``published_lake``,
+:mod:`tests.support.lake`), a virtualenv holding only ``pyspark-client``
+(``client_python``), and start the server as a process of its own (``start_sql_server``).
 """
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 import threading
@@ -21,7 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -209,114 +207,6 @@ def api(serving_url: str) -> Iterator[httpx.Client]:
         yield client
 
 
-# --- the SQL server's tests: one lake of simulated traffic, the server as a process ---------
-
-BOT_UA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
-"""The crawler's user agent among the SQL lake's events (``events`` leaves it out)."""
-_PROJECT_ROOT = Path(__file__).resolve().parents[3]
-
-
-@dataclass(frozen=True)
-class SqlLake:
-    """The lake and keyspace the SQL tests' servers read, and the events sent into them."""
-
-    settings: Settings
-    events: list
-    valid: list
-    """The events that should be in silver: valid, each ``messageId`` once."""
-
-
-def _bot_copies(events, count: int = 7):
-    """``count`` crawler visits: copies of page views with a campaign, under new ids."""
-    pages = [
-        e
-        for e in events
-        if e.defect is None
-        and not e.duplicate
-        and e.payload.get("type") == "page"
-        and e.payload.get("context", {}).get("campaign")
-    ]
-    bots = []
-    for i, event in enumerate(pages[:count]):
-        payload = copy.deepcopy(event.payload)
-        payload["messageId"] = str(uuid.uuid4())
-        payload["anonymousId"] = f"crawler-{i}"
-        payload.pop("userId", None)
-        payload["context"]["userAgent"] = BOT_UA
-        bots.append(replace(event, payload=payload, seq=10_000_000 + i))
-    assert len(bots) == count
-    return bots
-
-
-@pytest.fixture(scope="session")
-def sql_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterator[SqlLake]:
-    """Two days of simulated traffic (and seven events of a crawler) through Kafka and the
-    real batch pipeline (bronze -> silver -> gold -> publish) into a lake, topics and a
-    keyspace of their own; read (never written) by every SQL test module's server."""
-    from confluent_kafka.admin import AdminClient
-
-    from batch_layer.__main__ import PIPELINE_STEPS, run_step
-    from batch_layer.pipelines import WEB_EVENTS
-    from core.cassandra import connect, ensure_keyspace
-    from core.settings import BatchSettings, KafkaSettings, LakeSettings
-    from core.spark import local_spark_jars
-    from ingest.simulator import SimulatorConfig, generate
-    from ingest.simulator.direct import produce_direct
-    from ingest.topics import ensure_topics, platform_topics
-    from layout import create_statements
-
-    root = tmp_path_factory.mktemp("sql_lake")
-    keyspace = f"t_srv_sql_{uuid.uuid4().hex[:8]}"
-    topic = keyspace.replace("_", "-")
-    kafka = KafkaSettings(
-        **local_platform.kafka.model_dump()
-        | {"events_topic": f"{topic}.events", "dlq_topic": f"{topic}.dlq"}
-        | {"suppressions_topic": f"{topic}.suppressions", "partitions": 2}
-    )
-    admin = AdminClient(kafka.client_config())
-    ensure_topics(admin, platform_topics(kafka))
-    ttl_s = 10 * 365 * 24 * 3600  # the traffic is from 2024: speed rows must not expire
-    settings = local_platform.model_copy(
-        update={
-            "kafka": kafka,
-            "cassandra": local_platform.cassandra.model_copy(update={"keyspace": keyspace}),
-            "speed": local_platform.speed.model_copy(update={"ttl_s": ttl_s}),
-            "lake": LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "cp")),
-            "batch": BatchSettings(reports_dir=root / "quality", lateness_s=60),
-            "spark": local_platform.spark.model_copy(
-                update={"jars": local_spark_jars(local_platform.local.state_dir)}
-            ),
-        }
-    )
-    cluster, session = connect(settings.cassandra)
-    ensure_keyspace(session, keyspace, {"class": "SimpleStrategy", "replication_factor": 1})
-    for statement in create_statements(keyspace, ttl_s):
-        session.execute(statement)
-    events = generate(
-        SimulatorConfig(
-            seed=31,
-            events=3000,
-            rate=0.03,  # two days: cohorts for the retention query
-            start=datetime(2024, 3, 4, 6, 0, tzinfo=UTC),
-            duplicate_rate=0.03,
-            invalid_rate=0.02,
-        )
-    )
-    events += _bot_copies(events)
-    produce_direct(events, settings)
-    for step in PIPELINE_STEPS:
-        run_step(spark, settings, step, WEB_EVENTS, "sql-test-1", None)
-    seen, valid = set(), []
-    for event in events:
-        if event.defect is None and event.message_id not in seen:
-            seen.add(event.message_id)
-            valid.append(event)
-    yield SqlLake(settings, events, valid)
-    admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
-    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
-    cluster.shutdown()
-
-
 @pytest.fixture(scope="session")
 def client_python(settings) -> Path:
     """The analyst's virtualenv: nothing but ``pyspark-client`` (from PyPI) and its
@@ -324,6 +214,9 @@ def client_python(settings) -> Path:
     from platformctl.install import install_analyst_client
 
     return install_analyst_client(settings)
+
+
+_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -356,12 +249,18 @@ class SqlServerProcess:
             time.sleep(1)
 
     def stop(self) -> None:
+        """SIGTERM, as ``platformctl down`` stops it: the server must exit by itself (a
+        Connect client's exit hook once held it for minutes after its Spark had stopped)."""
         self.process.terminate()
         try:
-            self.process.wait(90)
+            self.process.wait(60)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(30)
+            raise AssertionError(
+                f"the SQL server did not exit within 60 s of SIGTERM:\n"
+                f"{self.log.read_text()[-3000:]}"
+            ) from None
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 Two days of simulated traffic (and seven events of a crawler) go through
 Kafka and the real batch pipeline (bronze -> silver -> gold -> publish) into
-a lake and keyspace of their own (``sql_lake``, shared with the security
+a lake and keyspace of their own (``published_lake``, shared with the security
 tests); the SQL server (``python -m serving.connect``) runs as its own process
 on them. An analyst's script, in a virtualenv holding
 only ``pyspark-client`` from PyPI, connects over Spark Connect, lists the
@@ -26,32 +26,31 @@ import pytest
 from core.settings import Settings, SqlSettings
 from ingest.simulator import build_truth
 from serving.connect.examples import doc_queries
+from tests.support.lake import BOT_UA, GROUP
 from tests.support.ports import free_port
 
 # The first test builds the SQL lake (the batch pipeline over two days of traffic) and
 # starts the server: minutes on a busy machine.
-# One worker builds the session's lake (`sql_lake`) once for both SQL modules.
+# One worker builds the session's published lake once for every module reading it.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.timeout(1800),
-    pytest.mark.xdist_group("sql_lake"),
+    pytest.mark.xdist_group(GROUP),
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
 PARAMS = {"start": "2024-03-01T00:00:00Z", "end": "2024-03-10T00:00:00Z"}
 SQL_TOKEN = "sql-test-token"
-BOT_UA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
-"""The crawler's user agent the SQL lake's traffic carries (conftest ``sql_lake``)."""
 
 
 @pytest.fixture(scope="module")
-def serving_settings(serving_settings: Settings, sql_lake, tmp_path_factory) -> Settings:
+def serving_settings(serving_settings: Settings, published_lake, tmp_path_factory) -> Settings:
     """The SQL lake's settings, this module's serving app, and its own SQL server."""
-    return sql_lake.settings.model_copy(
+    return published_lake.settings.model_copy(
         update={
             "serving": serving_settings.serving,
-            "local": sql_lake.settings.local.model_copy(
+            "local": published_lake.settings.local.model_copy(
                 update={"state_dir": tmp_path_factory.mktemp("sql") / "state"}
             ),
             "sql": SqlSettings(
@@ -67,9 +66,9 @@ def serving_settings(serving_settings: Settings, sql_lake, tmp_path_factory) -> 
 
 
 @pytest.fixture(scope="module")
-def traffic(sql_lake):
+def traffic(published_lake):
     """(events sent, valid ones) of the SQL lake."""
-    return sql_lake.events, sql_lake.valid
+    return published_lake.events, published_lake.valid
 
 
 @pytest.fixture(scope="module")

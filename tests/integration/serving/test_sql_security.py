@@ -1,7 +1,7 @@
 """The SQL server attacked as a hostile analyst would, with nothing but ``pyspark-client``.
 
 A real ``python -m serving.connect --supervise`` (the local ``sql`` service's
-command) serves the SQL lake (``sql_lake``: simulated traffic through the real
+command) serves the SQL lake (``published_lake``: simulated traffic through the real
 batch pipeline). An analyst's script (``sql_attacks.py``, in a virtualenv
 holding only ``pyspark-client``) replays each attack that once worked: code
 run in the server, files written, one statement that hung the server, JDBC
@@ -28,14 +28,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings, SqlSettings
+from tests.support.lake import GROUP
 from tests.support.ports import free_port
 
-# One worker builds the session's lake (`sql_lake`) once for both SQL modules.
+# One worker builds the session's published lake once for every module reading it.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.timeout(1800),
-    pytest.mark.xdist_group("sql_lake"),
+    pytest.mark.xdist_group(GROUP),
 ]
 
 ATTACKER = Path(__file__).with_name("sql_attacks.py")
@@ -60,13 +61,13 @@ public class Provider implements org.apache.spark.sql.sources.RelationProvider {
 
 
 @pytest.fixture(scope="module")
-def serving_settings(serving_settings: Settings, sql_lake, tmp_path_factory) -> Settings:
+def serving_settings(serving_settings: Settings, published_lake, tmp_path_factory) -> Settings:
     """The SQL lake's settings, this module's serving app, and its own SQL server with short
     limits (the time limit above the time a client that left is given)."""
-    return sql_lake.settings.model_copy(
+    return published_lake.settings.model_copy(
         update={
             "serving": serving_settings.serving,
-            "local": sql_lake.settings.local.model_copy(
+            "local": published_lake.settings.local.model_copy(
                 update={"state_dir": tmp_path_factory.mktemp("sql_security") / "state"}
             ),
             "sql": SqlSettings(
