@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -19,6 +20,8 @@ from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 from tests.integration.slow_loris import seconds_until_closed
+from tests.support.ports import free_port
+from tests.support.step_server import StepServerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -32,6 +35,30 @@ def pipeline_settings(pipeline_settings: Settings) -> Settings:
         update={"step_history": HISTORY, "step_header_timeout_s": 2.0}
     )
     return pipeline_settings.model_copy(update={"batch": batch})
+
+
+@pytest.fixture(scope="module")
+def quiet_server(local_platform: Settings, tmp_path_factory) -> Iterator[Settings]:
+    """One step server for the tests that run no step (refusals, health, slow clients): the
+    module's settings, a lake of its own that nothing writes."""
+    from core.settings import LakeSettings
+
+    root = tmp_path_factory.mktemp("quiet_step_server")
+    batch = local_platform.batch.model_copy(
+        update={
+            "step_server_port": free_port(),
+            "step_history": HISTORY,
+            "step_header_timeout_s": 2.0,
+            "reports_dir": root / "quality",
+        }
+    )
+    lake = LakeSettings(root=str(root / "lake"), checkpoint_root=str(root / "cp"))
+    server = StepServerProcess(
+        local_platform.model_copy(update={"batch": batch, "lake": lake}), root / "server.log"
+    )
+    server.start()
+    yield server.settings
+    server.stop()
 
 
 def _url(settings: Settings) -> str:
@@ -94,8 +121,8 @@ def test_steps_run_on_the_server_with_their_logs_and_exit_codes(step_server):
     assert health["spark"]["application_id"] and health["finished"] == 4
 
 
-def test_a_bad_request_is_refused_with_the_cli_message(step_server):
-    settings = step_server
+def test_a_bad_request_is_refused_with_the_cli_message(quiet_server):
+    settings = quiet_server
     unknown = _submit(settings, "nonsense")
     assert unknown.status_code == 400 and "invalid choice: 'nonsense'" in unknown.json()["message"]
     dates = _submit(settings, "silver", "--dates", "2024-02-30")
@@ -105,10 +132,10 @@ def test_a_bad_request_is_refused_with_the_cli_message(step_server):
     assert _get(settings, "/steps/nope").status_code == 404
 
 
-def test_only_json_with_the_token_runs_a_step(step_server):
+def test_only_json_with_the_token_runs_a_step(quiet_server):
     """The attack: a web page's cross-site form (``text/plain``, an ``Origin``) or any local
     caller without the token posting ``forget --user X``. Nothing runs."""
-    settings = step_server
+    settings = quiet_server
     url = _url(settings)
     forget = {"args": ["forget", "--pipeline", WEB_EVENTS.name, "--user", "user-000001"]}
     form = httpx.post(
@@ -196,8 +223,8 @@ def test_a_cancel_before_the_steps_spark_jobs_still_stops_it_and_the_retry_runs(
     assert again["summary"]["steps"]["bronze"]["result"]["rows"] == accepted
 
 
-def test_connections_that_send_half_a_request_are_closed(step_server):
-    settings = step_server
+def test_connections_that_send_half_a_request_are_closed(quiet_server):
+    settings = quiet_server
     # The header timeout is 2 s (pipeline_settings above).
     assert seconds_until_closed(settings.batch.step_server_port) < 6
     assert httpx.get(f"{_url(settings)}/health").status_code == 200

@@ -1,9 +1,10 @@
 """Prometheus on a second, isolated platform: every target scraped, and a stopped speed job
 seen by its alert.
 
-Kafka, Cassandra, the collector, the speed job, serving, the batch step server
-and Prometheus come up through ``platformctl`` with their own state and
-ports; a little live traffic goes through the speed layer. Every scrape target
+The collector, the speed job, serving, the batch step server and Prometheus come up
+through ``platformctl`` with their own state and ports, on the run's Kafka and Cassandra
+(topics and a keyspace of their own: neither is a scrape target); a little live traffic
+goes through the speed layer. Every scrape target
 must answer (``up == 1``); then the speed job is stopped and ``SpeedLayerStale``
 must fire (read from Prometheus' alerts API) within its threshold, its ``for:``
 and a few evaluation intervals.
@@ -20,49 +21,66 @@ import pytest
 
 from core.settings import (
     BatchSettings,
-    CassandraSettings,
     CollectorSettings,
-    KafkaSettings,
     LakeSettings,
-    LocalSettings,
     MonitoringSettings,
     ServingSettings,
     Settings,
     SpeedSettings,
 )
 from platformctl import platform
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SERVICES = ("kafka", "cassandra", "collector", "speed", "serving", "batch", "prometheus")
+SERVICES = ("collector", "speed", "serving", "batch", "prometheus")
 FRESHNESS_S, FOR = 30, "10s"
 
 
 @pytest.fixture
-def watched(settings: Settings, isolated_state: Path, tmp_path: Path):
-    state = isolated_state
-    watched = settings.model_copy(
+def watched(local_platform: Settings, isolated_state: Path, tmp_path: Path, unique_name: str):
+    from confluent_kafka.admin import AdminClient
+
+    from core.cassandra import connect, ensure_keyspace
+    from ingest.topics import ensure_topics, platform_topics
+    from layout import create_tables
+
+    topic = unique_name.replace("_", "-")
+    kafka = local_platform.kafka.model_copy(
         update={
-            "kafka": KafkaSettings(bootstrap_servers="127.0.0.1:29092"),
-            "cassandra": CassandraSettings(port=29042),
-            "collector": CollectorSettings(port=28088),
-            "speed": SpeedSettings(metrics_port=28096, pipelines=["web_events"]),
-            "serving": ServingSettings(port=28090, workers=1, pointer_cache_s=0.5),
-            "batch": BatchSettings(step_server_port=28095, reports_dir=tmp_path / "quality"),
+            "events_topic": f"{topic}.events",
+            "dlq_topic": f"{topic}.dlq",
+            "suppressions_topic": f"{topic}.suppressions",
+        }
+    )
+    watched = local_platform.model_copy(
+        update={
+            "kafka": kafka,
+            "cassandra": local_platform.cassandra.model_copy(update={"keyspace": unique_name}),
+            "collector": CollectorSettings(port=free_port()),
+            "speed": SpeedSettings(metrics_port=free_port(), pipelines=["web_events"]),
+            "serving": ServingSettings(port=free_port(), workers=1, pointer_cache_s=0.5),
+            "batch": BatchSettings(step_server_port=free_port(), reports_dir=tmp_path / "quality"),
             "lake": LakeSettings(root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "cp")),
             "monitoring": MonitoringSettings(
-                prometheus_port=29090,
+                prometheus_port=free_port(),
                 scrape_interval_s=2,
                 freshness_alert_s=FRESHNESS_S,
                 freshness_alert_for=FOR,
             ),
-            "local": LocalSettings(
-                state_dir=state, kafka_controller_port=29093, cassandra_storage_port=27000
-            ),
+            "local": local_platform.local.model_copy(update={"state_dir": isolated_state}),
         }
     )
+    admin = AdminClient(kafka.client_config())
+    ensure_topics(admin, platform_topics(kafka))
+    cluster, session = connect(watched.cassandra)
+    ensure_keyspace(session, unique_name, {"class": "SimpleStrategy", "replication_factor": 1})
+    create_tables(watched)
     yield watched
-    platform.down(watched)
+    platform.down(watched, SERVICES)
+    session.execute(f"DROP KEYSPACE IF EXISTS {unique_name}")
+    cluster.shutdown()
+    admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
 
 
 def _prometheus(settings: Settings, path: str, **params: str) -> dict:
@@ -82,7 +100,7 @@ def _wait(predicate, timeout_s: float, what: str):
     raise AssertionError(f"{what} not within {timeout_s}s")
 
 
-def test_every_target_is_scraped_and_a_stopped_speed_job_fires_its_alert(local_platform, watched):
+def test_every_target_is_scraped_and_a_stopped_speed_job_fires_its_alert(watched):
     from ingest.simulator import SimulatorConfig, generate
     from ingest.simulator.direct import produce_direct
 

@@ -264,6 +264,19 @@ class SqlServerProcess:
 
 
 @pytest.fixture(scope="session")
+def sql_server(published_lake, start_sql_server, tmp_path_factory) -> Iterator[SqlServerProcess]:
+    """The SQL server over the published lake, under its supervisor, its catalog built: one
+    for the session (:func:`tests.support.sql.sql_settings`); a module's ``serving_settings``
+    is its settings with the module's serving app."""
+    from tests.support.sql import sql_settings
+
+    settings = sql_settings(published_lake.settings, tmp_path_factory.mktemp("sql") / "state")
+    server = start_sql_server(settings, supervise=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def start_sql_server() -> Callable[..., SqlServerProcess]:
     """``start_sql_server(settings, supervise=False)``: the SQL server as a process of its
     own (its log in its state folder), once its catalog is built; stop it with ``.stop()``."""

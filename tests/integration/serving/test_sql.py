@@ -23,11 +23,10 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from core.settings import Settings, SqlSettings
+from core.settings import Settings
 from ingest.simulator import build_truth
 from serving.connect.examples import doc_queries
 from tests.support.lake import BOT_UA, GROUP
-from tests.support.ports import free_port
 
 # The first test builds the SQL lake (the batch pipeline over two days of traffic) and
 # starts the server: minutes on a busy machine.
@@ -41,42 +40,18 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[3]
 PARAMS = {"start": "2024-03-01T00:00:00Z", "end": "2024-03-10T00:00:00Z"}
-SQL_TOKEN = "sql-test-token"
 
 
 @pytest.fixture(scope="module")
-def serving_settings(serving_settings: Settings, published_lake, tmp_path_factory) -> Settings:
-    """The SQL lake's settings, this module's serving app, and its own SQL server."""
-    return published_lake.settings.model_copy(
-        update={
-            "serving": serving_settings.serving,
-            "local": published_lake.settings.local.model_copy(
-                update={"state_dir": tmp_path_factory.mktemp("sql") / "state"}
-            ),
-            "sql": SqlSettings(
-                port=free_port(),
-                health_port=free_port(),
-                token=SQL_TOKEN,
-                refresh_s=5,
-                time_limit_s=30,
-                max_rows=500,
-            ),
-        }
-    )
+def serving_settings(serving_settings: Settings, sql_server) -> Settings:
+    """The SQL server's settings (the published lake's), with this module's serving app."""
+    return sql_server.settings.model_copy(update={"serving": serving_settings.serving})
 
 
 @pytest.fixture(scope="module")
 def traffic(published_lake):
     """(events sent, valid ones) of the SQL lake."""
     return published_lake.events, published_lake.valid
-
-
-@pytest.fixture(scope="module")
-def sql_server(serving_settings: Settings, start_sql_server):
-    """``python -m serving.connect`` on this module's settings, its catalog built."""
-    server = start_sql_server(serving_settings)
-    yield server.health()
-    server.stop()
 
 
 # --- the ground truth of the docs' queries -------------------------------------------------

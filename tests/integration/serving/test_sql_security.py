@@ -27,9 +27,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.settings import Settings, SqlSettings
+from core.settings import Settings
 from tests.support.lake import GROUP
-from tests.support.ports import free_port
+from tests.support.sql import DETACHED_S, SQL_TOKEN, TIME_LIMIT_S
 
 # One worker builds the session's published lake once for every module reading it.
 pytestmark = [
@@ -40,9 +40,6 @@ pytestmark = [
 ]
 
 ATTACKER = Path(__file__).with_name("sql_attacks.py")
-SQL_TOKEN = "sql-security-token"
-TIME_LIMIT_S = 30.0
-DETACHED_S = 4.0
 REFUSED = "Refused by the SQL server"
 ANSWERS_WITHIN_S = 10.0
 PROVIDER = """package attack;
@@ -61,37 +58,9 @@ public class Provider implements org.apache.spark.sql.sources.RelationProvider {
 
 
 @pytest.fixture(scope="module")
-def serving_settings(serving_settings: Settings, published_lake, tmp_path_factory) -> Settings:
-    """The SQL lake's settings, this module's serving app, and its own SQL server with short
-    limits (the time limit above the time a client that left is given)."""
-    return published_lake.settings.model_copy(
-        update={
-            "serving": serving_settings.serving,
-            "local": published_lake.settings.local.model_copy(
-                update={"state_dir": tmp_path_factory.mktemp("sql_security") / "state"}
-            ),
-            "sql": SqlSettings(
-                port=free_port(),
-                health_port=free_port(),
-                token=SQL_TOKEN,
-                refresh_s=5,
-                max_rows=500,
-                time_limit_s=TIME_LIMIT_S,
-                detached_timeout_s=DETACHED_S,
-                health_interval_s=3,
-                health_timeout_s=10,
-                restart_after=2,
-            ),
-        }
-    )
-
-
-@pytest.fixture(scope="module")
-def sql_server(serving_settings: Settings, start_sql_server):
-    """The SQL server under its supervisor, its catalog built."""
-    server = start_sql_server(serving_settings, supervise=True)
-    yield server
-    server.stop()
+def serving_settings(serving_settings: Settings, sql_server) -> Settings:
+    """The SQL server's settings (the published lake's), with this module's serving app."""
+    return sql_server.settings.model_copy(update={"serving": serving_settings.serving})
 
 
 def _run(python: Path, settings: Settings, folder: Path, mode: str, /, **job) -> dict:

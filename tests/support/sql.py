@@ -1,0 +1,38 @@
+"""The SQL server the serving tests share: one supervised server over the published lake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.settings import Settings, SqlSettings
+from tests.support.ports import free_port
+
+__all__ = ["DETACHED_S", "SQL_TOKEN", "TIME_LIMIT_S", "sql_settings"]
+
+SQL_TOKEN = "sql-test-token"
+TIME_LIMIT_S = 30.0
+"""A statement's time limit: above the time a client that left is given (``DETACHED_S``)."""
+DETACHED_S = 4.0
+
+
+def sql_settings(lake: Settings, state_dir: Path) -> Settings:
+    """``lake``'s settings with a SQL server of short limits, its state under ``state_dir``:
+    a health query every 3 s (restart after two failures); a catalog refresh every 30 s (the
+    published lake never changes, and the server runs beside the rest of the session)."""
+    return lake.model_copy(
+        update={
+            "local": lake.local.model_copy(update={"state_dir": state_dir}),
+            "sql": SqlSettings(
+                port=free_port(),
+                health_port=free_port(),
+                token=SQL_TOKEN,
+                refresh_s=30,
+                max_rows=500,
+                time_limit_s=TIME_LIMIT_S,
+                detached_timeout_s=DETACHED_S,
+                health_interval_s=3,
+                health_timeout_s=10,
+                restart_after=2,
+            ),
+        }
+    )
