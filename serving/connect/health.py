@@ -95,42 +95,68 @@ class _Worker:
         return future
 
 
+class _Asker:
+    """A thread and the Connect session it asks on: replaced whole when a query is abandoned,
+    so a late answer of an abandoned query never touches the next one's session."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.worker = _Worker("sql-probe")
+        self.session: Any = None
+
+    def ask(self) -> float:
+        from serving.connect.remote import remote_session
+
+        began = time.monotonic()
+        if self.session is None:
+            self.session = remote_session(self.url)
+            self.session.addTag(HEALTH_TAG)
+        rows = self.session.sql("SELECT 1 AS answer").collect()
+        if rows[0]["answer"] != 1:
+            raise RuntimeError(f"SELECT 1 answered {rows!r}")
+        return time.monotonic() - began
+
+    def drop_session(self) -> None:
+        session, self.session = self.session, None
+        close_session(session)
+
+
 class HealthProbe:
-    """``SELECT 1`` over Spark Connect with a time limit; one query at a time, shared."""
+    """``SELECT 1`` over Spark Connect with a time limit; one query at a time, shared.
+
+    A query not answered in time is abandoned with its session (its channel closed, its
+    thread left to end on its own) when the next check comes: that check asks again on a
+    new session. So one call stuck on the client's side fails one check, not every check
+    until a restart; a driver that answers nobody fails them all."""
 
     def __init__(self, url: str, timeout_s: float) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.last: Answer | None = None
         self._lock = threading.Lock()
+        self._asker = _Asker(url)
         self._running: Future[float] | None = None
-        self._worker = _Worker("sql-probe")
-        self._session: Any = None
-
-    def _query(self) -> float:
-        from serving.connect.remote import remote_session
-
-        began = time.monotonic()
-        if self._session is None:
-            self._session = remote_session(self.url)
-            self._session.addTag(HEALTH_TAG)
-        rows = self._session.sql("SELECT 1 AS answer").collect()
-        if rows[0]["answer"] != 1:
-            raise RuntimeError(f"SELECT 1 answered {rows!r}")
-        return time.monotonic() - began
+        self._started = 0.0
 
     def check(self, max_age_s: float = 0.0) -> Answer:
         """The last answer if younger than ``max_age_s``, else a new one (waiting at most
-        ``timeout_s``; a query still running from before is waited for, not repeated)."""
+        ``timeout_s`` from the query's start; a query still running from before and younger
+        than ``timeout_s`` is waited for rather than repeated)."""
         last = self.last
         if last is not None and time.time() - last.at <= max_age_s:
             return last
         with self._lock:
+            stuck = self._running is not None and not self._running.done()
+            if stuck and time.monotonic() - self._started >= self.timeout_s:
+                self._asker.drop_session()
+                self._asker, self._running = _Asker(self.url), None
             if self._running is None or self._running.done():
-                self._running = self._worker.submit(self._query)
-            running = self._running
+                self._running = self._asker.worker.submit(self._asker.ask)
+                self._started = time.monotonic()
+            asker, running, started = self._asker, self._running, self._started
         try:
-            answer = Answer(True, round(running.result(timeout=self.timeout_s), 3), time.time())
+            left = max(0.0, self.timeout_s - (time.monotonic() - started))
+            answer = Answer(True, round(running.result(timeout=left), 3), time.time())
         except TimeoutError:
             answer = Answer(
                 False,
@@ -139,8 +165,7 @@ class HealthProbe:
                 f"SELECT 1 did not answer within {self.timeout_s:g} s (sql.health_timeout_s)",
             )
         except Exception as error:  # the server refused or failed the query
-            close_session(self._session)
-            self._session = None
+            asker.drop_session()
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             answer = Answer(False, None, time.time(), f"SELECT 1 failed: {first[:500]}")
         self.last = answer

@@ -10,7 +10,9 @@ serving.connect``) as a child, asks its ``/health`` every
 - when ``/health`` fails ``sql.restart_after`` times in a row: it answers 503
   ``not_answering`` when ``SELECT 1`` over Spark Connect takes longer than
   ``sql.health_timeout_s``, or does not answer at all. Before the server first
-  answers, ``local.start_timeout_s`` is its time to start.
+  answers, ``local.start_timeout_s`` is its time to start. Before that restart,
+  the driver is asked for a thread dump (SIGQUIT to the group's JVMs), which it
+  writes to the log: what the driver was doing when it stopped answering.
 
 The child runs in a process group of its own (its Spark driver JVM with it),
 which is what a restart stops: SIGTERM, then SIGKILL. A child whose supervisor
@@ -27,6 +29,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -56,6 +59,8 @@ class Supervisor:
             self.child = subprocess.Popen(self.argv, env=self.env, start_new_session=True)
             log_event(_log, "sql.supervisor.started", pid=self.child.pid, restarts=self.restarts)
             why = self._watch(self.child, stop)
+            if why is not None and self.child.poll() is None:
+                _dump_threads(self.child.pid)
             self._stop_child(self.child)
             if why is None:
                 break
@@ -121,3 +126,21 @@ def _group_alive(group: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _dump_threads(group: int) -> None:
+    """SIGQUIT to the JVMs of process group ``group``: each prints its threads to its stdout
+    (the server's log) and goes on. Python processes are left alone (SIGQUIT ends them)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != group:
+                continue
+            command = (stat.parent / "cmdline").read_bytes().split(b"\0", 1)[0]
+        except (OSError, IndexError, ValueError):
+            continue
+        if Path(command.decode(errors="replace")).name == "java":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(stat.parent.name), signal.SIGQUIT)
+                log_event(_log, "sql.supervisor.thread_dump", pid=int(stat.parent.name))
+    time.sleep(1.0)

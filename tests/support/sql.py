@@ -17,8 +17,9 @@ DETACHED_S = 4.0
 
 def sql_settings(lake: Settings, state_dir: Path) -> Settings:
     """``lake``'s settings with a SQL server of short limits, its state under ``state_dir``:
-    a health query every 3 s (restart after two failures); a catalog refresh every 30 s (the
-    published lake never changes, and the server runs beside the rest of the session)."""
+    a health query every 3 s (a restart after three failures in a row, as in production); a
+    catalog refresh every 30 s (the published lake never changes, and the server runs beside
+    the rest of the session)."""
     return lake.model_copy(
         update={
             "local": lake.local.model_copy(update={"state_dir": state_dir}),
@@ -32,7 +33,7 @@ def sql_settings(lake: Settings, state_dir: Path) -> Settings:
                 detached_timeout_s=DETACHED_S,
                 health_interval_s=3,
                 health_timeout_s=10,
-                restart_after=2,
+                restart_after=3,
             ),
         }
     )

@@ -80,3 +80,27 @@ def test_a_server_that_stops_answering_is_stopped_and_started_again():
     assert supervisor.restarts >= 1
     assert not _alive(first[0]), "the server that stopped answering was left running"
     assert supervisor.child.poll() is not None, "the last server outlived its supervisor"
+
+
+SLEEPER = """
+public class Sleeper {
+  public static void main(String[] args) throws Exception { Thread.sleep(600_000); }
+}
+"""
+
+
+def test_before_a_restart_the_driver_s_threads_are_dumped_to_the_log(tmp_path, capfd):
+    """The server's JVM (here a sleeping one in the server's process group) prints its
+    threads when the supervisor gives up on it: the log says what the driver was doing."""
+    source = tmp_path / "Sleeper.java"
+    source.write_text(SLEEPER)
+    port = free_port()
+    server = (
+        f"import subprocess, sys\nsubprocess.Popen(['java', {str(source)!r}])\n" + NOT_ANSWERING
+    )
+    settings = _settings(port).model_copy(update={"local": LocalSettings(start_timeout_s=3.0)})
+    supervisor = Supervisor(settings, [sys.executable, "-c", server, str(port)], dict(os.environ))
+    _supervise(supervisor, lambda: supervisor.restarts >= 1, timeout_s=60)
+    out = capfd.readouterr().out
+    assert supervisor.restarts >= 1
+    assert "Full thread dump" in out and '"main"' in out, out[-2000:]
