@@ -45,6 +45,8 @@ from ingest.enrich import RequestFacts
 from ingest.intake import BatchRefusal, Intake
 from ingest.metrics import CollectorMetrics
 from ingest.producer import EventProducer, KafkaUnavailable, producer_config
+from ingest.routes import routes_default, routes_of
+from pipelines import PipelineSpec
 
 __all__ = ["BATCH_CALLS", "SINGLE_CALLS", "create_app"]
 
@@ -99,14 +101,18 @@ def create_app(
     settings: Settings,
     producer: EventProducer | None = None,
     suppressions: SuppressionList | None = None,
+    pipelines: tuple[PipelineSpec, ...] | None = None,
 ) -> FastAPI:
     """Build the collector app; the producer and the suppression list are created at
-    start-up unless given."""
-    intake = Intake.of_collector(settings.collector)
-    contract = intake.contract
+    start-up unless given. Each source's events go to its pipeline (``pipelines``: the
+    declared ones unless given; :mod:`ingest.routes`)."""
+    by_source = routes_of(settings, pipelines)
+    contract = routes_default(by_source).intake.contract
     sources = settings.collector.source_of()
     metrics = CollectorMetrics()
-    events_topic, dlq_topic = settings.kafka.events_topic, settings.kafka.dlq_topic
+    for route in by_source.values():  # every pipeline's series from the start, at 0
+        metrics.accepted.labels(route.pipeline)
+    dlq_topic = settings.kafka.dlq_topic
     limits = settings.collector
     bounds = EventTimeBounds.from_settings(settings)
     origins = OriginPolicy(settings.collector.allowed_origins)
@@ -122,10 +128,11 @@ def create_app(
         log_event(
             _log,
             "collector.started",
-            topic=events_topic,
             dlq=dlq_topic,
-            contract=contract.ref,
-            sources=sorted(sources.values()),
+            routes={
+                source: [r.pipeline, r.topic, r.intake.contract.ref]
+                for source, r in sorted(by_source.items())
+            },
         )
         yield
         if suppressions is None:
@@ -267,8 +274,9 @@ def create_app(
         keep their data. A batch of theirs only leaves no letter. The answer
         is the same either way, so it does not tell who was forgotten.
         """
+        intake = by_source[source_id].intake
         facts = RequestFacts(
-            received_at=received_at, source_id=source_id, contract_version=contract.version
+            received_at=received_at, source_id=source_id, contract_version=intake.contract.version
         )
         calls = body["batch"]
         kept = [call for call in calls if not state["suppressions"].suppresses(call)]
@@ -303,25 +311,26 @@ def create_app(
         received_at: datetime,
         endpoint: str,
     ) -> Response:
+        route = by_source[source_id]
         facts = RequestFacts(
             received_at=received_at,
             source_id=source_id,
-            contract_version=contract.version,
+            contract_version=route.intake.contract.version,
             call_type=call_type,
             sent_at=sent_at,
             ip=request.client.host if request.client else None,
             historical=endpoint == "/v1/import",
             bounds=bounds,
         )
-        routed = intake.route(events, facts, suppressed=state["suppressions"].suppresses)
-        records = [(events_topic, r) for r in routed.accepted]
+        routed = route.intake.route(events, facts, suppressed=state["suppressions"].suppresses)
+        records = [(route.topic, r) for r in routed.accepted]
         records += [(dlq_topic, r) for r in routed.dead_letters]
         started = time.perf_counter()
         unavailable = await _deliver(records, len(events))
         if unavailable is not None:
             return unavailable
         metrics.produce_latency.observe(time.perf_counter() - started)
-        metrics.accepted.inc(len(routed.accepted))
+        metrics.accepted.labels(route.pipeline).inc(len(routed.accepted))
         metrics.dead_lettered.inc(len(routed.dead_letters))
         metrics.timestamps_clamped.inc(routed.clamped)
         metrics.dropped.labels("suppressed").inc(routed.suppressed)

@@ -38,7 +38,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -47,6 +47,9 @@ from data_contracts import Contract, load_contract
 from data_contracts.derive import ValidationFailure, compile_fast_validator
 from ingest.anonymise import Anonymiser
 from ingest.enrich import EnrichError, RequestFacts, enrich_with_adjustment, format_ts
+
+if TYPE_CHECKING:
+    from pipelines import PipelineSpec
 
 __all__ = ["MAX_LETTER_BYTES", "BatchRefusal", "Intake", "Record", "Rejection", "Routed"]
 
@@ -129,13 +132,9 @@ class Intake:
         self._contract_header = contract.ref.encode()
 
     @classmethod
-    def of_collector(cls, limits: CollectorSettings) -> Intake:
-        """The collector's intake: the contract of the collector's pipeline
-        (:func:`pipelines.collector_pipeline`), its fast validator and the personal data
-        handling the contract and the collector's settings say."""
-        from pipelines import collector_pipeline
-
-        spec = collector_pipeline()
+    def of_pipeline(cls, spec: PipelineSpec, limits: CollectorSettings) -> Intake:
+        """The intake of a collector pipeline: its contract, that contract's fast validator
+        and the personal data handling the contract and the collector's settings say."""
         contract = load_contract(spec.contract, spec.contract_major)
         return cls(
             contract,
@@ -144,6 +143,13 @@ class Intake:
             limits.max_event_depth,
             Anonymiser.for_contract(contract, limits),
         )
+
+    @classmethod
+    def of_collector(cls, limits: CollectorSettings) -> Intake:
+        """The intake of the collector's default pipeline (:func:`pipelines.collector_pipeline`)."""
+        from pipelines import collector_pipeline
+
+        return cls.of_pipeline(collector_pipeline(), limits)
 
     @staticmethod
     def batch_refusal(events: list[Any], max_events: int) -> BatchRefusal | None:

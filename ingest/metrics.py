@@ -18,7 +18,10 @@ class CollectorMetrics:
         r = self.registry
         ProcessCollector(registry=r)  # process_cpu_seconds_total, resident memory, open fds
         self.accepted = Counter(
-            "collector_events_accepted", "Events validated and acknowledged by Kafka", registry=r
+            "collector_events_accepted",
+            "Events validated and acknowledged by Kafka, by the pipeline they went to",
+            ["pipeline"],
+            registry=r,
         )
         self.rejected = Counter(
             "collector_events_rejected", "Events rejected, by reason", ["reason"], registry=r

@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from core.event_time import EventTimeBounds
 from ingest.enrich import EnrichError, RequestFacts, format_ts, parse_ts
 from ingest.intake import Intake, Record
+
+if TYPE_CHECKING:
+    from ingest.routes import Route
 
 __all__ = [
     "REASON_FAMILIES",
@@ -264,7 +267,12 @@ class ReplayReport:
 
 
 class Replayer:
-    """Decide letter by letter; the records to produce come back, the counts go to ``report``."""
+    """Decide letter by letter; the records to produce come back, the counts go to ``report``.
+
+    ``routes`` (source id -> :class:`~ingest.routes.Route`) sends each letter through its
+    source's pipeline, as the collector does; without them every letter goes through
+    ``intake``. :attr:`topic` is where the last record returned belongs (None: the
+    collector's default topic)."""
 
     def __init__(
         self,
@@ -272,11 +280,14 @@ class Replayer:
         bounds: EventTimeBounds,
         report: ReplayReport,
         replayed: Container[bytes] = frozenset(),
+        routes: Mapping[str, Route] | None = None,
     ) -> None:
         self._intake = intake
         self._bounds = bounds
         self._report = report
         self._replayed = replayed
+        self._routes = routes
+        self.topic: str | None = None
 
     def consider(self, letter: DeadLetter) -> Record | None:
         """The record to write for ``letter`` now, or None (not matched, done, still invalid)."""
@@ -291,8 +302,15 @@ class Replayer:
         if letter.unreplayable is not None:
             report.not_replayable[letter.unreplayable] += 1
             return None
-        facts = letter.facts(self._bounds, self._intake.contract.version)
-        routed = self._intake.route([letter.payload], facts, first_index=letter.index)
+        intake, self.topic = self._intake, None
+        if self._routes is not None:
+            route = self._routes.get(letter.source_id or "")
+            if route is None:  # its write key was removed since: no pipeline takes it now
+                report.not_replayable["source_without_pipeline"] += 1
+                return None
+            intake, self.topic = route.intake, route.topic
+        facts = letter.facts(self._bounds, intake.contract.version)
+        routed = intake.route([letter.payload], facts, first_index=letter.index)
         if routed.rejections:
             report.still_invalid[routed.rejections[0].reason] += 1
             return None

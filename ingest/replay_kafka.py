@@ -45,8 +45,9 @@ from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import KafkaSettings, Settings
 from ingest.enrich import format_ts
-from ingest.intake import Intake, Record
+from ingest.intake import Record
 from ingest.replay import Coordinates, DeadLetter, Replayer, ReplayReport, ReplayRequest
+from ingest.routes import routes_default, routes_of
 from ingest.topics import ensure_topics, replay_ledger_topic
 
 if TYPE_CHECKING:
@@ -115,12 +116,14 @@ def _replay(settings: Settings, request: ReplayRequest, chunk: int) -> ReplayRep
             dry_run=request.dry_run,
         )
         replayed = _replayed(reader, ledger.name) if writer or ledger.name in existing else set()
-        intake = Intake.of_collector(settings.collector)
-        replayer = Replayer(intake, EventTimeBounds.from_settings(settings), report, replayed)
+        routes = routes_of(settings)
+        bounds = EventTimeBounds.from_settings(settings)
+        replayer = Replayer(routes_default(routes).intake, bounds, report, replayed, routes)
         for letter in _letters(reader, kafka.dlq_topic, ranges):
             record = replayer.consider(letter)
             if record is not None and writer is not None:
-                writer.add(kafka.events_topic, record, _ledger_entry(letter, record))
+                topic = replayer.topic or kafka.events_topic
+                writer.add(topic, record, _ledger_entry(letter, record))
                 if writer.pending >= chunk:
                     report.produced += writer.commit()
                     _progress(report)

@@ -27,7 +27,7 @@ from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
 from pipelines import declared
-from pipelines.spec import PipelineSpec
+from pipelines.spec import Collector, PipelineSpec
 
 if TYPE_CHECKING:
     from views.spec import ViewSpec
@@ -38,6 +38,7 @@ __all__ = [
     "DeclarationError",
     "check_pipelines",
     "collector_pipeline",
+    "collector_routes",
     "declared_views",
     "discover",
     "pipeline",
@@ -93,6 +94,21 @@ def check_pipelines(
         problems.append(
             f"{where} is claimed by pipelines {', '.join(owners)}: a topic belongs to one "
             "pipeline (give each its own topic=...)"
+        )
+    collectors = [s for s in pipelines if isinstance(s.arrival, Collector)]
+    defaults = [s.name for s in collectors if s.arrival.default]
+    if len(defaults) > 1:
+        problems.append(
+            f"pipelines {', '.join(defaults)} each take every collector source "
+            "(arrival=Collector()): one pipeline is the collector's default; name the "
+            "sources of the others, arrival=Collector(sources=('<source id>',))"
+        )
+    for source, owners in _claimed_twice(
+        (source, s.name) for s in collectors for source in s.arrival.sources
+    ).items():
+        problems.append(
+            f"collector source {source!r} is named by pipelines {', '.join(owners)}: a "
+            "source's events go to one pipeline"
         )
     for view, owners in _claimed_twice((v, s.name) for s in pipelines for v in s.views).items():
         problems.append(
@@ -162,20 +178,48 @@ def pipeline(name: str) -> PipelineSpec:
 
 
 def collector_pipeline() -> PipelineSpec:
-    """The pipeline the collector writes to (``arrival=Collector()``): its contract is what
-    the collector validates SDK calls against.
+    """The collector's default pipeline (``arrival=Collector()``, naming no source): where
+    every source no other pipeline names writes.
 
-    >>> collector_pipeline().arrival.kind
-    'collector'
+    >>> collector_pipeline().name
+    'web_events'
     """
-    found = [spec for spec in PIPELINES if spec.arrival.kind == "collector"]
-    if len(found) != 1:
+    found = [s for s in PIPELINES if isinstance(s.arrival, Collector) and s.arrival.default]
+    if not found:
         raise DeclarationError(
-            f"the collector writes to one pipeline; {len(found)} declare arrival=Collector() "
-            f"({', '.join(s.name for s in found) or 'none'}): declare the others' events as "
-            "produced by their service (arrival=Producer('service'))"
+            "no pipeline is the collector's default (arrival=Collector() naming no source): "
+            "declare one, or route every source with Collector(sources=(...))"
         )
     return found[0]
+
+
+def collector_routes(
+    sources: Iterable[str], pipelines: tuple[PipelineSpec, ...] | None = None
+) -> dict[str, PipelineSpec]:
+    """Collector source id -> the pipeline its events go to (``Collector.sources``, else the
+    default pipeline), for every one of ``sources``; refused when one goes nowhere.
+
+    >>> {source: spec.name for source, spec in collector_routes(["web"]).items()}
+    {'web': 'web_events'}
+    """
+    declared = PIPELINES if pipelines is None else pipelines
+    collectors = [s for s in declared if isinstance(s.arrival, Collector)]
+    named = {source: spec for spec in collectors for source in spec.arrival.sources}
+    default = next((s for s in collectors if s.arrival.default), None)
+    routes, lost = {}, []
+    for source in sources:
+        spec = named.get(source, default)
+        if spec is None:
+            lost.append(source)
+        else:
+            routes[source] = spec
+    if lost:
+        raise DeclarationError(
+            f"collector sources {lost} (collector.write_keys) go to no pipeline: name each in "
+            "a pipeline's arrival=Collector(sources=(...)), or declare a default pipeline "
+            "(arrival=Collector())"
+        )
+    return routes
 
 
 def declared_views() -> tuple[ViewSpec, ...]:

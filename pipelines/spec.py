@@ -59,9 +59,33 @@ class Reconciliation:
 @dataclass(frozen=True)
 class Collector:
     """Events arrive through the collector: Segment/RudderStack SDK calls, validated and
-    enriched there, written to the collector's topic (``WAP_KAFKA__EVENTS_TOPIC``)."""
+    enriched there, written to the pipeline's topic.
 
+    The collector routes each request by its write key's source
+    (``collector.write_keys``: source id -> key): to the pipeline that names the source
+    in ``sources``, else to the one pipeline that names none, the collector's default
+    (its topic is ``WAP_KAFKA__EVENTS_TOPIC`` unless it declares one). A source that no
+    pipeline takes is refused when the collector starts."""
+
+    sources: tuple[str, ...] = ()
+    """The collector sources (write keys' source ids) whose events are this pipeline's;
+    empty: every source no other pipeline names."""
     kind: str = field(default="collector", init=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sources, str) or not all(isinstance(s, str) for s in self.sources):
+            raise TypeError(
+                f"Collector(sources=...) is a tuple of source ids, e.g. sources=('mobile',); "
+                f"got {self.sources!r:.80}."
+            )
+        twice = sorted({s for s in self.sources if self.sources.count(s) > 1})
+        if twice:
+            raise ValueError(f"Collector(sources=...) lists sources more than once: {twice}.")
+
+    @property
+    def default(self) -> bool:
+        """Whether this is the collector's default pipeline (it names no source)."""
+        return not self.sources
 
 
 @dataclass(frozen=True)

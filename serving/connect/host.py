@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
-from pipelines import PIPELINES, PipelineSpec, declared_views
+from pipelines import PIPELINES, Collector, PipelineSpec, declared_views
 from serving.connect import catalog
 from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
 from serving.connect.user_agents import refresh_user_agents
@@ -262,8 +262,8 @@ class SqlServer:
 
     def _events(self, pipeline: PipelineSpec) -> None:
         """A pipeline's events when its silver has a new version (none before silver): for the
-        collector's pipeline ``events_all`` and ``events`` (with the request's dimensions),
-        for a pipeline a service produces ``<pipeline>_events``."""
+        collector's default pipeline ``events_all`` and ``events`` (with the request's
+        dimensions), for any other ``<pipeline>_events``."""
         from data_contracts import load_contract
         from data_contracts.derive.privacy import sql_view
         from layout.lake import silver_path, user_agents_path
@@ -278,7 +278,7 @@ class SqlServer:
         stored = self.spark.read.format("delta").load(silver)
         exposed = sql_view(stored, load_contract(pipeline.contract, pipeline.contract_major))
         added = None
-        if pipeline.arrival.kind == "collector":
+        if isinstance(pipeline.arrival, Collector) and pipeline.arrival.default:
             dims = user_agents_path(self.settings)
             added = refresh_user_agents(self.spark, silver, dims)
             statements = catalog.events_sql(stored.schema, exposed.schema, silver, dims)

@@ -168,6 +168,6 @@ def test_write_key_in_body_and_health_and_metrics(collector):
     health = httpx.get(f"{collector.url}/health").json()
     assert health["kafka"] == "reachable"
     metrics = httpx.get(f"{collector.url}/metrics").text
-    assert "collector_events_accepted_total 1.0" in metrics
+    assert 'collector_events_accepted_total{pipeline="web_events"} 1.0' in metrics
     assert "collector_produce_latency_seconds_bucket" in metrics
     assert "collector_producer_queue_depth" in metrics

@@ -260,3 +260,23 @@ def test_bad_arguments_exit_2_before_kafka_and_say_what_was_wrong(argv, message,
         main(["replay-dead-letters", *argv])
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_letter_replays_into_its_source_s_pipeline_and_one_whose_source_left_does_not(intake):
+    """With several collector pipelines, a letter goes where the collector would send its
+    source's events now; a source without a pipeline (its write key removed) is reported."""
+    from ingest.routes import Route
+
+    event = _page(120, messageId="m-9", sentAt=(RECEIVED - timedelta(minutes=1)).isoformat())
+    routes = {"site": Route("mobile_app", "app.mobile.v1", intake, default=False)}
+    request = ReplayRequest(ReasonFilter.parse(["invalid:timestamp_too_old"]), RECEIVED)
+    report = ReplayReport("web.events.dlq", "web.events.v1", request)
+    replayer = Replayer(intake, LENIENT, report, routes=routes)
+
+    record = replayer.consider(_letter(intake, event, _facts(STRICT)))
+    assert record is not None and replayer.topic == "app.mobile.v1"
+
+    gone = _letter(intake, event, _facts(STRICT, source_id="retired"), Coordinates("d", 0, 7))
+    assert replayer.consider(gone) is None
+    assert report.not_replayable == {"source_without_pipeline": 1}
+    assert report.now_valid == 1

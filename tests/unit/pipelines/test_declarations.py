@@ -10,11 +10,13 @@ import pytest
 from core.settings import PROJECT_ROOT, BatchSettings, KafkaSettings, Settings
 from pipelines import (
     PIPELINES,
+    Collector,
     DeclarationError,
     PipelineSpec,
     Producer,
     Reconciliation,
     check_pipelines,
+    collector_routes,
     pipeline,
     validate_all,
 )
@@ -29,7 +31,9 @@ def a_view(name: str, *measures: Measure) -> ViewSpec:
     return ViewSpec(name, ("sku",), measures or (Measure("orders", "count"),), lambda e: e, name)
 
 
-ORDERS = PipelineSpec("orders", "orders", 1, ("orders_by_sku",), topic="shop.orders.v1")
+ORDERS = PipelineSpec(
+    "orders", "orders", 1, ("orders_by_sku",), topic="shop.orders.v1", arrival=Producer("shop")
+)
 
 
 @pytest.fixture
@@ -228,3 +232,61 @@ def test_declaring_the_pipelines_imports_no_spark():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT
     )
     assert out.stdout.strip() == "[]"
+
+
+# --- the collector's routes -------------------------------------------------------------------
+
+MOBILE = PipelineSpec(
+    "mobile",
+    "orders",
+    1,
+    ("mobile_v",),
+    topic="app.mobile.v1",
+    arrival=Collector(("ios", "android")),
+)
+
+
+def test_a_named_source_goes_to_its_pipeline_and_the_others_to_the_default():
+    routes = collector_routes(["ios", "web", "android"], (WEB_EVENTS, MOBILE))
+    assert {source: spec.name for source, spec in routes.items()} == {
+        "ios": "mobile",
+        "web": "web_events",
+        "android": "mobile",
+    }
+
+
+def test_a_source_no_pipeline_takes_is_refused_naming_it_and_the_fix():
+    with pytest.raises(
+        DeclarationError, match=r"sources \['web'\] .* go to no pipeline.*Collector"
+    ):
+        collector_routes(["ios", "web"], (MOBILE,))
+
+
+def test_two_default_collector_pipelines_are_refused(contracts):
+    second = PipelineSpec("more", "orders", 1, ("more_v",), topic="more.v1")
+    with pytest.raises(DeclarationError, match=r"web_events, more each take every collector"):
+        check_pipelines((WEB_EVENTS, second), contracts)
+
+
+def test_a_source_named_by_two_pipelines_is_refused(contracts):
+    tablet = PipelineSpec(
+        "tablet", "orders", 1, ("tablet_v",), topic="tablet.v1", arrival=Collector(("ios",))
+    )
+    with pytest.raises(
+        DeclarationError, match=r"source 'ios' is named by pipelines mobile, tablet"
+    ):
+        check_pipelines((WEB_EVENTS, MOBILE, tablet), contracts)
+
+
+def test_a_collector_pipeline_with_its_sources_passes_the_check(contracts):
+    pipelines = (WEB_EVENTS, MOBILE)
+    assert check_pipelines(pipelines, contracts) is pipelines
+
+
+@pytest.mark.parametrize(
+    ("sources", "error"),
+    [("ios", TypeError), (("ios", 1), TypeError), (("ios", "ios"), ValueError)],
+)
+def test_collector_sources_are_a_tuple_of_distinct_names(sources, error):
+    with pytest.raises(error, match="sources"):
+        Collector(sources)
