@@ -59,7 +59,7 @@ _EVENT_BODY = {
         "application/json": {
             "schema": {
                 "type": "object",
-                "description": "One Segment call; see data_contracts/web_events.",
+                "description": "One Segment call, as its source's pipeline's contract defines it.",
                 "additionalProperties": True,
             }
         }

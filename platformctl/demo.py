@@ -69,6 +69,7 @@ def demo_settings(settings: Settings) -> Settings:
 def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     """Run the story above; return the merged events per minute after the batch run."""
     from ingest.simulator import SimulatorConfig, build_truth, generate, send
+    from pipelines import collector_pipeline
     from platformctl.airflow_rest import (
         trigger,
         unpause,
@@ -143,7 +144,8 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     print(demo_answers(settings, window_start, datetime.now(UTC)), flush=True)
     _say_shop(settings, shop, window_start)
 
-    ingest, views = "web_events_ingest", "web_events_views"
+    web = collector_pipeline().name
+    ingest, views = f"{web}_ingest", f"{web}_views"
     wait_for_dags(settings, (ingest, views))
     for dag_id in (ingest, views):
         unpause(settings, dag_id)
@@ -154,7 +156,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     state = wait_for_run(settings, ingest, run_id, progress=progress)
     if state != "success":
         raise RuntimeError(f"{ingest} {run_id} {state}: see its task logs in the Airflow UI")
-    _say("airflow", f"{ingest} updated the web_events.silver asset, which schedules {views}")
+    _say("airflow", f"{ingest} updated the {web}.silver asset, which schedules {views}")
     state = wait_for_run_fed_by(settings, views, ingest, run_id, after=started, progress=progress)
     if state != "success":
         raise RuntimeError(f"{views} {state}: see its task logs in the Airflow UI")
