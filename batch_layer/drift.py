@@ -4,25 +4,10 @@ The ``reconcile`` step (:mod:`batch_layer.reconcile`) reads both layers' rows
 of each closed window and hands them here, one window at a time. A row is
 ``(window, key)``; both layers compute it with the same view function, so
 on a closed window whose events all reached both layers they must match,
-measure by measure, by kind (:mod:`views.kinds`):
-
-- **count**, **max**, **min**: exactly (the same events give the same numbers);
-- **sum**: to :data:`SUM_TOLERANCE` relative (the speed layer adds partial
-  sums per micro-batch, so floating-point rounding differs);
-- **hll**: the estimates of the two sketches' registers
-  (:func:`views.sketches.hll_register_estimate`) within
-  :data:`HLL_TOLERANCE`. Both layers hash the same identities into the same
-  registers (one pass in batch, a union of micro-batch sketches in speed), so
-  the register estimates are equal when nothing is wrong; the bound only
-  absorbs a sketch built under another ``lgConfigK``, which a union
-  downsamples. (The sketches' own estimates are *not* compared: a one-pass
-  sketch estimates with HIP, a union with the composite estimator, up to
-  ~1.5% apart on the same registers.)
-- **kll**: the number of values exactly. Quantiles are not compared: a KLL
-  sketch compacts at random once it holds more than ``k`` (200) values, and
-  merging micro-batch sketches compacts differently from one pass, so the
-  same values give quantiles that differ within the sketch's rank error
-  (~1.65%) without anything being wrong.
+measure by measure, as the measure's kind says (:mod:`views.kinds`: each kind's
+``comparable`` value and ``tolerance``): counts, maxima and minima exactly,
+sums to floating-point rounding, HyperLogLog sketches by their registers'
+estimates, KLL sketches by their number of values.
 
 A row present on one side only is a difference (relative difference 1). A
 row whose window and key received an event the speed layer may have dropped
@@ -32,13 +17,12 @@ batch layer counts late events by design.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from views.sketches import hll_register_estimate, kll_n
+from views.kinds import HLL_TOLERANCE, SUM_TOLERANCE, kind
 from views.spec import ViewSpec
 
 __all__ = [
@@ -56,10 +40,6 @@ __all__ = [
     "within",
 ]
 
-SUM_TOLERANCE = 1e-9
-"""Relative (and absolute) tolerance of ``sum`` measures: floating-point rounding."""
-HLL_TOLERANCE = 0.01
-"""Relative tolerance of ``hll`` register estimates (see the module's docstring)."""
 EXAMPLES = 20
 """Differing rows a result keeps, with both sides' values, for the report."""
 
@@ -77,23 +57,14 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def comparable(kind: str, value: Any) -> Any:
-    """The number a stored measure value is compared by (a missing value as the layers merge it).
+def comparable(kind_name: str, value: Any) -> Any:
+    """The number a stored measure value is compared by (its kind's
+    :attr:`~views.kinds.Kind.comparable`).
 
     >>> comparable("count", None), comparable("sum", 2), comparable("max", None)
     (0, 2.0, None)
     """
-    if kind == "count":
-        return int(value or 0)
-    if kind == "sum":
-        return float(value or 0.0)
-    if kind in ("max", "min"):
-        return None if value is None else float(value)
-    if kind == "hll":
-        return hll_register_estimate(value)
-    if kind == "kll":
-        return kll_n([value])
-    raise ValueError(f"Unknown measure kind {kind!r}.")
+    return kind(kind_name).comparable(value)
 
 
 def relative_difference(batch: Any, speed: Any) -> float:
@@ -109,21 +80,13 @@ def relative_difference(batch: Any, speed: Any) -> float:
     return abs(batch - speed) / max(abs(batch), abs(speed))
 
 
-def within(kind: str, batch: Any, speed: Any) -> bool:
-    """Whether two comparable values of a ``kind`` agree (the module's rules).
+def within(kind_name: str, batch: Any, speed: Any) -> bool:
+    """Whether two comparable values of a kind agree (its :meth:`~views.kinds.Kind.agrees`).
 
     >>> within("count", 3, 3), within("sum", 0.1 + 0.2, 0.3), within("hll", 100.0, 100.5)
     (True, True, True)
-    >>> within("kll", 200, 199), within("max", None, 1.0)
-    (False, False)
     """
-    if batch is None or speed is None:
-        return batch is None and speed is None
-    if kind == "sum":
-        return math.isclose(batch, speed, rel_tol=SUM_TOLERANCE, abs_tol=SUM_TOLERANCE)
-    if kind == "hll":
-        return relative_difference(batch, speed) <= HLL_TOLERANCE
-    return batch == speed
+    return kind(kind_name).agrees(batch, speed)
 
 
 @dataclass(frozen=True)
@@ -261,11 +224,11 @@ def compare_row(
     s_values = {n: comparable(k, v) for (n, k), v in zip(kinds, speed, strict=True)}
     largest, at = 0.0, kinds[0][0]
     differing = []
-    for name, kind in kinds:
+    for name, kind_name in kinds:
         relative = relative_difference(b_values[name], s_values[name])
         if relative > largest:
             largest, at = relative, name
-        if not within(kind, b_values[name], s_values[name]):
+        if not within(kind_name, b_values[name], s_values[name]):
             differing.append(name)
     if largest == 0.0 and not differing:
         return None

@@ -23,6 +23,7 @@ module (the view specs, the Cassandra layout, serving) needs neither.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,7 +33,27 @@ from views.sketches import hll_bytes, hll_merged, kll_bytes, kll_merged
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["KINDS", "Kind", "MeasureKind", "kind", "quantile_name"]
+__all__ = [
+    "HLL_TOLERANCE",
+    "KINDS",
+    "SUM_TOLERANCE",
+    "Kind",
+    "MeasureKind",
+    "kind",
+    "quantile_name",
+]
+
+SUM_TOLERANCE = 1e-9
+"""Reconciliation of ``sum`` measures: the speed layer adds partial sums per micro-batch,
+so floating-point rounding differs from one pass."""
+HLL_TOLERANCE = 0.01
+"""Reconciliation of ``hll`` measures, by the estimates of the sketches' registers
+(:func:`views.sketches.hll_register_estimate`): both layers hash the same identities into
+the same registers, so they are equal when nothing is wrong; the bound absorbs a sketch
+built under another ``lgConfigK``, which a union downsamples. (The sketches' own estimates
+are not compared: one pass estimates with HIP, a union with the composite estimator, up to
+~1.5% apart on the same registers.) ``kll`` measures compare their number of values: a
+sketch compacts at random beyond ``k`` values, so quantiles differ within its rank error."""
 
 MeasureKind = Literal["count", "sum", "max", "min", "hll", "kll"]
 """The names of :data:`KINDS` (for type checkers; :data:`KINDS` is the source)."""
@@ -85,6 +106,28 @@ class Kind:
     """For a :attr:`quantiles` kind: the ``q`` quantile of a merged partial (None if empty)."""
     stored: Callable[[Any], Any] = lambda merged: merged
     """A merged partial (:attr:`merge`) as a table stores it: sketches as their bytes."""
+    comparable: Callable[[Any], Any] = lambda value: value
+    """Reconciliation: the number a stored value is compared by between the layers (a
+    missing value as the layers merge it)."""
+    tolerance: float = 0.0
+    """Reconciliation: the relative (and absolute) difference the two layers' values of a
+    closed window may show; 0: exactly equal."""
+
+    def agrees(self, batch: Any, speed: Any) -> bool:
+        """Whether two :attr:`comparable` values of the layers agree.
+
+        >>> kind("count").agrees(3, 3), kind("sum").agrees(0.1 + 0.2, 0.3)
+        (True, True)
+        >>> kind("hll").agrees(100.0, 100.5), kind("kll").agrees(200, 199)
+        (True, False)
+        >>> kind("max").agrees(None, 1.0), kind("min").agrees(None, None)
+        (False, True)
+        """
+        if batch is None or speed is None:
+            return batch is None and speed is None
+        if self.tolerance:
+            return math.isclose(batch, speed, rel_tol=self.tolerance, abs_tol=self.tolerance)
+        return bool(batch == speed)
 
     def merge_stored(self, values: Sequence[Any]) -> Any:
         """Stored partial values (``None``: absent) merged into one stored value."""
@@ -125,6 +168,26 @@ def _largest(values: Sequence[Any]) -> Any:
 def _smallest(values: Sequence[Any]) -> Any:
     present = _present(values)
     return min(present) if present else None
+
+
+def _int0(value: Any) -> int:
+    return int(value or 0)
+
+
+def _float0(value: Any) -> float:
+    return float(value or 0.0)
+
+
+def _hll_registers(value: Any) -> float | None:
+    from views.sketches import hll_register_estimate
+
+    return hll_register_estimate(value)
+
+
+def _kll_values(value: Any) -> int:
+    from views.sketches import kll_n
+
+    return kll_n([value])
 
 
 def _float(value: Any) -> float | None:
@@ -219,6 +282,7 @@ KINDS: dict[str, Kind] = {
             rank_label="sum",
             non_negative=True,
             integral=True,
+            comparable=_int0,
         ),
         Kind(
             "sum",
@@ -232,6 +296,8 @@ KINDS: dict[str, Kind] = {
             answer_source="None if {v} is None else float({v})",
             rank_label="sum",
             non_negative=True,
+            comparable=_float0,
+            tolerance=SUM_TOLERANCE,
         ),
         Kind(
             "max",
@@ -245,6 +311,7 @@ KINDS: dict[str, Kind] = {
             answer_source="None if {v} is None else float({v})",
             rank_label="max",
             non_negative=True,
+            comparable=_float,
         ),
         Kind(
             "min",
@@ -257,6 +324,7 @@ KINDS: dict[str, Kind] = {
             answer=_float,
             answer_source="None if {v} is None else float({v})",
             rank_label="min",
+            comparable=_float,
         ),
         Kind(
             "hll",
@@ -272,6 +340,8 @@ KINDS: dict[str, Kind] = {
             rank_label="distinct",
             integral=True,
             sketch=True,
+            comparable=_hll_registers,
+            tolerance=HLL_TOLERANCE,
         ),
         Kind(
             "kll",
@@ -288,6 +358,7 @@ KINDS: dict[str, Kind] = {
             quantiles=True,
             sketch=True,
             quantile=_kll_quantile,
+            comparable=_kll_values,
         ),
     )
 }
