@@ -4,6 +4,9 @@ The simulated checkout service produces its records (duplicates, late, out of or
 records) straight to this test's topic with confluent-kafka; the batch steps run in-process
 for the ``checkouts`` declaration exactly as for web events; gold and the published batch
 view equal the simulator's ground truth, and the gate reconciles orders and refunds.
+
+Meanwhile web events' silver gate has failed (a contract violation in its silver): that
+holds web events' gold and boundary, and neither checkouts' run nor its boundary.
 """
 
 from __future__ import annotations
@@ -13,21 +16,26 @@ from datetime import UTC, datetime
 import pytest
 
 from batch_layer.__main__ import PIPELINE_STEPS, run_step
-from batch_layer.gold import gold_path
+from batch_layer.gold import GateNotPassed, gold_path
 from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
-from pipelines import pipeline
+from layout import read_boundaries
+from pipelines import collector_pipeline, pipeline
 from pipelines.simulators.checkouts import CheckoutConfig, build_truth, generate, produce
 from tests.support.checkouts import assert_orders_equal_truth
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CHECKOUTS = pipeline("checkouts")
+WEB_EVENTS = collector_pipeline()
 
 
 @pytest.fixture
 def checkout_settings(local_platform: Settings, kafka_topic, cassandra_keyspace, tmp_path):
     """This test's topic for the checkouts pipeline, its lake and keyspace with the
     pipeline's tables."""
+    from confluent_kafka.admin import AdminClient
+
+    from ingest.topics import ensure_topics, platform_topics
     from layout import create_tables
 
     kafka = KafkaSettings(
@@ -45,7 +53,11 @@ def checkout_settings(local_platform: Settings, kafka_topic, cassandra_keyspace,
         }
     )
     create_tables(settings, CHECKOUTS.view_specs)
-    return settings
+    admin = AdminClient(kafka.client_config())
+    web_topic = [t for t in platform_topics(kafka) if t.name == kafka.events_topic]
+    ensure_topics(admin, web_topic)
+    yield settings
+    admin.delete_topics([kafka.events_topic])
 
 
 def test_checkouts_gold_and_published_view_equal_the_service_s_truth(
@@ -68,6 +80,7 @@ def test_checkouts_gold_and_published_view_equal_the_service_s_truth(
     )
     truth = build_truth(records)
     produce(records, settings.kafka.client_config(), CHECKOUTS.topic_of(settings))
+    _fail_web_events_gate(spark, settings)
 
     results = {
         step: run_step(spark, settings, step, CHECKOUTS, "checkouts-1", None)
@@ -101,3 +114,36 @@ def test_checkouts_gold_and_published_view_equal_the_service_s_truth(
         if versions.get(row.day.date()) == row.version:
             published[row.window_start.strftime("%Y-%m-%dT%H:%M:00Z"), row.currency] = row.orders
     assert published == {key: cell.orders for key, cell in truth.by_minute.items()}
+
+    # Web events' failed gate still holds its own run, and only its own.
+    with pytest.raises(GateNotPassed):
+        run_step(spark, settings, "gold", WEB_EVENTS, "web-bad", None)
+    boundaries = read_boundaries(settings.cassandra, ["orders_by_currency", *WEB_EVENTS.views])
+    assert boundaries["orders_by_currency"] is not None
+    assert all(boundaries[view] is None for view in WEB_EVENTS.views), boundaries
+
+
+def _fail_web_events_gate(spark, settings: Settings) -> None:
+    """Web events' bronze and silver over a few valid events, then a contract violation in
+    its silver: its gate fails (as in ``test_pipeline``)."""
+    from pyspark.sql import functions as F
+
+    from batch_layer.quality import QualityGateFailed
+    from batch_layer.silver import silver_path
+    from ingest.simulator import SimulatorConfig, generate
+    from ingest.simulator.direct import produce_direct
+
+    produce_direct(
+        generate(
+            SimulatorConfig(seed=5, events=20, start=datetime(2024, 6, 1, 23, 50, tzinfo=UTC))
+        ),
+        settings,
+    )
+    run_step(spark, settings, "bronze", WEB_EVENTS, "web-bad", None)
+    run_step(spark, settings, "silver", WEB_EVENTS, "web-bad", None)
+    path = silver_path(settings, WEB_EVENTS)
+    silver = spark.read.format("delta").load(path)
+    bad = silver.limit(2).withColumn("type", F.lit("teleport"))
+    bad.write.format("delta").mode("append").save(path)
+    with pytest.raises(QualityGateFailed):
+        run_step(spark, settings, "check_silver", WEB_EVENTS, "web-bad", None)
