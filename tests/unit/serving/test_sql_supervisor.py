@@ -84,8 +84,28 @@ def test_a_server_that_stops_answering_is_stopped_and_started_again():
 
 SLEEPER = """
 public class Sleeper {
-  public static void main(String[] args) throws Exception { Thread.sleep(600_000); }
+  public static void main(String[] args) throws Exception {
+    java.nio.file.Files.writeString(java.nio.file.Path.of(args[0]), "up");
+    Thread.sleep(600_000);
+  }
 }
+"""
+
+DRIVER_THEN_NOT_ANSWERING = """
+import http.server, os, subprocess, sys
+port, source, ready = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+subprocess.Popen(["java", source, ready])
+answered = []
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        # 503 until the JVM runs its main (its SIGQUIT handler is in place), then one 200
+        # (the server has answered once), then 503 for good.
+        ok = os.path.exists(ready) and not answered
+        if ok:
+            answered.append(1)
+        self.send_response(200 if ok else 503); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 """
 
 
@@ -95,12 +115,10 @@ def test_before_a_restart_the_driver_s_threads_are_dumped_to_the_log(tmp_path, c
     source = tmp_path / "Sleeper.java"
     source.write_text(SLEEPER)
     port = free_port()
-    server = (
-        f"import subprocess, sys\nsubprocess.Popen(['java', {str(source)!r}])\n" + NOT_ANSWERING
-    )
-    settings = _settings(port).model_copy(update={"local": LocalSettings(start_timeout_s=3.0)})
-    supervisor = Supervisor(settings, [sys.executable, "-c", server, str(port)], dict(os.environ))
-    _supervise(supervisor, lambda: supervisor.restarts >= 1, timeout_s=60)
+    settings = _settings(port).model_copy(update={"local": LocalSettings(start_timeout_s=120.0)})
+    argv = [sys.executable, "-c", DRIVER_THEN_NOT_ANSWERING, str(port), str(source)]
+    supervisor = Supervisor(settings, [*argv, str(tmp_path / "ready")], dict(os.environ))
+    _supervise(supervisor, lambda: supervisor.restarts >= 1, timeout_s=120)
     out = capfd.readouterr().out
     assert supervisor.restarts >= 1
     assert "Full thread dump" in out and '"main"' in out, out[-2000:]
