@@ -16,7 +16,7 @@ os.environ.setdefault("WAP_SPARK__SHUFFLE_PARTITIONS", "2")
 # Speed jobs stream the web pipeline their test sends events to; a test of another pipeline
 # (or of several) names them in its settings.
 os.environ.setdefault("WAP_SPEED__PIPELINES", '["web_events"]')
-from tests.support.platform import STARTED_BY_TESTS
+from tests.support.platform import STARTED_BY_TESTS, join_runs, leave_runs
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -24,6 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from tests.support.timing import ModuleTimes
 
         config.pluginmanager.register(ModuleTimes(), "module-times")
+        join_runs()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,11 +46,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop what the run started, once every worker is done (in the controlling process)."""
+    """Stop what the runs started, once every worker is done (in the controlling process)
+    and no other test run is still using the services (a second run in another terminal
+    ending first must not stop the first run's Kafka)."""
     config = session.config
-    if hasattr(config, "workerinput") or config.getoption("--keep-platform"):
+    if hasattr(config, "workerinput"):
         return
-    if not STARTED_BY_TESTS.exists():
+    last = leave_runs()
+    if config.getoption("--keep-platform") or not last or not STARTED_BY_TESTS.exists():
         return
     from platformctl import platform
 
