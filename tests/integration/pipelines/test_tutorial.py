@@ -64,11 +64,13 @@ def _copy_project(target: Path) -> Path:
 
 
 def _events(now: datetime) -> list[list[str]]:
-    """Forty events over the last twelve minutes on two lists, ten members; two cancellations."""
+    """Forty events on two lists, ten members, two cancellations, 32 to 21 minutes old: every
+    window is older than the batch layer's lateness (5 minutes), so a batch run takes them
+    all, and younger than the speed layer's TTL."""
     events = []
     for n in range(40):
         kind = "unsubscribed" if n in (7, 23) else "subscribed"
-        at = now - timedelta(minutes=12) + timedelta(seconds=17 * n)
+        at = now - timedelta(minutes=32) + timedelta(seconds=17 * n)
         events.append(
             [f"e-{n}", kind, ("weekly", "deals")[n % 2], f"member-{n % 10}", at.isoformat()]
         )
@@ -83,9 +85,18 @@ def test_the_tutorial_s_pipeline_is_live_final_served_queried_and_forgettable(
     local_platform: Settings, kafka_admin, cassandra_keyspace: str, unique_name: str, tmp_path
 ):
     project = _copy_project(tmp_path / "project")
-    topic = f"{unique_name.replace('_', '-')}.signups.v1"
+    prefix = unique_name.replace("_", "-")
+    topic = f"{prefix}.signups.v1"
+    kafka = local_platform.kafka.model_copy(  # its own suppression list: forget writes to it
+        update={
+            "events_topic": f"{prefix}.web",
+            "dlq_topic": f"{prefix}.dlq",
+            "suppressions_topic": f"{prefix}.suppressions",
+        }
+    )
     settings = local_platform.model_copy(
         update={
+            "kafka": kafka,
             "cassandra": local_platform.cassandra.model_copy(
                 update={"keyspace": cassandra_keyspace}
             ),
@@ -114,7 +125,9 @@ def test_the_tutorial_s_pipeline_is_live_final_served_queried_and_forgettable(
             timeout=900,
         )
     finally:
-        kafka_admin.delete_topics([topic])
+        kafka_admin.delete_topics(
+            [topic, kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic]
+        )
     assert done.returncode == 0, done.stderr[-6000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
 

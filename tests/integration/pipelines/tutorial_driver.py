@@ -24,7 +24,7 @@ def main(events_file: str, forget: str) -> dict:
     from batch_layer.silver import silver_path
     from core.settings import load_settings
     from core.spark import build_spark_session
-    from ingest.topics import ensure_topics, pipeline_topics
+    from ingest.topics import ensure_topics, pipeline_topics, platform_topics
     from layout import create_tables
     from serving.connect.host import SqlServer
     from serving.report import merged_counts
@@ -35,9 +35,8 @@ def main(events_file: str, forget: str) -> dict:
     settings = load_settings()
     spec = pipelines.validate_all() and pipelines.pipeline("signups")
     (view,) = spec.view_specs
-    ensure_topics(
-        AdminClient(settings.kafka.client_config()), pipeline_topics(settings.kafka, [spec])
-    )
+    topics = [*platform_topics(settings.kafka), *pipeline_topics(settings.kafka, [spec])]
+    ensure_topics(AdminClient(settings.kafka.client_config()), topics)
     create_tables(settings, pipelines.declared_views())
 
     events = json.loads(Path(events_file).read_text())
