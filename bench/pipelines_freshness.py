@@ -151,9 +151,7 @@ def _wait_live(session, keyspace: str, jobs: list[subprocess.Popen], log: Path) 
         if any(job.poll() is not None for job in jobs):
             raise RuntimeError(f"a speed job exited:\n{log.read_text()[-3000:]}")
         try:
-            rows = session.execute(
-                f"SELECT view_name, heartbeat_at FROM {keyspace}.speed_progress"
-            )
+            rows = session.execute(f"SELECT view_name, heartbeat_at FROM {keyspace}.speed_progress")
             if wanted <= {r.view_name for r in rows if r.heartbeat_at is not None}:
                 return
         except Exception:  # the table appears when a job starts
