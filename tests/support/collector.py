@@ -9,11 +9,17 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from core.settings import CollectorSettings, Settings
+from core.settings import CollectorSettings, KafkaSettings, Settings
 from tests.integration.asgi import serving
 from tests.support.ports import free_port
 
-__all__ = ["RunningCollector", "collector_settings", "consume_all", "serve_collector"]
+__all__ = [
+    "RunningCollector",
+    "collector_settings",
+    "consume_all",
+    "own_topics",
+    "serve_collector",
+]
 
 
 @dataclass(frozen=True)
@@ -74,21 +80,21 @@ def serve_collector(settings: Settings, write_key: str) -> Iterator[RunningColle
         admin.delete_topics([spec.name for spec in platform_topics(settings.kafka)])
 
 
+def own_topics(kafka: KafkaSettings, prefix: str) -> KafkaSettings:
+    """``kafka`` with the collector's topics of a test's own: ``<prefix>.events``, ``.dlq``
+    and ``.suppressions`` (a forget in one test then leaves the next one's users alone)."""
+    return kafka.model_copy(
+        update={
+            "events_topic": f"{prefix}.events",
+            "dlq_topic": f"{prefix}.dlq",
+            "suppressions_topic": f"{prefix}.suppressions",
+        }
+    )
+
+
 def collector_settings(base: Settings, name: str, **collector: object) -> Settings:
     """``base`` with topics named after ``name`` and a collector on a free port."""
-    from core.settings import KafkaSettings
-
-    topic = name.replace("_", "-")
-    kafka = KafkaSettings(
-        **(
-            base.kafka.model_dump()
-            | {
-                "events_topic": f"{topic}.events",
-                "dlq_topic": f"{topic}.dlq",
-                "suppressions_topic": f"{topic}.suppressions",
-            }
-        )
-    )
+    kafka = own_topics(base.kafka, name.replace("_", "-"))
     collector = {"delivery_timeout_s": 5, "retry_after_s": 2, **collector}
     return base.model_copy(
         update={"kafka": kafka, "collector": CollectorSettings(port=free_port(), **collector)}

@@ -23,6 +23,7 @@ import pytest
 
 from core.settings import PROJECT_ROOT, LakeSettings, LocalSettings, Settings, child_env
 from core.spark import local_spark_jars
+from tests.support.collector import own_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -87,13 +88,7 @@ def test_the_tutorial_s_pipeline_is_live_final_served_queried_and_forgettable(
     project = _copy_project(tmp_path / "project")
     prefix = unique_name.replace("_", "-")
     topic = f"{prefix}.signups.v1"
-    kafka = local_platform.kafka.model_copy(  # its own suppression list: forget writes to it
-        update={
-            "events_topic": f"{prefix}.web",
-            "dlq_topic": f"{prefix}.dlq",
-            "suppressions_topic": f"{prefix}.suppressions",
-        }
-    )
+    kafka = own_topics(local_platform.kafka, prefix)  # its own suppressions: forget writes there
     settings = local_platform.model_copy(
         update={
             "kafka": kafka,

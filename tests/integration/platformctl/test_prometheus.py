@@ -29,6 +29,7 @@ from core.settings import (
     SpeedSettings,
 )
 from platformctl import platform
+from tests.support.collector import own_topics
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -46,13 +47,7 @@ def watched(local_platform: Settings, isolated_state: Path, tmp_path: Path, uniq
     from layout import create_tables
 
     topic = unique_name.replace("_", "-")
-    kafka = local_platform.kafka.model_copy(
-        update={
-            "events_topic": f"{topic}.events",
-            "dlq_topic": f"{topic}.dlq",
-            "suppressions_topic": f"{topic}.suppressions",
-        }
-    )
+    kafka = own_topics(local_platform.kafka, topic)
     watched = local_platform.model_copy(
         update={
             "kafka": kafka,
