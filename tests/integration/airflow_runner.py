@@ -33,6 +33,12 @@ from typing import Any
 
 __all__ = ["main"]
 
+# Python put this script's folder first on sys.path; Airflow's own processes do not
+# have it, and its subfolders (``pipelines/`` among them) would shadow the project's
+# packages of the same name as namespace packages.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
+
 
 def _emit(payload: dict[str, Any]) -> None:
     """Write the single result line on the real stdout."""
