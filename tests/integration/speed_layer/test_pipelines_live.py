@@ -4,23 +4,28 @@ The web pipeline's events and the checkout service's records go to their own top
 ``python -m speed_layer`` streams both (each its own session, query, checkpoint and runs).
 Both pipelines' speed views equal their ground truth. A checkouts checkpoint that cannot
 be read stops the checkouts query only: web events keep being answered live, and the job
-keeps running and tries checkouts again.
+keeps running and tries checkouts again. A Kappa replay of checkouts rebuilds checkouts'
+views into a new version while web events stay live on theirs, and a reset of checkouts
+leaves web events' runs as they were.
 """
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from core.settings import KafkaSettings, Settings
+from core.settings import PROJECT_ROOT, KafkaSettings, Settings, child_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from pipelines import pipeline
 from pipelines.simulators import checkouts as shop
 from tests.support.checkouts import assert_orders_equal_truth
+from tests.support.speed import with_short_replays
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -133,3 +138,77 @@ def test_a_failing_pipeline_does_not_stop_the_other_s_live_answers(
         job.send_signal(signal.SIGTERM)
         code = job.wait(120)
     assert code == 0, speed_job.log_tail(job)
+
+
+def _speed_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "speed_layer", *args],
+        env=child_env(settings),
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_one_pipeline_s_replay_and_reset_leave_the_other_live_on_its_own_runs(
+    two_pipelines,
+    speed_job,
+    read_view,
+    views_match_truth,
+    speed_version,
+    wait_for,
+    cassandra_session,
+):
+    from speed_layer.start import read_runs
+
+    settings = with_short_replays(two_pipelines)
+    web_streams = pipeline("web_events").stream_settings(settings)
+    start = _now_minute()
+    orders = _checkout_records(start, events=200)
+    shop.produce(orders, settings.kafka.client_config(), CHECKOUTS.topic_of(settings))
+    before = generate(SimulatorConfig(seed=73, events=400, rate=5.0, start=start))
+    produce_direct(before, settings)
+    speed_job.drain(settings)
+    web_runs = read_runs(cassandra_session, web_streams)
+
+    job = speed_job.start(settings)
+    try:
+        done = _speed_cli(settings, "replay", "--pipeline", "checkouts", "--from", "earliest")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "of checkouts recorded: version 1" in done.stdout
+        # Web traffic while checkouts replays: answered live, on web events' own version.
+        after = generate(SimulatorConfig(seed=74, events=400, rate=5.0, start=start))
+        produce_direct(after, settings)
+        truth = build_truth(before + after)
+
+        def web_answers() -> bool:
+            try:
+                views_match_truth(truth, settings)
+            except AssertionError:
+                return False
+            return True
+
+        wait_for(web_answers, 240, "web events' live views to count the new traffic", job)
+        wait_for(
+            lambda: speed_version(settings, "orders_by_currency") == 1,
+            300,
+            "checkouts' replay to switch",
+            job,
+        )
+    finally:
+        job.send_signal(signal.SIGTERM)
+        code = job.wait(120)
+    assert code == 0, speed_job.log_tail(job)
+
+    _assert_orders_match(read_view, settings, shop.build_truth(orders))  # the new version
+    assert speed_version(settings, "site_activity") == 0
+    views_match_truth(truth, settings)
+    assert read_runs(cassandra_session, web_streams) == web_runs, "web events' runs untouched"
+
+    reset = _speed_cli(settings, "reset", "--pipeline", "checkouts", "--from", "earliest")
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert "speed layer reset of checkouts" in reset.stdout
+    assert read_runs(cassandra_session, web_streams) == web_runs, "web events' runs untouched"
+    checkout_runs = read_runs(cassandra_session, CHECKOUTS.stream_settings(settings))
+    assert checkout_runs[0].requested == "earliest" and checkout_runs[0].generation > 1
