@@ -40,6 +40,7 @@ from serving.query import CacheRules, Limits, Queries
 from serving.sql_http import FORMATS, SqlEndpoint
 from serving.store import ServingStore
 from serving.timerange import parse_instant
+from views.kinds import kind
 
 __all__ = ["create_app"]
 
@@ -55,7 +56,8 @@ VIEWS = declared_views()
 """Every declared pipeline's views: what the API serves."""
 
 ReachView = StrEnum(  # type: ignore[misc]
-    "ReachView", [(s.name, s.name) for s in VIEWS if any(m.kind == "hll" for m in s.measures)]
+    "ReachView",
+    [(s.name, s.name) for s in VIEWS if any(kind(m.kind).distinct for m in s.measures)],
 )
 """The views /v1/reach can answer: those with a distinct-count (hll) measure."""
 _WHOLE_SITE = next(ReachView(s.name) for s in VIEWS if s.name in set(ReachView) and s.constant_key)

@@ -363,7 +363,7 @@ class Queries:
         """Distinct visitors of one key over ``[lo, hi)``: the union of every window's sketch
         (whole days and hours of batch windows from the rollups)."""
         spec = view_spec(self.store, view)
-        hll = [i for i, m in enumerate(spec.measures) if m.kind == "hll"]
+        hll = [i for i, m in enumerate(spec.measures) if kind(m.kind).distinct]
         if not hll:
             raise QueryError(
                 "no_distinct_count", f"View {view!r} has no distinct-count (hll) measure."

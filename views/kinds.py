@@ -102,6 +102,9 @@ class Kind:
     (:func:`quantile_name`) instead of :attr:`answer`, and top-N ranks by a quantile."""
     sketch: bool = False
     """Binary DataSketches bytes (estimated, not read, by an answer)."""
+    distinct: bool = False
+    """A distinct count whose partials union over any range of windows: what a reach
+    answer (distinct visitors over days) estimates."""
     quantile: Callable[[Any, float], float | None] | None = None
     """For a :attr:`quantiles` kind: the ``q`` quantile of a merged partial (None if empty)."""
     stored: Callable[[Any], Any] = lambda merged: merged
@@ -340,6 +343,7 @@ KINDS: dict[str, Kind] = {
             rank_label="distinct",
             integral=True,
             sketch=True,
+            distinct=True,
             comparable=_hll_registers,
             tolerance=HLL_TOLERANCE,
         ),
