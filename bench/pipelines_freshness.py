@@ -160,9 +160,11 @@ def _wait_live(session, keyspace: str, jobs: list[subprocess.Popen], log: Path) 
     raise RuntimeError(f"no progress from both pipelines in 240 s:\n{log.read_text()[-3000:]}")
 
 
-def measure(settings: Settings, layout: str, rate: float, seconds: float, root: Path) -> dict:
-    """One layout at ``rate`` events/s per pipeline: freshness per pipeline, CPU and memory per
-    process."""
+def measure(
+    settings: Settings, layout: str, rate: float, seconds: float, root: Path, warmup: float = 15.0
+) -> dict:
+    """One layout at ``rate`` events/s per pipeline: freshness per pipeline (the first
+    ``warmup`` seconds of traffic left out), CPU and memory per process."""
     from core.cassandra import connect
 
     run = uuid.uuid4().hex[:8]
@@ -197,7 +199,7 @@ def measure(settings: Settings, layout: str, rate: float, seconds: float, root: 
             thread.start()
         lags: dict[str, list[float]] = {name: [] for name in produced}
         rss: list[list[float]] = [[] for _ in jobs]
-        warmup = min(15.0, seconds / 4)
+        warmup = min(warmup, seconds / 2)
         while any(thread.is_alive() for thread in producers):
             time.sleep(0.5)
             for name in produced:
@@ -250,6 +252,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=2000, help="events/s per pipeline")
     parser.add_argument("--seconds", type=float, default=90)
     parser.add_argument("--layouts", default="shared,separate")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=15.0,
+        help="seconds of traffic left out of freshness (a fresh job's first micro-batches)",
+    )
     args = parser.parse_args(argv)
 
     base = load_settings()
@@ -286,7 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for layout in args.layouts.split(","):
             print(f"[bench] {layout}: {args.rate:.0f} events/s per pipeline", file=sys.stderr)
-            results.append(measure(settings, layout, args.rate, args.seconds, root / layout))
+            results.append(
+                measure(settings, layout, args.rate, args.seconds, root / layout, args.warmup)
+            )
             print(f"[bench] {json.dumps(results[-1])}", file=sys.stderr, flush=True)
     finally:
         admin.delete_topics(
