@@ -114,10 +114,15 @@ def lineage_conf(lineage: LineageSettings, spark: SparkSettings) -> dict[str, st
 
 
 def build_spark_session(
-    settings: Settings, *, app_name: str, lineage: bool = False
+    settings: Settings,
+    *,
+    app_name: str,
+    lineage: bool = False,
+    extra: dict[str, str] | None = None,
 ) -> SparkSession:
     """Get (or create) the process's SparkSession configured for the platform; ``lineage``:
-    with OpenLineage's listener as ``settings.lineage`` says (the batch steps)."""
+    with OpenLineage's listener as ``settings.lineage`` says (the batch steps); ``extra``:
+    the application's own settings (read when the JVM starts)."""
     from pyspark.sql import SparkSession
 
     if settings.spark.master.startswith("local"):
@@ -130,6 +135,7 @@ def build_spark_session(
     conf = spark_conf(settings.spark, app_name=app_name, jars=jars)
     if lineage:
         conf |= lineage_conf(settings.lineage, settings.spark)
+    conf |= extra or {}
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -82,12 +82,35 @@ def _one_pipeline(settings: Settings, name: str | None):
     return specs[0]
 
 
+def scheduler_conf(settings: Settings) -> dict[str, str]:
+    """The job's Spark scheduler (``speed.scheduler``); FAIR: a pool per streamed pipeline,
+    each running its jobs in order (a :class:`~speed_layer.service.SpeedService` names its
+    pool), the pools sharing the task slots equally."""
+    import tempfile
+
+    from speed_layer.streams import streamed
+
+    conf = {"spark.scheduler.mode": settings.speed.scheduler}
+    if settings.speed.scheduler == "FAIR":
+        pools = "\n".join(
+            f'<pool name="{spec.name}"><schedulingMode>FIFO</schedulingMode>'
+            "<weight>1</weight><minShare>0</minShare></pool>"
+            for spec in streamed(settings)
+        )
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="speed-pools-", suffix=".xml", delete=False
+        ) as file:
+            file.write(f'<?xml version="1.0"?>\n<allocations>\n{pools}\n</allocations>\n')
+        conf["spark.scheduler.allocation.file"] = file.name
+    return conf
+
+
 def run(drain: bool, pipelines: list[str] | None = None) -> int:
     from core.spark import build_spark_session
     from speed_layer.metrics import SpeedMetrics
 
     settings = _with_pipelines(load_settings(), pipelines)
-    spark = build_spark_session(settings, app_name="speed-layer")
+    spark = build_spark_session(settings, app_name="speed-layer", extra=scheduler_conf(settings))
     metrics = SpeedMetrics()
     if not drain:  # a drain is a one-off run: nothing scrapes it
         metrics.serve(settings.speed.metrics_host, settings.speed.metrics_port)

@@ -78,6 +78,7 @@ class SpeedService:
         available_now: bool = False,
         metrics: SpeedMetrics | None = None,
         on_switch_step: Callable[[str], None] | None = None,
+        pool: str | None = None,
     ) -> None:
         """One pipeline's speed layer: ``settings`` are its stream settings
         (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views and
@@ -85,13 +86,15 @@ class SpeedService:
 
         ``on_switch_step(step)`` is called before each statement of a switch
         (:data:`speed_layer.replay.SWITCH_STEPS`) and before the old query is stopped
-        (``"stop"``); an exception it raises interrupts the switch there."""
+        (``"stop"``); an exception it raises interrupts the switch there. ``pool``: the
+        Spark scheduler pool its queries' jobs run in."""
         from core.cassandra import connect
 
         self.spark, self.settings, self.views = spark, settings, tuple(views)
         self.contract = contract or contract_of(self.views)
         self.available_now = available_now
         self._on_step = on_switch_step
+        self.pool = pool
         self._cluster, self.session = connect(settings.cassandra)
         resume_switch(self.session, settings, self.views, on_step=on_switch_step)
         self.live: StartPosition = current_start(self.session, settings)
@@ -152,6 +155,11 @@ class SpeedService:
         for spec in self.views:  # its tables, with every column and today's TTL
             tables = ViewTables(spec, keyspace, "speed", table_version=run.version)
             create_view_tables(self.session, tables, ttl_s)
+        if self.pool is not None:
+            # Its queries' jobs in a scheduler pool of their own (when the application's
+            # scheduler is FAIR: settings.speed.scheduler): a query's thread inherits the
+            # local properties of the thread that starts it; the sink passes them on.
+            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
         (query,) = start_queries(
             self.spark,
             self.settings,

@@ -292,6 +292,8 @@ class ViewsSink:
         """
         from concurrent.futures import ThreadPoolExecutor
 
+        from pyspark import inheritable_thread_target
+
         cassandra, writer = self.cassandra, self.writer(events, batch_id)
 
         def fold_view(tables: ViewTables) -> float:
@@ -308,8 +310,11 @@ class ViewsSink:
             # No count first: the views' jobs compute the cached batch as they start (one
             # computes a partition, the others wait for it). A count before them showed where
             # the time goes but added ~0.35 s to every batch (docs/benchmarks.md).
+            # inheritable_thread_target: each view's jobs keep this micro-batch's local
+            # properties (its pipeline's scheduler pool, speed_layer.streams).
+            fold = inheritable_thread_target(fold_view)
             with ThreadPoolExecutor(max_workers=len(self.tables)) as pool:
-                running = {t.spec.name: pool.submit(fold_view, t) for t in self.tables}
+                running = {t.spec.name: pool.submit(fold, t) for t in self.tables}
                 # The first failure fails the batch: its checkpoint commit never happens.
                 seconds = {name: round(done.result(), 3) for name, done in running.items()}
         finally:

@@ -106,6 +106,7 @@ class Streams:
                 views=spec.view_specs,
                 available_now=self.available_now,
                 metrics=self.metrics,
+                pool=spec.name,
             )
             service.start()
         except Exception as exc:
