@@ -312,7 +312,7 @@ class ViewsSink:
             # the time goes but added ~0.35 s to every batch (docs/benchmarks.md).
             # inheritable_thread_target: each view's jobs keep this micro-batch's local
             # properties (its pipeline's scheduler pool, speed_layer.streams).
-            fold = inheritable_thread_target(fold_view)
+            fold = inheritable_thread_target(events.sparkSession)(fold_view)
             with ThreadPoolExecutor(max_workers=len(self.tables)) as pool:
                 running = {t.spec.name: pool.submit(fold, t) for t in self.tables}
                 # The first failure fails the batch: its checkpoint commit never happens.

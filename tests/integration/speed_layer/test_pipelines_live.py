@@ -4,9 +4,9 @@ The web pipeline's events and the checkout service's records go to their own top
 ``python -m speed_layer`` streams both (each its own session, query, checkpoint and runs).
 Both pipelines' speed views equal their ground truth. A checkouts checkpoint that cannot
 be read stops the checkouts query only: web events keep being answered live, and the job
-keeps running and tries checkouts again. A Kappa replay of checkouts rebuilds checkouts'
-views into a new version while web events stay live on theirs, and a reset of checkouts
-leaves web events' runs as they were.
+keeps running and tries checkouts again; a Kappa replay of checkouts, how a damaged
+speed layer is repaired, rebuilds checkouts' views into a new version while web events stay
+live on their own version and runs, and a reset of checkouts leaves those runs as they were.
 """
 
 from __future__ import annotations
@@ -98,48 +98,6 @@ def test_both_pipelines_stream_in_one_job_and_each_equals_its_truth(
     _assert_orders_match(read_view, settings, shop.build_truth(orders))
 
 
-def test_a_failing_pipeline_does_not_stop_the_other_s_live_answers(
-    two_pipelines, speed_job, read_view, views_match_truth, wait_for
-):
-    settings = two_pipelines
-    start = _now_minute()
-    orders = _checkout_records(start, events=200)
-    shop.produce(orders, settings.kafka.client_config(), CHECKOUTS.topic_of(settings))
-    speed_job.drain(settings)  # checkouts has a checkpoint now ...
-
-    runs = CHECKOUTS.stream_settings(settings).speed.checkpoint_name
-    offsets = Path(settings.lake.checkpoint_root) / runs / "views/offsets"
-    newest = max(offsets.iterdir(), key=lambda f: int(f.name) if f.name.isdigit() else -1)
-    newest.write_text("not an offset log\n")  # ... that cannot be read any more
-
-    web = generate(SimulatorConfig(seed=72, events=600, rate=5.0, start=start))
-    truth = build_truth(web)
-    job = speed_job.start(settings)
-    try:
-
-        def logged(event: str):
-            line = f'"event": "{event}", "pipeline": "checkouts"'
-            return lambda: line in job.log.read_text()
-
-        wait_for(logged("speed.pipeline_failed"), 180, "checkouts to fail", job)
-        produce_direct(web, settings)  # while checkouts is down
-
-        def web_answers() -> bool:
-            try:
-                views_match_truth(truth, settings)
-            except AssertionError:
-                return False
-            return True
-
-        wait_for(web_answers, 240, "web events' live views to equal their truth", job)
-        wait_for(logged("speed.pipeline_restarting"), 60, "checkouts to be tried again", job)
-        assert job.poll() is None, "one pipeline's failure must not end the job"
-    finally:
-        job.send_signal(signal.SIGTERM)
-        code = job.wait(120)
-    assert code == 0, speed_job.log_tail(job)
-
-
 def _speed_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "speed_layer", *args],
@@ -151,7 +109,7 @@ def _speed_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_one_pipeline_s_replay_and_reset_leave_the_other_live_on_its_own_runs(
+def test_a_failing_pipeline_is_repaired_by_its_replay_while_the_other_stays_live(
     two_pipelines,
     speed_job,
     read_view,
@@ -167,20 +125,27 @@ def test_one_pipeline_s_replay_and_reset_leave_the_other_live_on_its_own_runs(
     start = _now_minute()
     orders = _checkout_records(start, events=200)
     shop.produce(orders, settings.kafka.client_config(), CHECKOUTS.topic_of(settings))
-    before = generate(SimulatorConfig(seed=73, events=400, rate=5.0, start=start))
+    before = generate(SimulatorConfig(seed=72, events=300, rate=5.0, start=start))
     produce_direct(before, settings)
-    speed_job.drain(settings)
+    speed_job.drain(settings)  # checkouts has a checkpoint now ...
     web_runs = read_runs(cassandra_session, web_streams)
 
+    runs = CHECKOUTS.stream_settings(settings).speed.checkpoint_name
+    offsets = Path(settings.lake.checkpoint_root) / runs / "views/offsets"
+    newest = max(offsets.iterdir(), key=lambda f: int(f.name) if f.name.isdigit() else -1)
+    newest.write_text("not an offset log\n")  # ... that cannot be read any more
+
+    after = generate(SimulatorConfig(seed=73, events=400, rate=5.0, start=start))
+    truth = build_truth(before + after)
     job = speed_job.start(settings)
     try:
-        done = _speed_cli(settings, "replay", "--pipeline", "checkouts", "--from", "earliest")
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "of checkouts recorded: version 1" in done.stdout
-        # Web traffic while checkouts replays: answered live, on web events' own version.
-        after = generate(SimulatorConfig(seed=74, events=400, rate=5.0, start=start))
-        produce_direct(after, settings)
-        truth = build_truth(before + after)
+
+        def logged(event: str):
+            line = f'"event": "{event}", "pipeline": "checkouts"'
+            return lambda: line in job.log.read_text()
+
+        wait_for(logged("speed.pipeline_failed"), 180, "checkouts to fail", job)
+        produce_direct(after, settings)  # while checkouts is down
 
         def web_answers() -> bool:
             try:
@@ -189,11 +154,17 @@ def test_one_pipeline_s_replay_and_reset_leave_the_other_live_on_its_own_runs(
                 return False
             return True
 
-        wait_for(web_answers, 240, "web events' live views to count the new traffic", job)
+        wait_for(web_answers, 240, "web events' live views to equal their truth", job)
+        wait_for(logged("speed.pipeline_restarting"), 60, "checkouts to be tried again", job)
+        assert job.poll() is None, "one pipeline's failure must not end the job"
+
+        done = _speed_cli(settings, "replay", "--pipeline", "checkouts", "--from", "earliest")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "of checkouts recorded: version 1" in done.stdout
         wait_for(
             lambda: speed_version(settings, "orders_by_currency") == 1,
             300,
-            "checkouts' replay to switch",
+            "checkouts' replay to repair it on version 1",
             job,
         )
     finally:
