@@ -47,7 +47,8 @@ def _names() -> re.Pattern[str]:
     for spec in PIPELINES:
         words |= {spec.name, spec.contract, *([spec.topic] if spec.topic else [])}
     alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-    return re.compile(rf"(?<![\w.])({alternatives})(?![\w])")
+    # A name, alone or starting a longer one ("checkouts_ingest", "web_events.v1").
+    return re.compile(rf"(?<![\w.])({alternatives})(?![A-Za-z0-9])")
 
 
 def _code_strings(tree: ast.AST) -> list[tuple[int, str]]:
@@ -92,3 +93,5 @@ def test_the_check_finds_a_pipeline_named_in_code(tmp_path: Path):
     source = f'"""An example: {spec.name}."""\nTOPIC = {spec.name!r}\n'
     found = [t for _, t in _code_strings(ast.parse(source)) if _names().search(t)]
     assert found == [spec.name]
+    dag = f'DAG = "{spec.name}_ingest"\n'
+    assert [t for _, t in _code_strings(ast.parse(dag)) if _names().search(t)] == [dag[7:-2]]
