@@ -348,8 +348,11 @@ class LocalSettings(_Section):
     """Heap of the local Kafka broker."""
     cassandra_storage_port: int = Field(default=7000, ge=1, le=65535)
     """Inter-node port of the local Cassandra."""
-    cassandra_heap_mb: int = Field(default=1024, ge=512)
-    """Heap of the local Cassandra."""
+    cassandra_heap_mb: int = Field(default=2048, ge=512)
+    """Heap of the local Cassandra. Every table holds heap of its own (metrics, memtable),
+    about 0.4 MB, and a keyspace of the layout has ~50 tables: with a few keyspaces beside
+    the platform's (tests, benchmarks), 1 GB held ~900 MB live and Cassandra ran a full GC
+    every 30-60 s, spending a fifth of a core on concurrent marking."""
     start_timeout_s: float = Field(default=180.0, gt=0)
     """How long ``up`` waits for a service to become healthy."""
 

@@ -51,9 +51,10 @@ __all__ = [
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "infra/local/cassandra"
 MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
-# Cassandra's own formula would give 6 GiB on 24 GiB; 1 GiB is plenty for a
-# dev node and leaves room for Kafka, Spark and Airflow on 2 cores / 24 GiB.
-DEFAULT_HEAP_MB = 1024
+# Cassandra's own formula would give 6 GiB on 24 GiB; 2 GiB holds the platform's
+# keyspaces and a few more (each table keeps ~0.4 MB of heap; 1 GiB ran full GCs every
+# 30-60 s under the test suite) and leaves room for Kafka, Spark and Airflow.
+DEFAULT_HEAP_MB = 2048
 _log = get_logger(__name__)
 
 # conf/jvm-server.options (cassandra-5.0), minus -XX:+AlwaysPreTouch and
