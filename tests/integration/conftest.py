@@ -17,6 +17,7 @@ import pytest
 
 from core.settings import Settings
 from platformctl import platform
+from tests.support.cassandra import SCHEMA_TIMEOUT_S
 from tests.support.lake import published_lake  # noqa: F401  (a session fixture)
 from tests.support.platform import STARTED_BY_TESTS, TESTS_LOCK
 
@@ -91,4 +92,4 @@ def cassandra_keyspace(cassandra_session, unique_name: str) -> Iterator[str]:
         cassandra_session, unique_name, {"class": "SimpleStrategy", "replication_factor": 1}
     )
     yield unique_name
-    cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {unique_name}")
+    cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {unique_name}", timeout=SCHEMA_TIMEOUT_S)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import pytest
 
 from core.settings import Settings
+from tests.support.cassandra import SCHEMA_TIMEOUT_S
 
 __all__ = ["BOT_UA", "GROUP", "PublishedLake", "published_lake"]
 
@@ -125,5 +126,5 @@ def published_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterato
             valid.append(event)
     yield PublishedLake(settings, events, valid)
     admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
-    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=SCHEMA_TIMEOUT_S)
     cluster.shutdown()

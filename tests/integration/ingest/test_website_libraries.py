@@ -27,6 +27,7 @@ import pytest
 
 from core.settings import LakeSettings, SpeedSettings
 from platformctl.demo_site import headless_chromium, serve_site, visit
+from tests.support.cassandra import SCHEMA_TIMEOUT_S
 from tests.support.collector import collector_settings as make_settings
 from tests.support.collector import consume_all, serve_collector
 from tests.support.ports import free_port
@@ -71,7 +72,7 @@ def stack(spark, local_platform, tmp_path_factory):
         finally:
             for query in queries:
                 query.stop()
-            session.execute(f"DROP KEYSPACE IF EXISTS {name}")
+            session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=SCHEMA_TIMEOUT_S)
             cluster.shutdown()
 
 

@@ -29,6 +29,7 @@ from core.settings import (
     SpeedSettings,
 )
 from platformctl import platform
+from tests.support.cassandra import SCHEMA_TIMEOUT_S
 from tests.support.collector import own_topics
 from tests.support.ports import free_port
 
@@ -73,7 +74,7 @@ def watched(local_platform: Settings, isolated_state: Path, tmp_path: Path, uniq
     create_tables(watched)
     yield watched
     platform.down(watched, SERVICES)
-    session.execute(f"DROP KEYSPACE IF EXISTS {unique_name}")
+    session.execute(f"DROP KEYSPACE IF EXISTS {unique_name}", timeout=SCHEMA_TIMEOUT_S)
     cluster.shutdown()
     admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
 

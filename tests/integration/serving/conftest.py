@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from core.settings import ServingSettings, Settings, child_env
+from tests.support.cassandra import SCHEMA_TIMEOUT_S
 from tests.support.ports import free_port
 
 TOKEN = "serving-test-token"
@@ -68,7 +69,7 @@ def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
     for statement in create_statements(keyspace, settings.speed.ttl_s):
         session.execute(statement)
     yield settings
-    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=SCHEMA_TIMEOUT_S)
     cluster.shutdown()
 
 

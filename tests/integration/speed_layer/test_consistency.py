@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.support.cassandra import SCHEMA_TIMEOUT_S
+
 pytestmark = pytest.mark.integration
 
 
@@ -190,4 +192,4 @@ def test_a_fold_on_a_keyspace_replicated_three_times_needs_a_quorum_of_its_repli
         assert error.consistency == ConsistencyLevel.LOCAL_QUORUM
         assert (error.required_replicas, error.alive_replicas) == (2, 1)
     finally:
-        cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=SCHEMA_TIMEOUT_S)
