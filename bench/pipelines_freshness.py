@@ -10,8 +10,8 @@ produced; the age of the oldest event not yet reflected is that pipeline's lag.
 Two layouts, one after the other, on the same machine in one run:
 
 - ``shared``: one ``python -m speed_layer`` streaming both pipelines (the default
-  deployment, each pipeline in a FAIR scheduler pool of its own): its CPU and resident
-  memory, total; ``shared-fifo``: the same with Spark's default FIFO scheduler;
+  deployment): its CPU and resident memory, total; ``shared-fair``: the same with each
+  pipeline in a FAIR scheduler pool of its own (``speed.scheduler``);
 - ``separate``: one ``python -m speed_layer --pipeline P`` per pipeline: each
   process's CPU and memory, which is each pipeline's own cost.
 
@@ -173,9 +173,9 @@ def measure(
     log.parent.mkdir(parents=True, exist_ok=True)
     shared = layout.startswith("shared")
     groups = [["web_events", "checkouts"]] if shared else [["web_events"], ["checkouts"]]
-    if layout == "shared-fifo":  # Spark's default scheduler instead of a FAIR pool each
-        speed = settings.speed.model_copy(update={"scheduler": "FIFO"})
-        settings = settings.model_copy(update={"speed": speed})
+    scheduler = "FAIR" if layout == "shared-fair" else "FIFO"  # a FAIR pool per pipeline
+    speed = settings.speed.model_copy(update={"scheduler": scheduler})
+    settings = settings.model_copy(update={"speed": speed})
     jobs = [_start_job(settings, f"{run}-{i}", group, log) for i, group in enumerate(groups)]
     cluster, session = connect(settings.cassandra)
     keyspace = settings.cassandra.keyspace
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--rate", type=float, default=2000, help="events/s per pipeline")
     parser.add_argument("--seconds", type=float, default=90)
-    parser.add_argument("--layouts", default="shared,separate", help="shared,shared-fifo,separate")
+    parser.add_argument("--layouts", default="shared,separate", help="shared,shared-fair,separate")
     parser.add_argument(
         "--warmup",
         type=float,

@@ -212,11 +212,12 @@ class SpeedSettings(_Section):
     pipelines: list[str] = Field(default_factory=list)
     """The pipelines this speed job streams (``WAP_SPEED__PIPELINES='["checkouts"]'``);
     empty: every declared pipeline whose ``speed.live`` is set."""
-    scheduler: Literal["FAIR", "FIFO"] = "FAIR"
-    """How the job's pipelines share the driver's task slots: ``FAIR``, each pipeline's
-    Spark jobs in a scheduler pool of its own (named after it), so one pipeline's small
-    micro-batch is not queued behind every task of another's; ``FIFO``, Spark's default, in
-    the order jobs were submitted."""
+    scheduler: Literal["FAIR", "FIFO"] = "FIFO"
+    """How the job's pipelines share the driver's task slots: ``FIFO``, Spark's default, in
+    the order jobs were submitted; ``FAIR``, each pipeline's Spark jobs in a scheduler pool
+    of its own (named after it), so one pipeline's small micro-batch is not queued behind
+    every task of another's. On two cores FAIR made the smaller pipeline fresher and the
+    larger one staler, no better at worst (docs/benchmarks.md)."""
     restart_backoff_s: float = Field(default=10.0, gt=0)
     """A pipeline whose query failed while others run is restarted in the job after this
     long (doubling, at most 5 minutes); the job exits when none is left running."""

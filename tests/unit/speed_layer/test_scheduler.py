@@ -10,7 +10,8 @@ from speed_layer.__main__ import scheduler_conf
 
 
 def test_fair_gives_each_streamed_pipeline_a_pool_of_its_own():
-    conf = scheduler_conf(Settings(speed=SpeedSettings(pipelines=["web_events", "checkouts"])))
+    speed = SpeedSettings(scheduler="FAIR", pipelines=["web_events", "checkouts"])
+    conf = scheduler_conf(Settings(speed=speed))
     assert conf["spark.scheduler.mode"] == "FAIR"
     allocations = ET.parse(conf["spark.scheduler.allocation.file"]).getroot()
     Path(conf["spark.scheduler.allocation.file"]).unlink()
@@ -22,5 +23,5 @@ def test_fair_gives_each_streamed_pipeline_a_pool_of_its_own():
 
 
 def test_fifo_is_spark_s_default_without_pools():
-    conf = scheduler_conf(Settings(speed=SpeedSettings(scheduler="FIFO")))
+    conf = scheduler_conf(Settings(speed=SpeedSettings()))
     assert conf == {"spark.scheduler.mode": "FIFO"}
