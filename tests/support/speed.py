@@ -60,6 +60,18 @@ class SpeedJob:
         assert job.wait(600) == 0, self.log_tail(job)
 
 
+def speed_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
+    """``python -m speed_layer ARGS`` (a replay or reset request) with ``settings``."""
+    return subprocess.run(
+        [sys.executable, "-m", "speed_layer", *args],
+        env=child_env(settings),
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def with_short_replays(settings: Settings) -> Settings:
     """``settings`` with short replay catch-up, grace and poll periods, so a Kappa replay
     switches within a test."""

@@ -5,32 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.settings import PROJECT_ROOT, Settings, child_env
+from core.settings import Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.speed import speed_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MINUTE = 60_000
-
-
-def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "speed_layer", *args],
-        env=child_env(settings),
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 class LiveTraffic(threading.Thread):
@@ -121,7 +109,7 @@ def test_a_replay_catches_up_switches_without_a_gap_and_drops_the_old_version(
         dashboard = Dashboard(settings, int(start.timestamp() * 1000))
         dashboard.thread.start()
 
-        done = run_cli(settings, "replay", "--from", "earliest")
+        done = speed_cli(settings, "replay", "--from", "earliest")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "version 1" in done.stdout
 
@@ -199,7 +187,7 @@ def test_a_damaged_checkpoint_is_repaired_by_a_replay(
     broken = speed_job.start(settings)
     assert broken.wait(300) != 0, "a corrupt checkpoint must stop the job, not be skipped"
 
-    done = run_cli(settings, "replay", "--from", "earliest")
+    done = speed_cli(settings, "replay", "--from", "earliest")
     assert done.returncode == 0, done.stdout + done.stderr
     job = speed_job.start(settings)
     try:

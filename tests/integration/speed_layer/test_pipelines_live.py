@@ -12,20 +12,18 @@ live on their own version and runs, and a reset of checkouts leaves those runs a
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from core.settings import PROJECT_ROOT, KafkaSettings, Settings, child_env
+from core.settings import KafkaSettings, Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from pipelines import pipeline
 from pipelines.simulators import checkouts as shop
 from tests.support.checkouts import assert_orders_equal_truth
-from tests.support.speed import with_short_replays
+from tests.support.speed import speed_cli, with_short_replays
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -98,17 +96,6 @@ def test_both_pipelines_stream_in_one_job_and_each_equals_its_truth(
     _assert_orders_match(read_view, settings, shop.build_truth(orders))
 
 
-def _speed_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "speed_layer", *args],
-        env=child_env(settings),
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_a_failing_pipeline_is_repaired_by_its_replay_while_the_other_stays_live(
     two_pipelines,
     speed_job,
@@ -158,7 +145,7 @@ def test_a_failing_pipeline_is_repaired_by_its_replay_while_the_other_stays_live
         wait_for(logged("speed.pipeline_restarting"), 60, "checkouts to be tried again", job)
         assert job.poll() is None, "one pipeline's failure must not end the job"
 
-        done = _speed_cli(settings, "replay", "--pipeline", "checkouts", "--from", "earliest")
+        done = speed_cli(settings, "replay", "--pipeline", "checkouts", "--from", "earliest")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "of checkouts recorded: version 1" in done.stdout
         wait_for(
@@ -177,7 +164,7 @@ def test_a_failing_pipeline_is_repaired_by_its_replay_while_the_other_stays_live
     views_match_truth(truth, settings)
     assert read_runs(cassandra_session, web_streams) == web_runs, "web events' runs untouched"
 
-    reset = _speed_cli(settings, "reset", "--pipeline", "checkouts", "--from", "earliest")
+    reset = speed_cli(settings, "reset", "--pipeline", "checkouts", "--from", "earliest")
     assert reset.returncode == 0, reset.stdout + reset.stderr
     assert "speed layer reset of checkouts" in reset.stdout
     assert read_runs(cassandra_session, web_streams) == web_runs, "web events' runs untouched"
