@@ -113,6 +113,20 @@ def lineage_conf(lineage: LineageSettings, spark: SparkSettings) -> dict[str, st
     return conf
 
 
+def fair_allocations(pools: dict[str, tuple[str, int, int]]) -> str:
+    """A FAIR scheduler allocation file: ``name -> (schedulingMode, weight, minShare)``.
+
+    >>> print(fair_allocations({"web": ("FIFO", 2, 1)}).splitlines()[2])  # doctest: +ELLIPSIS
+    <pool name="web"><schedulingMode>FIFO</schedulingMode><weight>2</weight>...
+    """
+    lines = [
+        f'<pool name="{name}"><schedulingMode>{mode}</schedulingMode><weight>{weight}</weight>'
+        f"<minShare>{min_share}</minShare></pool>"
+        for name, (mode, weight, min_share) in pools.items()
+    ]
+    return '<?xml version="1.0"?>\n<allocations>\n' + "\n".join(lines) + "\n</allocations>\n"
+
+
 def build_spark_session(
     settings: Settings,
     *,

@@ -88,19 +88,16 @@ def scheduler_conf(settings: Settings) -> dict[str, str]:
     pool), the pools sharing the task slots equally."""
     import tempfile
 
+    from core.spark import fair_allocations
     from speed_layer.streams import streamed
 
     conf = {"spark.scheduler.mode": settings.speed.scheduler}
     if settings.speed.scheduler == "FAIR":
-        pools = "\n".join(
-            f'<pool name="{spec.name}"><schedulingMode>FIFO</schedulingMode>'
-            "<weight>1</weight><minShare>0</minShare></pool>"
-            for spec in streamed(settings)
-        )
+        pools = {spec.name: ("FIFO", 1, 0) for spec in streamed(settings)}
         with tempfile.NamedTemporaryFile(
             "w", prefix="speed-pools-", suffix=".xml", delete=False
         ) as file:
-            file.write(f'<?xml version="1.0"?>\n<allocations>\n{pools}\n</allocations>\n')
+            file.write(fair_allocations(pools))
         conf["spark.scheduler.allocation.file"] = file.name
     return conf
 

@@ -311,7 +311,7 @@ class ViewsSink:
             # computes a partition, the others wait for it). A count before them showed where
             # the time goes but added ~0.35 s to every batch (docs/benchmarks.md).
             # inheritable_thread_target: each view's jobs keep this micro-batch's local
-            # properties (its pipeline's scheduler pool, speed_layer.streams).
+            # properties (its pipeline's scheduler pool, speed_layer.service).
             fold = inheritable_thread_target(events.sparkSession)(fold_view)
             with ThreadPoolExecutor(max_workers=len(self.tables)) as pool:
                 running = {t.spec.name: pool.submit(fold, t) for t in self.tables}

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from core.spark import fair_allocations
 from pipelines import PIPELINES, Collector, PipelineSpec, declared_views
 from serving.connect import catalog
 from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
@@ -66,18 +67,10 @@ statements in ``analysts-<hash of its id mod 64>``)."""
 
 def _pools() -> str:
     """The FAIR scheduler's allocation file: the default pool, the server's, the analysts'."""
-    pools = [
-        '<pool name="default"><schedulingMode>FAIR</schedulingMode><weight>1</weight>'
-        "<minShare>0</minShare></pool>",
-        f'<pool name="{PLATFORM_POOL}"><schedulingMode>FIFO</schedulingMode><weight>2</weight>'
-        "<minShare>1</minShare></pool>",
-    ]
-    pools += [
-        f'<pool name="analysts-{n}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>'
-        "<minShare>0</minShare></pool>"
-        for n in range(ANALYST_POOLS)
-    ]
-    return '<?xml version="1.0"?>\n<allocations>\n' + "\n".join(pools) + "\n</allocations>\n"
+    return fair_allocations(
+        {"default": ("FAIR", 1, 0), PLATFORM_POOL: ("FIFO", 2, 1)}
+        | {f"analysts-{n}": ("FIFO", 1, 0) for n in range(ANALYST_POOLS)}
+    )
 
 
 def server_conf(
