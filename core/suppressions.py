@@ -181,9 +181,16 @@ class _Tail:
         self.at_end: set[int] = set()
         self.error: str | None = None
         """The last error a read reported (a broker down, the topic deleted ...)."""
+        self.start_ends: dict[int, tuple[int, int]] = {}
+        """Each partition's (low, high) watermark when :meth:`assign` started the read."""
 
     def assign(self, timeout_s: float) -> str | None:
-        """Start reading every partition from the beginning; why not, when it cannot."""
+        """Start reading every partition from the beginning; why not, when it cannot.
+
+        Each partition's end is asked first (:attr:`start_ends`): a consumer that fetches
+        already answers a watermark query only after its next fetch round (~0.5 s a
+        partition), one that does not yet answers at once.
+        """
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         metadata = self.consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
@@ -191,6 +198,7 @@ class _Tail:
             error = metadata.error if metadata is not None else "no metadata"
             return f"topic {self.topic!r} is not readable ({error})"
         self.partitions = sorted(metadata.partitions)
+        self.start_ends = self.ends(timeout_s)
         self.consumer.assign(
             [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions]
         )
@@ -257,7 +265,7 @@ def read_suppressions(kafka: KafkaSettings, timeout_s: float = 60.0) -> frozense
             )
         # The end is fixed when the read starts (each partition's high watermark): a topic
         # with nothing new is read in one round trip per partition, not a consume timeout.
-        ends = tail.ends(timeout_s)
+        ends = tail.start_ends
         while not (tail.caught_up or tail.reached(ends)):
             if time.monotonic() > deadline:
                 raise TimeoutError(
