@@ -123,17 +123,12 @@ def ensure_topics(
     An existing topic with fewer partitions than declared is an error (Kafka
     cannot shrink, and growing silently would reorder keys).
     """
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
     specs = list(specs)
     existing = admin.list_topics(timeout=timeout_s).topics
-    for spec in specs:
-        if spec.name in existing and len(existing[spec.name].partitions) != spec.partitions:
-            raise ValueError(
-                f"Topic {spec.name!r} exists with {len(existing[spec.name].partitions)} "
-                f"partitions but is declared with {spec.partitions}. Changing the partition "
-                "count reorders keyed events; migrate to a new topic instead."
-            )
+    _check_partitions(specs, existing)
     missing = [spec for spec in specs if spec.name not in existing]
     if not missing:
         return []
@@ -149,6 +144,30 @@ def ensure_topics(
         ],
         operation_timeout=timeout_s,
     )
-    for future in futures.values():
-        future.result()
-    return [spec.name for spec in missing]
+    created, raced = [], []
+    for name, future in futures.items():
+        try:
+            future.result()
+            created.append(name)
+        except KafkaException as error:
+            # Created by another process since the listing (a collector and a job starting
+            # together): it exists, so it is held to its declared partitions like the rest.
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            raced.append(name)
+    if raced:
+        _check_partitions(
+            [s for s in missing if s.name in raced], admin.list_topics(timeout=timeout_s).topics
+        )
+    return [spec.name for spec in missing if spec.name in created]
+
+
+def _check_partitions(specs: list[TopicSpec], existing: dict) -> None:
+    """Refuse a topic that exists with another partition count than declared."""
+    for spec in specs:
+        if spec.name in existing and len(existing[spec.name].partitions) != spec.partitions:
+            raise ValueError(
+                f"Topic {spec.name!r} exists with {len(existing[spec.name].partitions)} "
+                f"partitions but is declared with {spec.partitions}. Changing the partition "
+                "count reorders keyed events; migrate to a new topic instead."
+            )
