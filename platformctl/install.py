@@ -30,6 +30,7 @@ __all__ = [
     "install_airflow",
     "install_analyst_client",
     "install_browser",
+    "install_class_archive",
     "install_jars",
     "install_npm",
     "install_prometheus",
@@ -237,6 +238,62 @@ def install_analyst_client(settings: Settings) -> Path:
     return python
 
 
+def _class_archive_key(settings: Settings) -> str:
+    """What the archive depends on: the JVM, Spark's jars, the connector jars, the workload."""
+    import pyspark
+
+    java = shutil.which("java") or "java"
+    version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    jars = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("*.jar"))
+    jars += sorted(jars_dir(settings, "spark").glob("*.jar"))
+    workload = PROJECT_ROOT / "platformctl" / "class_archive.py"
+    parts = [os.path.realpath(java), version, *(j.name for j in jars), _sha256(workload)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def install_class_archive(settings: Settings) -> Path:
+    """The local Spark driver's class archive (:mod:`platformctl.class_archive`), made again
+    when the JVM, the jars or the workload change."""
+    import sys
+
+    from core.settings import child_env
+    from core.spark import local_class_archive
+
+    archive = local_class_archive(settings.local.state_dir)
+    stamp = archive.with_name("classes.key")
+    key = _class_archive_key(settings)
+    if archive.exists() and stamp.exists() and stamp.read_text() == key:
+        return archive
+    started = time.monotonic()
+    log_event(_log, "install.class_archive.start", target=str(archive))
+    archive.unlink(missing_ok=True)  # drivers start without it meanwhile
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name("classes.jsa.partial")
+    partial.unlink(missing_ok=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "platformctl.class_archive", str(partial)],
+        cwd=PROJECT_ROOT,
+        env=child_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if result.returncode != 0 or not partial.exists():
+        raise RuntimeError(
+            f"The Spark driver's class archive was not written (exit {result.returncode}):\n"
+            + "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        )
+    partial.rename(archive)  # whole or absent: a driver starting now maps all of it or none
+    stamp.write_text(key)
+    log_event(
+        _log,
+        "install.class_archive.done",
+        megabytes=round(archive.stat().st_size / 2**20),
+        seconds=round(time.monotonic() - started, 1),
+    )
+    return archive
+
+
 def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -> None:
     """Everything ``up``, the jobs and the tests need on this machine."""
     from serving.connect.guard import build_guard_jar
@@ -244,6 +301,7 @@ def install(settings: Settings, *, airflow: bool = True, browser: bool = True) -
     for component in JAR_COMPONENTS:
         install_jars(settings, component)
     build_guard_jar(settings.local.state_dir)
+    install_class_archive(settings)
     install_analyst_client(settings)
     install_prometheus()
     install_npm(settings)

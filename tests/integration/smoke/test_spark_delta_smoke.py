@@ -64,3 +64,28 @@ def test_kafka_streaming_read_into_delta(local_platform, spark, kafka_topic, tmp
         row.value for row in spark.read.format("delta").load(str(tmp_path / "stream")).collect()
     }
     assert values == {f"v{i}" for i in range(25)}
+
+
+def test_the_driver_maps_the_class_archive_install_made(spark, local_platform):
+    """``make install`` archives the classes a driver loads (``platformctl.class_archive``);
+    local drivers start with it, and it fits their JVM and class path (a JVM told
+    ``-Xshare:on`` refuses to start with an archive it cannot map)."""
+    import subprocess
+    from pathlib import Path
+
+    from core.spark import local_class_archive
+
+    archive = local_class_archive(local_platform.local.state_dir)
+    jvm = spark._jvm
+    runtime = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = list(runtime.getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in arguments
+    java = Path(jvm.System.getProperty("java.home")) / "bin" / "java"
+    classpath = jvm.System.getProperty("java.class.path")
+    strict = [str(java), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath]
+    check = subprocess.run([*strict, "-version"], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    other = subprocess.run(
+        [*strict[:-1], "/other.jar", "-version"], capture_output=True, text=True, timeout=60
+    )
+    assert other.returncode != 0  # the check can fail: another class path is refused
