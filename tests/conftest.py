@@ -35,13 +35,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_SHARED_SCOPES = {"class", "module", "package"}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (``make test``), a module's tests run on one worker, so a
-    module-scoped fixture (a published lake, a served API) is built once; a group named
-    with ``pytest.mark.xdist_group`` keeps several modules together (one session fixture)."""
+    """Under ``--dist loadgroup`` (``make test``), the tests of a module with a module-scoped
+    fixture (a published lake, a served API) run on one worker, so it is built once; a group
+    named with ``pytest.mark.xdist_group`` keeps several modules together (one session
+    fixture). Any other test goes to whichever worker is free."""
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        fixtures = getattr(item, "_fixtureinfo", None)
+        definitions = fixtures.name2fixturedefs.values() if fixtures else ()
+        if any(d.scope in _SHARED_SCOPES for defs in definitions for d in defs):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
