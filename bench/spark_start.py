@@ -51,11 +51,16 @@ sys.stdin.readline()  # the bench reads the group's CPU while the JVM still runs
 
 
 def run_once(archive: bool) -> dict:
-    settings = load_settings()
-    env = child_env(settings)
-    if not archive:  # a state folder with no archive; the same jars, named explicitly
-        env["WAP_SPARK__JARS"] = json.dumps(local_spark_jars(settings.local.state_dir))
-        env["WAP_LOCAL__STATE_DIR"] = tempfile.mkdtemp(prefix="bench-no-archive-")
+    with tempfile.TemporaryDirectory(prefix="bench-no-archive-") as empty:
+        settings = load_settings()
+        env = child_env(settings)
+        if not archive:  # a state folder with no archive; the same jars, named explicitly
+            env["WAP_SPARK__JARS"] = json.dumps(local_spark_jars(settings.local.state_dir))
+            env["WAP_LOCAL__STATE_DIR"] = empty
+        return _timed(env)
+
+
+def _timed(env: dict[str, str]) -> dict:
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-c", _RUN],

@@ -176,8 +176,10 @@ def build_spark_session(
         conf |= lineage_conf(settings.lineage, settings.spark)
     conf |= extra or {}
     archive = local_class_archive(settings.local.state_dir)
-    if settings.spark.master.startswith("local") and archive.exists():
-        options = conf.get("spark.driver.extraJavaOptions", "")
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    # A driver writing an archive (platformctl.class_archive) cannot map one as well.
+    writing = "-XX:ArchiveClassesAtExit" in options
+    if settings.spark.master.startswith("local") and archive.exists() and not writing:
         conf["spark.driver.extraJavaOptions"] = f"{options} {class_archive_options(archive)}"
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -51,14 +51,16 @@ def workload(spark, root: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from core.spark import LOCAL_LOG4J2, build_spark_session
+    from core.spark import build_spark_session, spark_conf
 
     (archive,) = argv
-    options = f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()} -Xlog:cds=off"
+    settings = load_settings()
+    options = spark_conf(settings.spark, app_name="-").get("spark.driver.extraJavaOptions", "")
+    dump = f"-Xlog:cds=off -XX:ArchiveClassesAtExit={archive}"
     spark = build_spark_session(
-        load_settings(),
+        settings,
         app_name="class-archive",
-        extra={"spark.driver.extraJavaOptions": f"{options} -XX:ArchiveClassesAtExit={archive}"},
+        extra={"spark.driver.extraJavaOptions": f"{options} {dump}".strip()},
     )
     with tempfile.TemporaryDirectory() as root:
         workload(spark, Path(root))
