@@ -257,6 +257,9 @@ class SparkSettings(_Section):
     """Connector jars for ``spark.jars``; None means the locally installed set."""
     extra_conf: dict[str, str] = {}
     """Any further ``spark.*`` settings, e.g. S3A credentials providers."""
+    driver_java_options: str = ""
+    """JVM options added to the driver's own (``spark.driver.extraJavaOptions``), e.g. GC or
+    JIT flags: ``-XX:TieredStopAtLevel=1`` makes a driver that lives minutes cheaper."""
 
 
 class ServingSettings(_Section):

@@ -25,6 +25,11 @@ os.environ.setdefault(
         {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
     ),
 )
+# The Spark drivers tests start (speed jobs, step servers, SQL servers) live a minute or two:
+# the optimising JIT compiler (C2) costs them more CPU than its code gives back, and the
+# suite's two cores are its limit. A pipeline's first run in a new driver: 131 -> 102 CPU
+# seconds. The ``spark`` fixture's driver lives the whole run and keeps it.
+os.environ.setdefault("WAP_SPARK__DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 # Speed jobs stream the web pipeline their test sends events to; a test of another pipeline
 # (or of several) names them in its settings.
 os.environ.setdefault("WAP_SPEED__PIPELINES", '["web_events"]')
@@ -105,6 +110,9 @@ def spark(settings: Settings):
     """
     from core.spark import build_spark_session
 
-    session = build_spark_session(settings, app_name="tests")
+    long_lived = settings.spark.model_copy(update={"driver_java_options": ""})
+    session = build_spark_session(
+        settings.model_copy(update={"spark": long_lived}), app_name="tests"
+    )
     yield session
     session.stop()

@@ -34,3 +34,16 @@ def test_cluster_settings_replace_local_ones():
 def test_missing_local_jars_say_how_to_install(tmp_path):
     with pytest.raises(FileNotFoundError, match="make install"):
         local_spark_jars(tmp_path)
+
+
+def test_driver_java_options_join_the_drivers_own():
+    local = spark_conf(SparkSettings(driver_java_options="-XX:+UseSerialGC"), app_name="job")
+    options = local["spark.driver.extraJavaOptions"].split()
+    assert options[0].startswith("-Dlog4j2.configurationFile=") and options[1:] == [
+        "-XX:+UseSerialGC"
+    ]
+    cluster = spark_conf(SparkSettings(master="yarn", driver_java_options="-Xss4m"), app_name="j")
+    assert cluster["spark.driver.extraJavaOptions"] == "-Xss4m"
+    assert "spark.driver.extraJavaOptions" not in spark_conf(
+        SparkSettings(master="yarn"), app_name="j"
+    )
