@@ -103,6 +103,13 @@ def spark_conf(
             # scheduling per read on a few local cores (bench/batch_throughput.py:
             # Kafka -> gold of 200k events 114 s -> 61 s with it at the partitions' number).
             "spark.databricks.delta.snapshotPartitions": str(spark.shuffle_partitions),
+            # VACUUM lists a table's files with this many tasks; Spark's default (10,000,
+            # meant for partition discovery on clusters) made the VACUUM of a five-file
+            # table take 80 s on two cores (tests/unit/batch_layer/test_maintenance.py:
+            # 100 s -> 32 s, compaction included).
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(
+                spark.shuffle_partitions
+            ),
         }
     elif spark.driver_java_options:
         conf["spark.driver.extraJavaOptions"] = spark.driver_java_options

@@ -15,6 +15,8 @@ def test_conf_sets_delta_rocksdb_and_jars():
     assert conf["spark.jars"] == "/j/a.jar,/j/b.jar"
     assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.sql.shuffle.partitions"] == "4"
+    # VACUUM's file listing: as many tasks as the local cores, not Spark's 10,000.
+    assert conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] == "4"
 
 
 def test_cluster_settings_replace_local_ones():
