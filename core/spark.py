@@ -96,9 +96,7 @@ def spark_conf(
             ),
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
-            "spark.driver.extraJavaOptions": (
-                f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()} {spark.driver_java_options}"
-            ).strip(),
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}",
             # Delta computes a table's snapshot with 50 tasks by default: seconds of
             # scheduling per read on a few local cores (bench/batch_throughput.py:
             # Kafka -> gold of 200k events 114 s -> 61 s with it at the partitions' number).
@@ -111,8 +109,9 @@ def spark_conf(
                 spark.shuffle_partitions
             ),
         }
-    elif spark.driver_java_options:
-        conf["spark.driver.extraJavaOptions"] = spark.driver_java_options
+    if spark.driver_java_options:
+        options = (conf.get("spark.driver.extraJavaOptions", ""), spark.driver_java_options)
+        conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, options))
     return conf | dict(spark.extra_conf)
 
 
