@@ -61,15 +61,16 @@ PLATFORM_POOL = "platform"
 """The scheduler pool of the server's own work (the catalog refresh); each analyst's Spark
 Connect session runs in a pool of its own, and pools share the cores fairly."""
 ANALYST_POOLS = 64
-"""Scheduler pools of the analysts' sessions (``ProtocolGuard.java`` puts a session's
-statements in ``analysts-<hash of its id mod 64>``)."""
+"""Scheduler pools of the analysts' sessions: ``ProtocolGuard.java`` hands them to sessions
+in turn, so the last 64 sessions never share one; inside a pool jobs share fairly too, so two
+sessions that do share one still do not wait for each other's jobs to end."""
 
 
 def _pools() -> str:
     """The FAIR scheduler's allocation file: the default pool, the server's, the analysts'."""
     return fair_allocations(
         {"default": ("FAIR", 1, 0), PLATFORM_POOL: ("FIFO", 2, 1)}
-        | {f"analysts-{n}": ("FIFO", 1, 0) for n in range(ANALYST_POOLS)}
+        | {f"analysts-{n}": ("FAIR", 1, 0) for n in range(ANALYST_POOLS)}
     )
 
 

@@ -65,6 +65,7 @@ def test_every_session_has_a_fair_share_of_the_cores():
     assert pools[PLATFORM_POOL] == ("FIFO", "2")
     analysts = [name for name in pools if name.startswith("analysts-")]
     assert len(analysts) == ANALYST_POOLS == 64
+    assert {pools[name] for name in analysts} == {("FAIR", "1")}
     assert _conf()["spark.scheduler.mode"] == "FAIR"
 
 
