@@ -23,8 +23,11 @@ import time
 
 from pyspark.sql import SparkSession
 
-LONG = "SELECT max(sha2(CAST(id AS STRING), 256)) AS m FROM range(0, 4000000000, 1, 2000)"
-"""Most of an hour of work for two cores, in 2,000 tasks of a second or two."""
+LONG = "SELECT max(sha2(CAST(id AS STRING), 256)) AS m FROM range(0, 4000000000, 1, 20000)"
+"""Most of an hour of work for two cores, in 20,000 tasks of a fraction of a second: a core
+frees often, so a fair scheduler gives another session's job one at once, and a FIFO one
+only after the last task (tasks of seconds each, slower still on a busy machine, made the
+two look alike)."""
 
 
 def nested(depth):
