@@ -4,6 +4,9 @@
 a few seconds never shows there, and a module-scoped fixture's cost lands on whichever test
 ran first. Summed by module (setup, call and teardown of every test in it), the total says
 which module to make cheaper.
+
+Under xdist a failure shows as an ``F`` among the dots until the run ends, most of an hour
+later; :class:`FailuresAsTheyHappen` names the test on a line of its own when it fails.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-__all__ = ["ModuleTimes"]
+__all__ = ["FailuresAsTheyHappen", "ModuleTimes"]
 
 
 class ModuleTimes:
@@ -39,3 +42,18 @@ class ModuleTimes:
             terminalreporter.write_line(
                 f"{seconds:8.1f}s {share:5.1f}% {self.tests[module]:4d} tests  {module}"
             )
+
+
+class FailuresAsTheyHappen:
+    """A pytest plugin: the id of a test that failed or errored, printed when its report
+    arrives, so a long run's failures can be looked at while it goes on."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if report.failed and reporter is not None:
+            what = "FAILED" if report.when == "call" else f"ERROR at {report.when}"
+            reporter.write("\n")  # after the progress line's F or E
+            reporter.write_line(f"{what} {report.nodeid} ({report.duration:.1f}s)", red=True)
