@@ -78,7 +78,7 @@ def runs_summary(settings: Settings, now: datetime, name: str = "") -> str:
     ``settings`` are its stream settings."""
     from core.cassandra import connect
     from layout import PointerTables
-    from speed_layer.start import LIVE, REPLAYING
+    from speed_layer.start import LIVE, REPLAYING, SWITCHING
 
     cluster = None
     try:
@@ -95,6 +95,9 @@ def runs_summary(settings: Settings, now: datetime, name: str = "") -> str:
         f"{name + ': ' if name else ''}run {live.generation if live else 0} live on version "
         f"{live.version or 0 if live else 0}"
     )
+    switching = next((r for r in runs if r.state == SWITCHING), None)
+    if switching is not None:
+        text += f"; run {switching.generation} switching to version {switching.version}"
     replay = next((r for r in runs if r.state == REPLAYING), None)
     if replay is not None:
         newest = replay.max_event_time
