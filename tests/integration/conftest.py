@@ -17,7 +17,7 @@ import pytest
 
 from core.settings import Settings
 from platformctl import platform
-from tests.support.cassandra import SCHEMA_TIMEOUT_S
+from tests.support.cassandra import SCHEMA_TIMEOUT_S, LaidOutKeyspaces
 from tests.support.lake import published_lake  # noqa: F401  (a session fixture)
 from tests.support.platform import STARTED_BY_TESTS, TESTS_LOCK
 
@@ -80,6 +80,18 @@ def cassandra_session(local_platform: Settings):
 
     cluster, session = connect(local_platform.cassandra)
     yield session
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def laid_out_keyspaces(local_platform: Settings) -> Iterator[LaidOutKeyspaces]:
+    """Keyspaces with every table of the layout, lent to one test at a time (per worker)."""
+    from core.cassandra import connect
+
+    cluster, session = connect(local_platform.cassandra)
+    pool = LaidOutKeyspaces(session)
+    yield pool
+    pool.close()
     cluster.shutdown()
 
 

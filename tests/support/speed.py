@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +18,9 @@ from core.settings import PROJECT_ROOT, Settings, child_env
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SpeedJob", "wait_until", "with_short_replays"]
+__all__ = ["SpeedJob", "kill_leftover_jobs", "wait_until", "with_short_replays"]
+
+_STARTED: list[subprocess.Popen] = []
 
 
 class SpeedJob:
@@ -35,6 +40,7 @@ class SpeedJob:
                 start_new_session=True,
             )
         job.log = log  # type: ignore[attr-defined]
+        _STARTED.append(job)
         return job
 
     @staticmethod
@@ -58,6 +64,17 @@ class SpeedJob:
             return
         job = self.start(settings, "--drain")
         assert job.wait(600) == 0, self.log_tail(job)
+
+
+def kill_leftover_jobs() -> None:
+    """Kill (SIGKILL, its whole process group) every speed job started here that is still
+    running: a test that failed half way may leave one writing to its keyspace."""
+    while _STARTED:
+        job = _STARTED.pop()
+        if job.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
 
 
 def speed_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess:

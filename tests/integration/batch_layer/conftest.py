@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
@@ -37,17 +39,10 @@ def lake_settings(local_platform: Settings, kafka_topic: str, tmp_path) -> Setti
 
 
 @pytest.fixture
-def pipeline_settings(lake_settings: Settings, cassandra_keyspace: str) -> Settings:
-    """``lake_settings`` plus a fresh keyspace holding every table of the layout."""
-    from layout import create_tables
-
-    settings = lake_settings.model_copy(
-        update={
-            "cassandra": lake_settings.cassandra.model_copy(update={"keyspace": cassandra_keyspace})
-        }
-    )
-    create_tables(settings)
-    return settings
+def pipeline_settings(lake_settings: Settings, laid_out_keyspaces) -> Iterator[Settings]:
+    """``lake_settings`` plus a keyspace of its own holding every table of the layout."""
+    with laid_out_keyspaces.lend(lake_settings) as settings:
+        yield settings
 
 
 @pytest.fixture

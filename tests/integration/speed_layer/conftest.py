@@ -20,12 +20,11 @@ from tests.support.speed import SpeedJob, wait_until, with_short_replays
 
 @pytest.fixture
 def speed_settings(
-    local_platform: Settings, cassandra_keyspace: str, unique_name: str, tmp_path
+    local_platform: Settings, laid_out_keyspaces, unique_name: str, tmp_path
 ) -> Iterator[Settings]:
     from confluent_kafka.admin import AdminClient
 
     from ingest.topics import ensure_topics, platform_topics
-    from layout import create_tables
 
     topic = unique_name.replace("_", "-")
     kafka = KafkaSettings(
@@ -38,9 +37,6 @@ def speed_settings(
     settings = local_platform.model_copy(
         update={
             "kafka": kafka,
-            "cassandra": local_platform.cassandra.model_copy(
-                update={"keyspace": cassandra_keyspace}
-            ),
             "lake": LakeSettings(
                 root=str(tmp_path / "lake"), checkpoint_root=str(tmp_path / "checkpoints")
             ),
@@ -51,8 +47,8 @@ def speed_settings(
     )
     admin = AdminClient(kafka.client_config())
     ensure_topics(admin, platform_topics(kafka))
-    create_tables(settings)
-    yield settings
+    with laid_out_keyspaces.lend(settings) as settings:
+        yield settings
     admin.delete_topics([kafka.events_topic, kafka.dlq_topic, kafka.suppressions_topic])
 
 
