@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,29 +27,22 @@ import httpx
 import pytest
 
 from core.settings import ServingSettings, Settings, child_env
-from tests.support.cassandra import SCHEMA_TIMEOUT_S
 from tests.support.ports import free_port
 
 TOKEN = "serving-test-token"
 
 
 @pytest.fixture(scope="module")
-def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
-    """Settings of this module: its own keyspace with every speed and batch table.
+def serving_settings(local_platform: Settings, laid_out_keyspaces, request) -> Iterator[Settings]:
+    """Settings of this module: a keyspace of its own with every speed and batch table.
 
     A module whose known rows lie further back than the speed TTL sets ``SPEED_TTL_S``:
     its speed tables keep rows that long and serving is told so. ``SERVING`` (a dict)
     overrides serving settings (the defaults here re-read pointers on every request).
     """
-    from core.cassandra import connect, ensure_keyspace
-    from layout import create_statements
-
-    module = request.module.__name__.rsplit(".", 1)[-1].replace("test_", "")[:20]
-    keyspace = f"t_srv_{module}_{uuid.uuid4().hex[:6]}"
     ttl_s = getattr(request.module, "SPEED_TTL_S", local_platform.speed.ttl_s)
     settings = local_platform.model_copy(
         update={
-            "cassandra": local_platform.cassandra.model_copy(update={"keyspace": keyspace}),
             "speed": local_platform.speed.model_copy(update={"ttl_s": ttl_s}),
             "serving": ServingSettings(
                 **local_platform.serving.model_dump()
@@ -64,13 +56,8 @@ def serving_settings(local_platform: Settings, request) -> Iterator[Settings]:
             ),
         }
     )
-    cluster, session = connect(settings.cassandra)
-    ensure_keyspace(session, keyspace, {"class": "SimpleStrategy", "replication_factor": 1})
-    for statement in create_statements(keyspace, settings.speed.ttl_s):
-        session.execute(statement)
-    yield settings
-    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=SCHEMA_TIMEOUT_S)
-    cluster.shutdown()
+    with laid_out_keyspaces.lend(settings) as settings:
+        yield settings
 
 
 @pytest.fixture(scope="module")
