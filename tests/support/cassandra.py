@@ -31,8 +31,9 @@ class LaidOutKeyspaces:
     Creating the layout's tables costs the node about 14 CPU seconds and dropping them 11,
     against 2 to empty them: a keyspace given back with its schema as it was made is
     truncated and lent again; one whose schema a test changed (a replay's new version, a
-    dropped table, another TTL, a new column) is dropped. Keyspaces are per process and per
-    run (``t_pool_<run>_<n>``) and dropped by :meth:`close`.
+    dropped table, another TTL, a new column) is dropped, and so is an idle one when another
+    comes back (tests that need another TTL alternate with the rest). Keyspaces are per
+    process and per run (``t_pool_<run>_<n>``) and dropped by :meth:`close`.
     """
 
     def __init__(self, session) -> None:
@@ -86,6 +87,11 @@ class LaidOutKeyspaces:
         ]
         for truncation in truncations:
             truncation.result()
+        # One idle keyspace at most: every client that connects reads the whole schema,
+        # and a node holding hundreds of idle tables answers that slower for everyone.
+        for idle in [n for names in self._free.values() for n in names]:
+            self._free[self._made_as.pop(idle)[0]].remove(idle)
+            self._drop(idle)
         self._free[ttl_s].append(name)
 
     def close(self) -> None:
