@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "AUTH_SECRET_ENV",
     "build_spark_session",
     "class_archive_options",
     "lineage_conf",
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 LOCAL_LOG4J2 = PROJECT_ROOT / "infra" / "local" / "spark" / "log4j2.properties"
+AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"
+"""Where Spark's processes read a standalone cluster's shared secret (``spark.authenticate``)."""
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -70,6 +73,12 @@ def class_archive_options(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
+def _on_this_machine(spark: SparkSettings) -> bool:
+    """Local mode, or the standalone cluster ``platformctl`` runs on this machine: the
+    driver stays on loopback and Spark's cluster-sized defaults are cut to its cores."""
+    return spark.master.startswith("local") or spark.cluster == "standalone"
+
+
 def spark_conf(
     spark: SparkSettings, *, app_name: str, jars: tuple[str, ...] = ()
 ) -> dict[str, str]:
@@ -88,7 +97,7 @@ def spark_conf(
         "spark.ui.showConsoleProgress": "false",
         "spark.jars": ",".join(spark.jars if spark.jars is not None else jars),
     }
-    if spark.master.startswith("local"):
+    if _on_this_machine(spark):
         conf |= {
             "spark.default.parallelism": str(spark.shuffle_partitions),
             "spark.sql.adaptive.coalescePartitions.initialPartitionNum": str(
@@ -107,6 +116,18 @@ def spark_conf(
             # 100 s -> 32 s, compaction included).
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(
                 spark.shuffle_partitions
+            ),
+        }
+    if spark.cluster == "standalone":
+        conf |= {
+            "spark.executor.memory": spark.executor_memory,
+            "spark.executor.cores": str(spark.executor_cores),
+            **({"spark.cores.max": str(spark.max_cores)} if spark.max_cores else {}),
+            # The secret itself goes in the environment (``_SPARK_AUTH_SECRET``), which
+            # only this user can read, never on a command line (build_spark_session).
+            "spark.authenticate": "true",
+            "spark.executor.extraJavaOptions": (
+                f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}"
             ),
         }
     if spark.driver_java_options:
@@ -139,7 +160,7 @@ def lineage_conf(lineage: LineageSettings, spark: SparkSettings) -> dict[str, st
         conf["spark.openlineage.transport.location"] = str(lineage.location)
     else:
         conf["spark.openlineage.transport.url"] = str(lineage.url)
-    if spark.master.startswith("local"):
+    if _on_this_machine(spark):
         # The listener defines classes reflectively: Java 17 needs java.security opened.
         options = spark_conf(spark, app_name="-").get("spark.driver.extraJavaOptions", "")
         conf["spark.driver.extraJavaOptions"] = (
@@ -174,11 +195,15 @@ def build_spark_session(
     the application's own settings (read when the JVM starts)."""
     from pyspark.sql import SparkSession
 
-    if settings.spark.master.startswith("local"):
+    if _on_this_machine(settings.spark):
         # The driver JVM reads these at launch: keep Spark on loopback, and run the
-        # Python workers with this interpreter (the project's venv, not the base one).
+        # Python workers with this interpreter (the project's venv, not the base one; on
+        # this machine's standalone cluster the executors run it too, as a cluster's
+        # nodes run the project's image).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if settings.spark.cluster == "standalone":
+        os.environ[AUTH_SECRET_ENV] = settings.spark.auth_secret.get_secret_value()
     jars = () if settings.spark.jars is not None else local_spark_jars(settings.local.state_dir)
     builder = SparkSession.builder
     conf = spark_conf(settings.spark, app_name=app_name, jars=jars)

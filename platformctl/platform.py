@@ -20,6 +20,7 @@ from core.settings import Settings
 from platformctl.process import ManagedProcess
 from platformctl.services import REGISTRY, Service
 from platformctl.services import airflow as _airflow
+from platformctl.services import spark as _spark
 
 # Kept for their importers (bench/, tests/integration/serving).
 from platformctl.services.serving import healthy as serving_healthy
@@ -28,6 +29,7 @@ from platformctl.services.speed import progress as speed_progress
 __all__ = [
     "AIRFLOW_SERVICES",
     "SERVICES",
+    "SPARK_CLUSTER",
     "ServiceStatus",
     "down",
     "processes",
@@ -39,6 +41,8 @@ __all__ = [
 
 AIRFLOW_SERVICES = _airflow.NAMES
 """Airflow's api-server, dag-processor and scheduler: one service of three processes."""
+SPARK_CLUSTER = tuple(service.name for service in _spark.SERVICES)
+"""The standalone Spark cluster's master and workers (``spark.cluster=standalone``)."""
 SERVICES = tuple(service.name for service in REGISTRY)
 """Every service's name, in start order."""
 _log = get_logger(__name__)
@@ -78,7 +82,7 @@ def up(
 
     Returns each service's start time in seconds (0.0 for one already up).
     """
-    records = _records(services)
+    records = [service for service in _records(services) if service.runs_with(settings)]
     if install_missing:  # the Airflow components share one venv: installed once
         for install in dict.fromkeys(s.install for s in records if s.install is not None):
             install(settings)
@@ -121,6 +125,8 @@ def status(settings: Settings) -> list[ServiceStatus]:
     for service in REGISTRY:
         process = service.process(settings)
         pid = process.pid()
+        if pid is None and not service.runs_with(settings):
+            continue  # a cluster's node these settings do not run
         healthy, detail = service.probe(settings) if pid is not None else (False, "not running")
         result.append(
             ServiceStatus(

@@ -13,6 +13,7 @@ from platformctl.services import (
     kafka,
     prometheus,
     serving,
+    spark,
     speed,
     sql,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "kafka",
     "prometheus",
     "serving",
+    "spark",
     "speed",
     "sql",
 ]
@@ -36,6 +38,7 @@ __all__ = [
 REGISTRY: tuple[Service, ...] = (
     kafka.SERVICE,
     cassandra.SERVICE,
+    *spark.SERVICES,
     collector.SERVICE,
     speed.SERVICE,
     sql.SERVICE,

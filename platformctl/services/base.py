@@ -54,6 +54,12 @@ class Service:
     """A one-time step before its first start (storage format, metadata DB migration)."""
     provision: Callable[[Settings], None] | None = None
     """Creates from code what others need of it once healthy (topics, tables, pools)."""
+    enabled: Callable[[Settings], bool] | None = None
+    """Whether these settings run it (a cluster's extra nodes); None: always."""
+
+    def runs_with(self, settings: Settings) -> bool:
+        """Whether ``up`` starts it with these settings."""
+        return self.enabled is None or self.enabled(settings)
 
 
 def logs_dir(settings: Settings) -> Path:

@@ -49,3 +49,21 @@ def test_driver_java_options_join_the_drivers_own():
     assert "spark.driver.extraJavaOptions" not in spark_conf(
         SparkSettings(master="yarn"), app_name="j"
     )
+
+
+def test_the_standalone_cluster_is_submitted_to_with_bounded_executors_and_its_secret():
+    spark = SparkSettings(cluster="standalone", master_port=17077)
+    assert spark.master == "spark://127.0.0.1:17077"
+    conf = spark_conf(spark, app_name="job")
+    assert conf["spark.master"] == "spark://127.0.0.1:17077"
+    # One application never takes every core: the speed job, the step server and the SQL
+    # server each get executors.
+    assert (conf["spark.cores.max"], conf["spark.executor.cores"]) == ("2", "1")
+    assert conf["spark.executor.memory"] == spark.executor_memory
+    assert conf["spark.authenticate"] == "true"
+    # The secret reaches Spark through the environment, never a command line or a log.
+    assert spark.auth_secret.get_secret_value() not in str(conf)
+    assert conf["spark.driver.host"] == "127.0.0.1"  # the cluster runs on this machine
+    # A cluster's master named explicitly wins over the local one.
+    assert SparkSettings(cluster="standalone", master="spark://h:7077").master == "spark://h:7077"
+    assert "spark.cores.max" not in spark_conf(SparkSettings(master="yarn"), app_name="j")

@@ -21,6 +21,9 @@ def test_every_service_is_a_record_with_a_process_builder_and_a_probe(tmp_path):
     assert NAMES == [
         "kafka",
         "cassandra",
+        "spark-master",
+        "spark-worker-1",
+        "spark-worker-2",
         "collector",
         "speed",
         "sql",
