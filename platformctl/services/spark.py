@@ -120,6 +120,9 @@ def _env(settings: Settings) -> dict[str, str]:
     return {
         AUTH_SECRET_ENV: settings.spark.auth_secret.get_secret_value(),
         "SPARK_HOME": str(spark_home()),
+        # What spark-class's load-spark-env.sh sets: a worker's launcher needs it to build
+        # an executor's class path from a Spark without build directories (pyspark's).
+        "SPARK_SCALA_VERSION": "2.13",
         "SPARK_LOCAL_IP": "127.0.0.1",
         # Executors start Python workers with this interpreter: the project's environment,
         # as a cluster's nodes run the project's image.
