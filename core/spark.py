@@ -123,8 +123,8 @@ def spark_conf(
             "spark.executor.memory": spark.executor_memory,
             "spark.executor.cores": str(spark.executor_cores),
             **({"spark.cores.max": str(spark.max_cores)} if spark.max_cores else {}),
-            # The secret itself goes in the environment (``_SPARK_AUTH_SECRET``), which
-            # only this user can read, never on a command line (build_spark_session).
+            # The secret itself is read from a file only this user can read, never from a
+            # command line (build_spark_session).
             "spark.authenticate": "true",
             "spark.executor.extraJavaOptions": (
                 f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}"
@@ -183,6 +183,20 @@ def fair_allocations(pools: dict[str, tuple[str, int, int]]) -> str:
     return '<?xml version="1.0"?>\n<allocations>\n' + "\n".join(lines) + "\n</allocations>\n"
 
 
+def _secret_conf_dir(settings: Settings) -> Path:
+    """A ``SPARK_CONF_DIR`` whose ``spark-defaults.conf`` (mode 600) holds the standalone
+    cluster's secret: a driver must have it in its conf, and pyspark passes builder settings
+    to the JVM as command-line arguments, which every local user can read."""
+    conf_dir = settings.local.state_dir / "spark-cluster" / "client-conf"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    defaults = conf_dir / "spark-defaults.conf"
+    defaults.touch(mode=0o600)
+    defaults.chmod(0o600)
+    secret = settings.spark.auth_secret.get_secret_value()
+    defaults.write_text(f"spark.authenticate.secret {secret}\n")
+    return conf_dir
+
+
 def build_spark_session(
     settings: Settings,
     *,
@@ -203,7 +217,7 @@ def build_spark_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if settings.spark.cluster == "standalone":
-        os.environ[AUTH_SECRET_ENV] = settings.spark.auth_secret.get_secret_value()
+        os.environ["SPARK_CONF_DIR"] = str(_secret_conf_dir(settings))
     jars = () if settings.spark.jars is not None else local_spark_jars(settings.local.state_dir)
     builder = SparkSession.builder
     conf = spark_conf(settings.spark, app_name=app_name, jars=jars)
