@@ -67,3 +67,16 @@ def test_the_standalone_cluster_is_submitted_to_with_bounded_executors_and_its_s
     # A cluster's master named explicitly wins over the local one.
     assert SparkSettings(cluster="standalone", master="spark://h:7077").master == "spark://h:7077"
     assert "spark.cores.max" not in spark_conf(SparkSettings(master="yarn"), app_name="j")
+
+
+def test_a_standalone_drivers_secret_is_in_a_file_only_its_user_reads(tmp_path):
+    from core.settings import LocalSettings, Settings
+    from core.spark import _secret_conf_dir
+
+    settings = Settings(
+        local=LocalSettings(state_dir=tmp_path), spark=SparkSettings(cluster="standalone")
+    )
+    defaults = _secret_conf_dir(settings) / "spark-defaults.conf"
+    secret = settings.spark.auth_secret.get_secret_value()
+    assert defaults.read_text() == f"spark.authenticate.secret {secret}\n"
+    assert defaults.stat().st_mode & 0o077 == 0
