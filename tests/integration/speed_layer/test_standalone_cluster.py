@@ -63,6 +63,14 @@ def _applications(cluster: Settings) -> list[dict]:
     return state.apps
 
 
+def _finished_applications(cluster: Settings) -> set[str]:
+    """Names of the applications that ran on the cluster and ended (the master's page)."""
+    import httpx
+
+    page = httpx.get(f"http://127.0.0.1:{cluster.spark.master_ui_port}/json/", timeout=10)
+    return {app["name"] for app in page.json()["completedapps"]}
+
+
 def _published_events_per_minute(session, keyspace: str) -> dict[str, int]:
     """``site_activity`` as serving reads it from the batch tables: each day's current
     version."""
@@ -113,6 +121,8 @@ def test_speed_and_batch_on_the_cluster_equal_ground_truth(
     assert run.returncode == 0, run.stderr[-4000:]
     published = _published_events_per_minute(cassandra_session, settings.cassandra.keyspace)
     assert published == truth.events_per_minute
+    # Both ran as applications of the cluster, not in a local driver.
+    assert {"speed-layer", "batch-web_events-all"} <= _finished_applications(cluster)
 
 
 def _worker_pid(cluster: Settings, number: int) -> int:
