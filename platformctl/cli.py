@@ -17,7 +17,10 @@ from platformctl.process import ServiceStartError, log_tail
 __all__ = ["main"]
 
 
-_GROUPS = {"airflow": platform.AIRFLOW_SERVICES}
+_GROUPS = {
+    "airflow": platform.AIRFLOW_SERVICES,
+    "kafka-cluster": platform.KAFKA_CLUSTER_SERVICES,
+}
 """Names that stand for several services on the command line."""
 
 

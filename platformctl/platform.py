@@ -20,6 +20,7 @@ from core.settings import Settings
 from platformctl.process import ManagedProcess
 from platformctl.services import REGISTRY, Service
 from platformctl.services import airflow as _airflow
+from platformctl.services import kafka as _kafka
 
 # Kept for their importers (bench/, tests/integration/serving).
 from platformctl.services.serving import healthy as serving_healthy
@@ -27,6 +28,7 @@ from platformctl.services.speed import progress as speed_progress
 
 __all__ = [
     "AIRFLOW_SERVICES",
+    "KAFKA_CLUSTER_SERVICES",
     "SERVICES",
     "ServiceStatus",
     "down",
@@ -39,6 +41,8 @@ __all__ = [
 
 AIRFLOW_SERVICES = _airflow.NAMES
 """Airflow's api-server, dag-processor and scheduler: one service of three processes."""
+KAFKA_CLUSTER_SERVICES = _kafka.NAMES
+"""The nodes of a local Kafka cluster (``local.kafka_nodes=3``); node 1 is ``kafka``."""
 SERVICES = tuple(service.name for service in REGISTRY)
 """Every service's name, in start order."""
 _log = get_logger(__name__)
@@ -76,9 +80,10 @@ def up(
 ) -> dict[str, float]:
     """Start the services that are not running, wait for health, provision.
 
-    Returns each service's start time in seconds (0.0 for one already up).
+    Services the settings do not run are left out. Returns each service's start
+    time in seconds (0.0 for one already up).
     """
-    records = _records(services)
+    records = [service for service in _records(services) if service.runs_with(settings)]
     if install_missing:  # the Airflow components share one venv: installed once
         for install in dict.fromkeys(s.install for s in records if s.install is not None):
             install(settings)
@@ -95,7 +100,8 @@ def up(
             pid = process.start()
             log_event(_log, "service.starting", service=name, pid=pid, log=str(process.log_file))
             process.wait_healthy(
-                lambda probe=service.probe: probe(settings)[0], settings.local.start_timeout_s
+                lambda ready=service.ready or service.probe: ready(settings)[0],
+                settings.local.start_timeout_s,
             )
             timings[name] = round(time.monotonic() - started, 1)
             log_event(_log, "service.healthy", service=name, pid=pid, seconds=timings[name])
@@ -116,11 +122,14 @@ def down(settings: Settings, services: tuple[str, ...] = SERVICES) -> list[str]:
 
 
 def status(settings: Settings) -> list[ServiceStatus]:
-    """Each service: running, healthy, port, pid, memory, log path and probe detail."""
+    """Each service the settings run, or that runs anyway: running, healthy, port, pid,
+    memory, log path and probe detail."""
     result = []
     for service in REGISTRY:
         process = service.process(settings)
         pid = process.pid()
+        if pid is None and not service.runs_with(settings):
+            continue
         healthy, detail = service.probe(settings) if pid is not None else (False, "not running")
         result.append(
             ServiceStatus(

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 REGISTRY: tuple[Service, ...] = (
-    kafka.SERVICE,
+    *kafka.SERVICES,
     cassandra.SERVICE,
     collector.SERVICE,
     speed.SERVICE,

@@ -114,3 +114,38 @@ def test_up_runs_each_records_steps_and_down_stops_in_reverse(tmp_path, monkeypa
 def test_up_names_the_unknown_service():
     with pytest.raises(ValueError, match=r"Unknown service\(s\) \['kafak'\]"):
         platform.up(Settings(), ("kafak",))
+
+
+def test_up_leaves_out_what_the_settings_do_not_run_and_waits_for_ready(tmp_path, monkeypatch):
+    settings = Settings(local=LocalSettings(state_dir=tmp_path / "state", start_timeout_s=10))
+    waited: list[str] = []
+
+    def ready(settings: Settings, name: str) -> tuple[bool, str]:
+        waited.append(name)
+        return _sleeper(settings, name).pid() is not None, "started"
+
+    def record(name: str, *, runs: bool) -> Service:
+        return Service(
+            name=name,
+            process=partial(_sleeper, name=name),
+            probe=lambda s: (False, "never healthy alone"),
+            ready=partial(ready, name=name),
+            enabled=lambda s: runs,
+        )
+
+    monkeypatch.setattr(
+        platform, "REGISTRY", (record("node-1", runs=True), record("node-2", runs=False))
+    )
+    try:
+        assert list(platform.up(settings, ("node-1", "node-2"))) == ["node-1"]
+        assert waited and set(waited) == {"node-1"}  # its ready, not its probe
+        rows = platform.status(settings)
+        assert [(r.name, r.running, r.healthy) for r in rows] == [("node-1", True, False)]
+
+        # One the settings do not run is listed (and stopped) when it runs anyway.
+        _sleeper(settings, "node-2").start()
+        assert [r.name for r in platform.status(settings)] == ["node-1", "node-2"]
+    finally:
+        stopped = platform.down(settings, ("node-1", "node-2"))
+    assert stopped == ["node-2", "node-1"]
+    assert platform.status(settings)[0].detail == "not running"
