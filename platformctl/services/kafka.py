@@ -457,6 +457,9 @@ def _provision(settings: Settings, *, node: int = 1) -> None:
     if node == settings.local.kafka_nodes:
         _wait_for_brokers(settings)
     elif _broker_count(settings) < settings.local.kafka_nodes:
+        log_event(
+            _log, "kafka.provision_deferred", node=node, until=node_name(len(_nodes(settings)))
+        )
         return
     from confluent_kafka.admin import AdminClient
 
