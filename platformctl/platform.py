@@ -12,6 +12,7 @@ Each service is one :class:`~platformctl.services.base.Service` record of
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,12 +113,26 @@ def up(
 
 
 def down(settings: Settings, services: tuple[str, ...] = SERVICES) -> list[str]:
-    """Stop the services this platform started; return the names stopped."""
+    """Stop the services this platform started; return the names stopped.
+
+    In reverse start order, one after the other, except the members of a quorum: those
+    are stopped at once.
+    """
+    managed = processes(settings)
+    quorum = {service.name: service.quorum for service in REGISTRY}
+    batches: dict[tuple[str, str], list[str]] = {}
+    for name in reversed(managed):
+        if name in services:
+            key = ("quorum", quorum[name]) if quorum[name] else ("service", name)
+            batches.setdefault(key, []).append(name)
     stopped = []
-    for name, process in reversed(processes(settings).items()):
-        if name in services and process.stop():
-            log_event(_log, "service.stopped", service=name)
-            stopped.append(name)
+    for names in batches.values():
+        with ThreadPoolExecutor(len(names)) as pool:
+            results = list(pool.map(lambda name: managed[name].stop(), names))
+        for name, was_running in zip(names, results, strict=True):
+            if was_running:
+                log_event(_log, "service.stopped", service=name)
+                stopped.append(name)
     return stopped
 
 

@@ -61,6 +61,10 @@ class Service:
     ready: Probe | None = None
     """What ``up`` waits for after starting it before it goes on, when less than ``probe``:
     a member of a quorum is not healthy before the members started after it."""
+    quorum: str | None = None
+    """The quorum it votes in (the nodes of a local Kafka cluster): ``down`` stops the members
+    it stops at once, as each needs the others' votes while it shuts down (the last one
+    left alone would wait for a quorum it cannot have)."""
 
     def runs_with(self, settings: Settings) -> bool:
         """Whether ``up`` starts it with these settings."""

@@ -485,6 +485,7 @@ def _node_service(node: int) -> Service:
         provision=partial(_provision, node=node),
         enabled=None if node == 1 else partial(_runs, node=node),
         ready=partial(_ready, node=node),
+        quorum="kafka",
     )
 
 
