@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.batch_settings import BatchSettings
 from core.collector_settings import CollectorSettings
+from core.local_kafka import cluster_kafka
 from core.service_settings import LineageSettings, MonitoringSettings, SqlSettings
 
 __all__ = [
@@ -380,9 +381,14 @@ class LocalSettings(_Section):
     java: str = "java"
     """Java 17 launcher used for Kafka and Cassandra."""
     kafka_controller_port: int = Field(default=9093, ge=1, le=65535)
-    """KRaft controller listener of the local broker."""
+    """KRaft controller listener of the local broker (of node 1 of a local cluster)."""
     kafka_heap_mb: int = Field(default=512, ge=256)
-    """Heap of the local Kafka broker."""
+    """Heap of the local Kafka broker (of each node of a local cluster)."""
+    kafka_nodes: int = Field(default=1, ge=1, le=3)
+    """Local Kafka nodes: 1, or 3 for a cluster that survives losing one (each node broker
+    and controller of a three-voter quorum, on ports 2 and 4 above node 1's:
+    :mod:`core.local_kafka`). With 3, ``kafka.bootstrap_servers`` naming node 1 only lists
+    all three, and replication 1 / min ISR 1 become 3 / 2 (:class:`Settings`)."""
     cassandra_storage_port: int = Field(default=7000, ge=1, le=65535)
     """Inter-node port of the local Cassandra."""
     cassandra_heap_mb: int = Field(default=2048, ge=512)
@@ -392,6 +398,15 @@ class LocalSettings(_Section):
     every 30-60 s, spending a fifth of a core on concurrent marking."""
     start_timeout_s: float = Field(default=180.0, gt=0)
     """How long ``up`` waits for a service to become healthy."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LocalSettings:
+        if self.kafka_nodes == 2:
+            raise ValueError(
+                "local.kafka_nodes=2: a KRaft quorum of two voters stops when either node "
+                "dies, so it is no safer than one. Use 1, or 3 (WAP_LOCAL__KAFKA_NODES=3)."
+            )
+        return self
 
 
 class Settings(BaseSettings):
@@ -420,6 +435,28 @@ class Settings(BaseSettings):
     local: LocalSettings = LocalSettings()
     monitoring: MonitoringSettings = MonitoringSettings()
     lineage: LineageSettings = LineageSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kafka_follows_the_local_cluster(cls, data: Any) -> Any:
+        """With ``local.kafka_nodes=3`` the apps talk to the three brokers ``platformctl`` runs.
+
+        Done before validation because the sections are frozen; a section that is
+        invalid on its own is left to the normal validation to report.
+        """
+        if not isinstance(data, dict):
+            return data
+        try:
+            local = LocalSettings.model_validate(data.get("local", {}))
+            kafka = KafkaSettings.model_validate(data.get("kafka", {}))
+        except ValidationError:
+            return data
+        if local.kafka_nodes == 1:
+            return data
+        return {
+            **data,
+            "kafka": cluster_kafka(kafka, local.kafka_nodes, local.kafka_controller_port),
+        }
 
     @model_validator(mode="after")
     def _no_dev_secrets_outside_local(self) -> Settings:

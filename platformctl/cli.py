@@ -17,7 +17,11 @@ from platformctl.process import ServiceStartError, log_tail
 __all__ = ["main"]
 
 
-_GROUPS = {"airflow": platform.AIRFLOW_SERVICES, "spark": platform.SPARK_CLUSTER}
+_GROUPS = {
+    "airflow": platform.AIRFLOW_SERVICES,
+    "kafka-cluster": platform.KAFKA_CLUSTER_SERVICES,
+    "spark": platform.SPARK_CLUSTER,
+}
 """Names that stand for several services on the command line."""
 
 

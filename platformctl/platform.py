@@ -12,6 +12,7 @@ Each service is one :class:`~platformctl.services.base.Service` record of
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from core.settings import Settings
 from platformctl.process import ManagedProcess
 from platformctl.services import REGISTRY, Service
 from platformctl.services import airflow as _airflow
+from platformctl.services import kafka as _kafka
 from platformctl.services import spark as _spark
 
 # Kept for their importers (bench/, tests/integration/serving).
@@ -28,6 +30,7 @@ from platformctl.services.speed import progress as speed_progress
 
 __all__ = [
     "AIRFLOW_SERVICES",
+    "KAFKA_CLUSTER_SERVICES",
     "SERVICES",
     "SPARK_CLUSTER",
     "ServiceStatus",
@@ -41,6 +44,8 @@ __all__ = [
 
 AIRFLOW_SERVICES = _airflow.NAMES
 """Airflow's api-server, dag-processor and scheduler: one service of three processes."""
+KAFKA_CLUSTER_SERVICES = _kafka.NAMES
+"""The nodes of a local Kafka cluster (``local.kafka_nodes=3``); node 1 is ``kafka``."""
 SPARK_CLUSTER = tuple(service.name for service in _spark.SERVICES)
 """The standalone Spark cluster's master and workers (``spark.cluster=standalone``)."""
 SERVICES = tuple(service.name for service in REGISTRY)
@@ -80,7 +85,8 @@ def up(
 ) -> dict[str, float]:
     """Start the services that are not running, wait for health, provision.
 
-    Returns each service's start time in seconds (0.0 for one already up).
+    Services the settings do not run are left out. Returns each service's start
+    time in seconds (0.0 for one already up).
     """
     records = [service for service in _records(services) if service.runs_with(settings)]
     if install_missing:  # the Airflow components share one venv: installed once
@@ -99,7 +105,8 @@ def up(
             pid = process.start()
             log_event(_log, "service.starting", service=name, pid=pid, log=str(process.log_file))
             process.wait_healthy(
-                lambda probe=service.probe: probe(settings)[0], settings.local.start_timeout_s
+                lambda ready=service.ready or service.probe: ready(settings)[0],
+                settings.local.start_timeout_s,
             )
             timings[name] = round(time.monotonic() - started, 1)
             log_event(_log, "service.healthy", service=name, pid=pid, seconds=timings[name])
@@ -110,17 +117,32 @@ def up(
 
 
 def down(settings: Settings, services: tuple[str, ...] = SERVICES) -> list[str]:
-    """Stop the services this platform started; return the names stopped."""
+    """Stop the services this platform started; return the names stopped.
+
+    In reverse start order, one after the other, except the members of a quorum: those
+    are stopped at once.
+    """
+    managed = processes(settings)
+    quorum = {service.name: service.quorum for service in REGISTRY}
+    batches: dict[tuple[str, str], list[str]] = {}
+    for name in reversed(managed):
+        if name in services:
+            key = ("quorum", quorum[name]) if quorum[name] else ("service", name)
+            batches.setdefault(key, []).append(name)
     stopped = []
-    for name, process in reversed(processes(settings).items()):
-        if name in services and process.stop():
-            log_event(_log, "service.stopped", service=name)
-            stopped.append(name)
+    for names in batches.values():
+        with ThreadPoolExecutor(len(names)) as pool:
+            results = list(pool.map(lambda name: managed[name].stop(), names))
+        for name, was_running in zip(names, results, strict=True):
+            if was_running:
+                log_event(_log, "service.stopped", service=name)
+                stopped.append(name)
     return stopped
 
 
 def status(settings: Settings) -> list[ServiceStatus]:
-    """Each service: running, healthy, port, pid, memory, log path and probe detail."""
+    """Each service the settings run, or that runs anyway: running, healthy, port, pid,
+    memory, log path and probe detail."""
     result = []
     for service in REGISTRY:
         process = service.process(settings)

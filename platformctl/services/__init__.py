@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 REGISTRY: tuple[Service, ...] = (
-    kafka.SERVICE,
+    *kafka.SERVICES,
     cassandra.SERVICE,
     *spark.SERVICES,
     collector.SERVICE,

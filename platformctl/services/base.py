@@ -37,8 +37,10 @@ class Service:
 
     ``up`` first runs the ``install`` of the services asked for (each distinct
     one once), then for each service in order: unless it is running and
-    healthy, ``prepare`` then start then wait for ``probe``; then, running
-    anyway, ``provision``. Every step is idempotent.
+    healthy, ``prepare`` then start then wait for ``ready`` (by default the
+    ``probe``); then, running anyway, ``provision``. Every step is idempotent.
+    A service the settings do not run (``enabled``) is neither started by
+    ``up`` nor listed by ``status``, unless it is running.
     """
 
     name: str
@@ -55,7 +57,14 @@ class Service:
     provision: Callable[[Settings], None] | None = None
     """Creates from code what others need of it once healthy (topics, tables, pools)."""
     enabled: Callable[[Settings], bool] | None = None
-    """Whether these settings run it (a cluster's extra nodes); None: always."""
+    """Whether these settings run it (the nodes of an optional cluster); None: always."""
+    ready: Probe | None = None
+    """What ``up`` waits for after starting it before it goes on, when less than ``probe``:
+    a member of a quorum is not healthy before the members started after it."""
+    quorum: str | None = None
+    """The quorum it votes in (the nodes of a local Kafka cluster): ``down`` stops the members
+    it stops at once, as each needs the others' votes while it shuts down (the last one
+    left alone would wait for a quorum it cannot have)."""
 
     def runs_with(self, settings: Settings) -> bool:
         """Whether ``up`` starts it with these settings."""

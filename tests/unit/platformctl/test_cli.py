@@ -15,3 +15,13 @@ def test_airflow_stands_for_its_three_processes(capsys):
         "airflow-dag-processor.log",
         "airflow-scheduler.log",
     ]
+
+
+def test_kafka_cluster_stands_for_its_three_nodes(capsys):
+    assert main(["logs", "kafka-cluster", "-n", "1"]) == 0
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("==> ")]
+    assert [Path(header.split()[1]).name for header in headers] == [
+        "kafka.out",
+        "kafka-2.out",
+        "kafka-3.out",
+    ]

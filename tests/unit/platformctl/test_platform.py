@@ -114,3 +114,89 @@ def test_up_runs_each_records_steps_and_down_stops_in_reverse(tmp_path, monkeypa
 def test_up_names_the_unknown_service():
     with pytest.raises(ValueError, match=r"Unknown service\(s\) \['kafak'\]"):
         platform.up(Settings(), ("kafak",))
+
+
+def test_up_leaves_out_what_the_settings_do_not_run_and_waits_for_ready(tmp_path, monkeypatch):
+    settings = Settings(local=LocalSettings(state_dir=tmp_path / "state", start_timeout_s=10))
+    waited: list[str] = []
+
+    def ready(settings: Settings, name: str) -> tuple[bool, str]:
+        waited.append(name)
+        return _sleeper(settings, name).pid() is not None, "started"
+
+    def record(name: str, *, runs: bool) -> Service:
+        return Service(
+            name=name,
+            process=partial(_sleeper, name=name),
+            probe=lambda s: (False, "never healthy alone"),
+            ready=partial(ready, name=name),
+            enabled=lambda s: runs,
+        )
+
+    monkeypatch.setattr(
+        platform, "REGISTRY", (record("node-1", runs=True), record("node-2", runs=False))
+    )
+    try:
+        assert list(platform.up(settings, ("node-1", "node-2"))) == ["node-1"]
+        assert waited and set(waited) == {"node-1"}  # its ready, not its probe
+        rows = platform.status(settings)
+        assert [(r.name, r.running, r.healthy) for r in rows] == [("node-1", True, False)]
+
+        # One the settings do not run is listed (and stopped) when it runs anyway.
+        _sleeper(settings, "node-2").start()
+        assert [r.name for r in platform.status(settings)] == ["node-1", "node-2"]
+    finally:
+        stopped = platform.down(settings, ("node-1", "node-2"))
+    assert stopped == ["node-2", "node-1"]
+    assert platform.status(settings)[0].detail == "not running"
+
+
+_VOTER = """
+import pathlib, signal, sys, time
+here, peers = pathlib.Path(sys.argv[1]), [pathlib.Path(p) for p in sys.argv[2:]]
+def stop(*_):
+    (here / "signalled").touch()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not all((p / "signalled").exists() for p in peers):
+        time.sleep(0.05)
+    together = all((p / "signalled").exists() for p in peers)
+    (here / "result").write_text("together" if together else "alone")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+(here / "ready").touch()
+time.sleep(60)
+"""
+
+
+def _voter(settings: Settings, name: str, peers: tuple[str, ...]) -> ManagedProcess:
+    """A child that, told to stop, waits (up to 5 s) for its peers to be told too, as a
+    quorum member's shutdown needs the others' votes."""
+    home = settings.local.state_dir / name
+    home.mkdir(parents=True, exist_ok=True)
+    others = [str(settings.local.state_dir / peer) for peer in peers if peer != name]
+    return ManagedProcess(
+        name=name,
+        argv=[sys.executable, "-c", _VOTER, str(home), *others],
+        pid_file=settings.local.state_dir / "run" / f"{name}.pid",
+        log_file=settings.local.state_dir / "logs" / f"{name}.log",
+        marker=str(home),
+    )
+
+
+def test_down_stops_the_members_of_a_quorum_at_once(tmp_path, monkeypatch):
+    settings = Settings(local=LocalSettings(state_dir=tmp_path / "state", start_timeout_s=10))
+    names = ("n1", "n2", "n3")
+
+    def record(name: str) -> Service:
+        def started(s: Settings) -> tuple[bool, str]:
+            return (s.local.state_dir / name / "ready").exists(), ""
+
+        return Service(
+            name=name, process=partial(_voter, name=name, peers=names), probe=started, quorum="q"
+        )
+
+    monkeypatch.setattr(platform, "REGISTRY", tuple(record(name) for name in names))
+    platform.up(settings, names)
+    assert platform.down(settings, names) == ["n3", "n2", "n1"]
+    results = [(settings.local.state_dir / name / "result").read_text() for name in names]
+    assert results == ["together"] * 3

@@ -20,6 +20,8 @@ def test_every_service_is_a_record_with_a_process_builder_and_a_probe(tmp_path):
     settings = _settings(tmp_path)
     assert NAMES == [
         "kafka",
+        "kafka-2",
+        "kafka-3",
         "cassandra",
         "spark-master",
         "spark-worker-1",
@@ -59,7 +61,7 @@ def test_every_service_comes_after_the_services_it_requires():
             assert required in NAMES[:position], f"{service.name} starts before {required}"
     # The topics and the keyspace exist before anything produces or writes.
     for name in ("collector", "speed", "sql", "serving", "batch"):
-        assert NAMES.index("kafka") < NAMES.index(name)
+        assert NAMES.index("kafka-3") < NAMES.index(name)
         assert NAMES.index("cassandra") < NAMES.index(name)
     assert {"kafka", "cassandra"} <= set(REGISTRY[NAMES.index("speed")].requires)
     # The DAGs' tasks submit their steps to the batch step server: it is up before Airflow.
@@ -68,13 +70,15 @@ def test_every_service_comes_after_the_services_it_requires():
 
 def test_the_steps_of_up_are_where_the_services_need_them():
     by_name = {service.name: service for service in REGISTRY}
-    # Jars for the JVM services, one venv for the three Airflow components.
+    # Jars for the JVM services (once for the Kafka nodes), one venv for the three Airflow
+    # components.
     assert by_name["kafka"].install is not None and by_name["cassandra"].install is not None
+    assert len({by_name[name].install for name in ("kafka", "kafka-2", "kafka-3")}) == 1
     airflow = [service for service in REGISTRY if service.name.startswith("airflow-")]
     assert len({service.install for service in airflow}) == 1
     assert airflow[0].install is not None
     # Kafka's storage is formatted and Airflow's metadata DB migrated before a first start.
-    assert by_name["kafka"].prepare is not None
+    assert all(by_name[name].prepare is not None for name in ("kafka", "kafka-2", "kafka-3"))
     assert all(service.prepare is not None for service in airflow)
     # Topics, keyspace and pools once healthy; the pools once, through the api-server.
     assert by_name["kafka"].provision is not None and by_name["cassandra"].provision is not None
@@ -82,3 +86,16 @@ def test_the_steps_of_up_are_where_the_services_need_them():
     assert all(by_name[name].install is None for name in ("collector", "speed", "serving"))
     # The SQL server's read-only guard is compiled into its jar before it starts.
     assert by_name["sql"].install is not None
+
+
+def test_the_second_and_third_kafka_nodes_run_only_in_a_three_node_cluster(tmp_path):
+    one = _settings(tmp_path)
+    three = one.model_copy(
+        update={"local": LocalSettings(state_dir=one.local.state_dir, kafka_nodes=3)}
+    )
+    by_name = {service.name: service for service in REGISTRY}
+    kafka = [name for name in NAMES if name.startswith("kafka")]
+    assert [name for name in kafka if not by_name[name].runs_with(one)] == ["kafka-2", "kafka-3"]
+    assert all(by_name[name].runs_with(three) for name in kafka)
+    # A node of a cluster cannot be healthy alone: up waits for less before the next node.
+    assert all(by_name[name].ready is not None for name in ("kafka", "kafka-2", "kafka-3"))
