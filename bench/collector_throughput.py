@@ -42,6 +42,19 @@ from platformctl.process import port_open
 WRITE_KEY = "bench-write-key"
 
 
+def request_bodies(run: str, batch: int, count: int = 50_000) -> tuple[list[dict], list[bytes]]:
+    """``count`` distinct events of run ``run`` (no null fields, as SDKs send them) and the
+    batch requests' bodies that carry them, ``batch`` events each."""
+    events = [{k: v for k, v in e.items() if v is not None} for e in _events(count, run)]
+    bodies = [
+        json.dumps(
+            {"batch": events[i : i + batch], "sentAt": events[i]["originalTimestamp"]}
+        ).encode()
+        for i in range(0, len(events), batch)
+    ]
+    return events, bodies
+
+
 def _events(count: int, run: str) -> list[dict]:
     now = datetime.now(UTC).isoformat()
     return [
@@ -210,13 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     admin = AdminClient(settings.kafka.client_config())
     ensure_topics(admin, platform_topics(settings.kafka))
 
-    events = [{k: v for k, v in e.items() if v is not None} for e in _events(50_000, run)]
-    bodies = [
-        json.dumps(
-            {"batch": events[i : i + args.batch], "sentAt": events[i]["originalTimestamp"]}
-        ).encode()
-        for i in range(0, len(events), args.batch)
-    ]
+    events, bodies = request_bodies(run, args.batch)
     print(
         f"[bench] {len(events)} distinct events, {len(bodies)} request bodies of "
         f"{args.batch} events (~{len(bodies[0]) // 1024} KB), {args.concurrency} clients, "

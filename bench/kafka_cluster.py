@@ -27,7 +27,13 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.collector_throughput import WRITE_KEY, _cpu_seconds, _drive, _events, _start_collector
+from bench.collector_throughput import (
+    WRITE_KEY,
+    _cpu_seconds,
+    _drive,
+    _start_collector,
+    request_bodies,
+)
 from core.settings import CollectorSettings, KafkaSettings, LocalSettings, Settings, load_settings
 from platformctl import platform
 from platformctl.install import install_jars, jars_dir
@@ -117,13 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"ports {busy} are in use: pick another --port")
     base = load_settings()
     install_jars(base, "kafka")  # nothing to do when installed
-    events = [{k: v for k, v in e.items() if v is not None} for e in _events(50_000, "bench")]
-    bodies = [
-        json.dumps(
-            {"batch": events[i : i + args.batch], "sentAt": events[i]["originalTimestamp"]}
-        ).encode()
-        for i in range(0, len(events), args.batch)
-    ]
+    _, bodies = request_bodies("bench", args.batch)
     print(
         f"[bench] {len(bodies)} request bodies of {args.batch} events, {args.concurrency} "
         f"clients; {args.rounds} windows of {args.seconds:.0f}s per side, alternating",
