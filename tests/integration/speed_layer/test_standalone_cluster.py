@@ -48,8 +48,12 @@ def cluster(local_platform: Settings, tmp_path_factory) -> Iterator[Settings]:
     )
     local = local_platform.local.model_copy(update={"state_dir": state})
     settings = local_platform.model_copy(update={"spark": spark, "local": local})
-    # Workers N listen on worker_port + N - 1: the second port must be free too.
-    assert free_port() != spark.worker_port + 1
+    # Worker N listens on worker_port + N - 1 and shows its page on master_ui_port + N.
+    from platformctl.process import port_open
+
+    taken = [p for p in (spark.worker_port + 1, spark.master_ui_port + 1, spark.master_ui_port + 2)
+             if port_open(p)]  # fmt: skip
+    assert not taken, f"ports the cluster needs are in use: {taken}"
     platform.up(settings, platform.SPARK_CLUSTER, install_missing=False)
     try:
         yield settings
