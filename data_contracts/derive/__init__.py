@@ -1,12 +1,6 @@
 """Everything derived from a contract: validators, Spark schema, expectations, privacy."""
 
-from data_contracts.derive.expectations import (
-    ExpectationFailure,
-    ValidationSummary,
-    expectation_suite,
-    validate_dataframe,
-    validate_with_gx,
-)
+from data_contracts.derive.expectations import expectation_suite
 from data_contracts.derive.fast_validator import compile_fast_validator
 from data_contracts.derive.json_schema import ValidationFailure, compile_validator, to_json_schema
 from data_contracts.derive.privacy import (
@@ -17,6 +11,13 @@ from data_contracts.derive.privacy import (
     sql_view,
 )
 from data_contracts.derive.spark import to_spark_schema
+from data_contracts.derive.validate import (
+    ExpectationFailure,
+    ValidationSummary,
+    validate_dataframe,
+    validate_dataframes,
+    validate_with_gx,
+)
 
 __all__ = [
     "ExpectationFailure",
@@ -33,5 +34,6 @@ __all__ = [
     "to_json_schema",
     "to_spark_schema",
     "validate_dataframe",
+    "validate_dataframes",
     "validate_with_gx",
 ]

@@ -1,4 +1,4 @@
-"""Contract -> Great Expectations suite for the event tables, and a runner for Spark.
+"""Contract -> Great Expectations suite for the event tables (run by :mod:`.validate`).
 
 The GX Core 1.x suite checks the event table as silver holds it: ``required``
 -> not null, ``enum`` -> in set, ``minLength`` / ``maxLength`` -> lengths,
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -31,22 +30,11 @@ from data_contracts.derive.spark import to_spark_schema
 
 if TYPE_CHECKING:
     import great_expectations as gx
-    from great_expectations.core import ExpectationValidationResult
-    from great_expectations.datasource.fluent.interfaces import Batch
     from great_expectations.expectations import Expectation
     from great_expectations.expectations.row_conditions import Condition
-    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = [
-    "ExpectationFailure",
-    "ValidationSummary",
-    "expectation_suite",
-    "validate_dataframe",
-    "validate_with_gx",
-]
-
-_EXAMPLES = 5  # unexpected values reported per failed expectation
+__all__ = ["expectation_suite"]
 
 
 def expectation_suite(
@@ -189,117 +177,3 @@ def _column_paths(schema: StructType, prefix: str = "") -> list[str]:
         if isinstance(item.dataType, StructType):
             paths += _column_paths(item.dataType, f"{prefix}{item.name}.")
     return paths
-
-
-@dataclass(frozen=True)
-class ExpectationFailure:
-    """One failed expectation: of which column, from which contract rule, what was seen."""
-
-    expectation: str
-    """GX expectation type, e.g. ``expect_column_values_to_be_between``."""
-    column: str | None
-    meta: dict[str, Any]
-    """``contract``, ``field`` and ``rule`` (and ``quality`` / ``description``)."""
-    observed: dict[str, Any]
-    """Unexpected count and examples, the column mismatch, or the error GX raised."""
-
-    def __str__(self) -> str:
-        where = self.meta.get("field", self.column)
-        return f"{where}: {self.meta.get('rule', '?')} ({self.expectation}) {self.observed}"
-
-
-@dataclass(frozen=True)
-class ValidationSummary:
-    """The outcome of a suite on a DataFrame; ``str()`` gives one line per failure."""
-
-    success: bool
-    failures: tuple[ExpectationFailure, ...] = ()
-    statistics: dict[str, Any] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        s = self.statistics
-        head = f"{s.get('successful_expectations')}/{s.get('evaluated_expectations')} passed"
-        outcome = "passed" if self.success else "FAILED"
-        return "\n  ".join([f"suite {outcome}: {head}", *map(str, self.failures)])
-
-
-def validate_dataframe(
-    df: DataFrame, suite: gx.ExpectationSuite, *, persist: bool = True
-) -> ValidationSummary:
-    """Run ``suite`` on a Spark DataFrame, in a throwaway in-memory GX context.
-
-    First in one pass (:mod:`data_contracts.derive.one_pass`): when every expectation
-    could be counted there and none has an unexpected row, the suite passed and GX is
-    not asked. Otherwise GX runs the whole suite, as below, and its results are the answer.
-
-    GX reads ``df`` once per metric group, so it is persisted for the run
-    (unless it already was, or ``persist`` is false) and unpersisted afterwards.
-    Pass ``persist=False`` for a wide table read from columnar files: each
-    metric then reads only its columns, where a cache would hold every column
-    (a day of silver with its payloads does not fit a laptop driver's heap). The first pass only
-    decides pass / fail; each failed expectation is rerun for its unexpected
-    count and a few examples, so a passing run stays cheap.
-    """
-    from data_contracts.derive.one_pass import count_unexpected
-
-    counted = count_unexpected(df, suite.expectations, _column_paths(df.schema))
-    if counted.all_passed:
-        n = len(suite.expectations)
-        statistics = {
-            "evaluated_expectations": n,
-            "successful_expectations": n,
-            "unsuccessful_expectations": 0,
-            "success_percent": 100.0 if n else None,
-        }
-        return ValidationSummary(True, (), statistics)
-    return validate_with_gx(df, suite, persist=persist)
-
-
-def validate_with_gx(
-    df: DataFrame, suite: gx.ExpectationSuite, *, persist: bool = True
-) -> ValidationSummary:
-    """Run ``suite`` on a Spark DataFrame with GX alone (no one-pass verdict first)."""
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import (
-        DataContextConfig,
-        InMemoryStoreBackendDefaults,
-        ProgressBarsConfig,
-    )
-
-    config = DataContextConfig(
-        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
-        progress_bars=ProgressBarsConfig(globally=False),
-        analytics_enabled=False,
-    )
-    context = gx.get_context(mode="ephemeral", project_config=config)
-    source = context.data_sources.add_spark("dataframe", persist=False)
-    definition = source.add_dataframe_asset("events").add_batch_definition_whole_dataframe("all")
-    cached = df.is_cached or not persist
-    if not cached:
-        df.persist()
-    try:
-        batch = definition.get_batch(batch_parameters={"dataframe": df})
-        result = batch.validate(suite, result_format="BOOLEAN_ONLY")
-        failures = tuple(_failure(r, batch) for r in result.results if not r.success)
-    finally:
-        if not cached:
-            df.unpersist()
-    return ValidationSummary(bool(result.success), failures, dict(result.statistics))
-
-
-def _failure(result: ExpectationValidationResult, batch: Batch) -> ExpectationFailure:
-    """What failed and why; a check that did not raise is rerun on ``batch`` for details."""
-    config, info = result.expectation_config, result.exception_info or {}
-    errors = [info] if "raised_exception" in info else list(info.values())
-    messages = [e["exception_message"] for e in errors if e.get("raised_exception")]
-    observed: dict[str, Any] = {"error": messages[0]} if messages else {}
-    if not messages:
-        details = {"result_format": "BASIC", "partial_unexpected_count": _EXAMPLES}
-        seen = batch.validate(config.to_domain_obj(), result_format=details).result or {}
-        observed = dict(seen.get("details") or {})
-        observed |= {k: seen[k] for k in ("unexpected_count", "unexpected_percent") if k in seen}
-        if "partial_unexpected_list" in seen:
-            observed["examples"] = list(seen["partial_unexpected_list"])
-    columns = config.kwargs.get("column_list") or [config.kwargs.get("column")]
-    column = ", ".join(c for c in columns if c) or None
-    return ExpectationFailure(config.type, column, dict(config.meta or {}), observed)

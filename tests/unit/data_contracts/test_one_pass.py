@@ -1,10 +1,13 @@
-"""The one-pass verdict agrees with GX on every expectation it counts.
+"""The one pass gives the summary GX gives, expectation by expectation.
 
 Each case is one expectation over a few rows chosen at its edges (nulls, the
-bounds themselves, strict bounds, nested fields, row conditions, duplicates with
-missing values); GX runs it alone, the one pass counts it, and the two must
-agree: no unexpected row exactly when GX says it passed. What the one pass does
-not translate is left to GX, and then the suite's verdict is GX's.
+bounds themselves, strict bounds, nested fields, row conditions, ``mostly``,
+duplicates with missing values, more unexpected rows than a report lists,
+empty tables); GX runs it alone, :func:`validate_dataframe` runs it as the
+gates do, and the two summaries must be equal: verdict, statistics, and for a
+failure the unexpected count, percent and values, the column mismatch or
+GX's error. The full ``BASIC`` result is compared too. What the one pass does
+not translate is left to GX, in the same call, and the cases say which.
 """
 
 from __future__ import annotations
@@ -13,9 +16,8 @@ import pytest
 from great_expectations import expectations as E
 from great_expectations.expectations.row_conditions import Column
 
-from data_contracts.derive import validate_dataframe, validate_with_gx
-from data_contracts.derive.expectations import _column_paths
-from data_contracts.derive.one_pass import count_unexpected
+from data_contracts.derive import validate_dataframe, validate_dataframes, validate_with_gx
+from data_contracts.derive.one_pass_query import count_suites
 
 SCHEMA = "a string, n int, d double, s struct<x: int>, t string"
 
@@ -184,40 +186,248 @@ CASES = [
         [("x", 0, 0.0, None, None)],
     ),
     ("missing column", E.ExpectColumnValuesToNotBeNull(column="nope"), [("x", 0, 0.0, None, None)]),
+    (
+        "not null: mostly met",
+        E.ExpectColumnValuesToNotBeNull(column="a", mostly=0.5),
+        [("x", 1, 0.0, None, None), (None, 2, 0.0, None, None)],
+    ),
+    (
+        "between: mostly not met",
+        E.ExpectColumnValuesToBeBetween(column="n", min_value=0, mostly=0.9),
+        [("x", -1, 0.0, None, None), ("x", 2, 0.0, None, None), ("x", None, 0.0, None, None)],
+    ),
+    (
+        "in set: seven outside, five listed",
+        E.ExpectColumnValuesToBeInSet(column="a", value_set=["x"]),
+        [(v, 0, 0.0, None, None) for v in ["x", "b", None, "c", "d", "e", "f", "g", "h"]],
+    ),
+    (
+        "not in set",
+        E.ExpectColumnValuesToNotBeInSet(column="a", value_set=["x"]),
+        [("x", 0, 0.0, None, None), ("y", 0, 0.0, None, None), (None, 0, 0.0, None, None)],
+    ),
+    (
+        "in set: numbers",
+        E.ExpectColumnValuesToBeInSet(column="n", value_set=[1, 2]),
+        [("x", 1, 0.0, None, None), ("x", 3, 0.0, None, None)],
+    ),
+    (
+        "not match regex",
+        E.ExpectColumnValuesToNotMatchRegex(column="a", regex="^a"),
+        [("abc", 0, 0.0, None, None), ("bcd", 0, 0.0, None, None)],
+    ),
+    (
+        "be null",
+        E.ExpectColumnValuesToBeNull(column="t"),
+        [("x", 0, 0.0, None, None), ("x", 0, 0.0, None, "set")],
+    ),
+    (
+        "lengths: equal",
+        E.ExpectColumnValueLengthsToEqual(column="a", value=2),
+        [("ab", 0, 0.0, None, None), ("abc", 0, 0.0, None, None)],
+    ),
+    (
+        "unique: one column repeated, nulls left out",
+        E.ExpectColumnValuesToBeUnique(column="a"),
+        [(v, 0, 0.0, None, None) for v in ["x", "x", "y", None, None]],
+    ),
+    (
+        "unique: any value missing ignored",
+        E.ExpectCompoundColumnsToBeUnique(
+            column_list=["a", "n"], ignore_row_if="any_value_is_missing"
+        ),
+        [("x", None, 0.0, None, None), ("x", None, 0.0, None, None), ("y", 1, 0.0, None, None)],
+    ),
+    (
+        "unique: condition",
+        E.ExpectColumnValuesToBeUnique(column="a", row_condition=Column("n") == 1),
+        [("x", 1, 0.0, None, None), ("x", 2, 0.0, None, None), ("x", 1, 0.0, None, None)],
+    ),
+    (
+        "between: failed with a condition",
+        E.ExpectColumnValuesToBeBetween(column="n", max_value=3, row_condition=Column("a") == "x"),
+        [("x", 5, 0.0, None, None), ("y", 9, 0.0, None, None), ("x", 1, 0.0, None, None)],
+    ),
+    ("unique: no rows", E.ExpectCompoundColumnsToBeUnique(column_list=["a", "n"]), []),
+    ("in set: no rows", E.ExpectColumnValuesToBeInSet(column="a", value_set=["x"]), []),
+    (
+        "row count: between",
+        E.ExpectTableRowCountToBeBetween(min_value=1, max_value=2),
+        [("x", 0, 0.0, None, None)] * 3,
+    ),
+    (
+        "row count: equal",
+        E.ExpectTableRowCountToEqual(value=3),
+        [("x", 0, 0.0, None, None)] * 3,
+    ),
+    ("row count: none", E.ExpectTableRowCountToBeBetween(min_value=1), []),
+    (
+        "min: below",
+        E.ExpectColumnMinToBeBetween(column="n", min_value=0),
+        [("x", -2, 0.0, None, None), ("x", None, 0.0, None, None)],
+    ),
+    ("min: no rows", E.ExpectColumnMinToBeBetween(column="n", min_value=0), []),
+    (
+        "max: strict",
+        E.ExpectColumnMaxToBeBetween(column="d", max_value=2.5, strict_max=True),
+        [("x", 0, 2.5, None, None)],
+    ),
+    (
+        "mean",
+        E.ExpectColumnMeanToBeBetween(column="n", min_value=1, max_value=1.5),
+        [("x", 1, 0.0, None, None), ("x", 2, 0.0, None, None)],
+    ),
+    (
+        "sum of integers",
+        E.ExpectColumnSumToBeBetween(column="n", max_value=10),
+        [("x", 7, 0.0, None, None), ("x", 4, 0.0, None, None)],
+    ),
+    (
+        "unique value count",
+        E.ExpectColumnUniqueValueCountToBeBetween(column="a", min_value=3),
+        [(v, 0, 0.0, None, None) for v in ["x", "y", "y", None]],
+    ),
+    (
+        "unique proportion",
+        E.ExpectColumnProportionOfUniqueValuesToBeBetween(column="a", min_value=0.9),
+        [(v, 0, 0.0, None, None) for v in ["x", "y", "y", None]],
+    ),
+    # Left to GX: a type with no rule, bounds of another type, a missing column, GX's own error.
+    (
+        "median",
+        E.ExpectColumnMedianToBeBetween(column="n", max_value=1),
+        [("x", 1, 0.0, None, None), ("x", 5, 0.0, None, None), ("x", 7, 0.0, None, None)],
+    ),
+    (
+        "between: a string column",
+        E.ExpectColumnValuesToBeBetween(column="a", min_value=0),
+        [("b", 0, 0.0, None, None), ("z", 0, 0.0, None, None)],
+    ),
+    (
+        "between: min above max",
+        E.ExpectColumnValuesToBeBetween(column="n", min_value=5, max_value=1),
+        [("x", 3, 0.0, None, None)],
+    ),
 ]
 
+LEFT_TO_GX = {"missing column", "median", "between: a string column", "between: min above max"}
 
-@pytest.mark.parametrize(("expectation", "rows"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_the_one_pass_agrees_with_gx(spark, expectation, rows):
+
+@pytest.mark.parametrize(("name", "expectation", "rows"), CASES, ids=[c[0] for c in CASES])
+def test_the_one_pass_reports_what_gx_reports(spark, name, expectation, rows):
     import great_expectations as gx
 
     df = spark.createDataFrame(rows, SCHEMA)
     suite = gx.ExpectationSuite(name="case", expectations=[expectation])
-    judged = validate_with_gx(df, suite)
-    counted = count_unexpected(df, suite.expectations, _column_paths(df.schema))
-    if counted.left_to_gx:
-        assert not counted.all_passed
-    else:
-        assert (counted.unexpected[0] == 0) == judged.success, (counted, str(judged))
-    assert validate_dataframe(df, suite).success == judged.success
-
-
-def test_what_the_one_pass_cannot_count_is_left_to_gx(spark):
-    import great_expectations as gx
-
-    df = spark.createDataFrame([("x", 1, 0.0, None, None), (None, 2, 0.0, None, None)], SCHEMA)
-    mostly = E.ExpectColumnValuesToNotBeNull(column="a", mostly=0.5)
-    suite = gx.ExpectationSuite(name="mostly", expectations=[mostly])
-    counted = count_unexpected(df, suite.expectations, _column_paths(df.schema))
-    assert counted.left_to_gx == (0,) and not counted.all_passed
-    assert validate_dataframe(df, suite).success  # GX's verdict: half the rows is enough
-
-
-def test_a_passing_suite_reports_what_gx_reports(spark):
-    import great_expectations as gx
-
-    df = spark.createDataFrame([("x", 1, 0.0, (1,), "t")], SCHEMA)
-    suite = gx.ExpectationSuite(name="ok", expectations=[c[1] for c in CASES[:1] + CASES[3:4]])
     fast, judged = validate_dataframe(df, suite), validate_with_gx(df, suite)
-    assert fast.success and judged.success
-    assert fast.statistics == judged.statistics
+    assert fast == judged, (str(fast), str(judged))
+    engine = "gx" if name in LEFT_TO_GX else "one_pass"
+    assert fast.engines[engine] == 1, fast.engines
+
+
+@pytest.mark.parametrize(
+    ("name", "expectation", "rows"),
+    [c for c in CASES if c[0] not in LEFT_TO_GX],
+    ids=[c[0] for c in CASES if c[0] not in LEFT_TO_GX],
+)
+def test_the_whole_basic_result_is_gx_s(spark, name, expectation, rows):
+    df = spark.createDataFrame(rows, SCHEMA)
+    (counted,) = count_suites([(df, [expectation])])
+    verdict = counted.results[0]
+    expected = _gx_basic(df, expectation)
+    assert verdict["success"] == expected.success
+    assert verdict["result"] == expected.result
+
+
+def _gx_basic(df, expectation):
+    """GX's result for one expectation, ``BASIC`` with five unexpected values."""
+    import great_expectations as gx
+
+    context = gx.get_context(mode="ephemeral")
+    source = context.data_sources.add_spark("frame", persist=False)
+    batch = (
+        source.add_dataframe_asset("rows")
+        .add_batch_definition_whole_dataframe("all")
+        .get_batch(batch_parameters={"dataframe": df})
+    )
+    details = {"result_format": "BASIC", "partial_unexpected_count": 5}
+    return batch.validate(expectation, result_format=details)
+
+
+def test_what_the_one_pass_cannot_translate_gx_judges_in_the_same_call(spark):
+    import great_expectations as gx
+
+    rows = [("x", 1, 0.0, None, None), (None, 5, 0.0, None, None), ("y", 9, 0.0, None, None)]
+    df = spark.createDataFrame(rows, SCHEMA)
+    median = E.ExpectColumnMedianToBeBetween(column="n", max_value=2, meta={"rule": "median"})
+    expectations = [
+        E.ExpectColumnValuesToNotBeNull(column="a", meta={"rule": "required"}),
+        median,
+        E.ExpectColumnValuesToBeBetween(column="n", min_value=0, meta={"rule": "minimum"}),
+    ]
+    suite = gx.ExpectationSuite(name="mixed", expectations=expectations)
+    fast = validate_dataframe(df, suite)
+    assert fast.engines == {"one_pass": 2, "gx": 1}
+    # The median (which no rule translates) failed, and only GX could have said so.
+    assert [f.meta["rule"] for f in fast.failures] == ["required", "median"]
+    assert fast == validate_with_gx(df, suite)
+
+
+def test_a_query_that_fails_at_run_time_leaves_the_suite_to_gx(spark):
+    import great_expectations as gx
+
+    df = spark.createDataFrame([("x", 1, 0.0, None, None)], SCHEMA)
+    # An unbalanced pattern: Spark compiles it when the rows are read, and raises.
+    regex = E.ExpectColumnValuesToMatchRegex(column="a", regex="(x")
+    suite = gx.ExpectationSuite(name="broken", expectations=[regex])
+    fast, judged = validate_dataframe(df, suite), validate_with_gx(df, suite)
+    assert fast == judged and not fast.success
+    assert fast.engines == {"one_pass": 0, "gx": 1}
+
+
+def test_the_spark_jobs_do_not_grow_with_the_expectations(spark):
+    """Two rules or thirty-one, one aggregation (plus one grouping for the uniqueness)."""
+    import great_expectations as gx
+
+    rows = [(f"v{i}", i, float(i), (i,), "t") for i in range(50)]
+    df = spark.createDataFrame(rows, SCHEMA)
+    few = [E.ExpectColumnValuesToNotBeNull(column="a")]
+    many = few + [
+        E.ExpectColumnValuesToBeBetween(column=c, min_value=-i)
+        for c in ("n", "d", "s.x")
+        for i in range(10)
+    ]
+    unique = [E.ExpectCompoundColumnsToBeUnique(column_list=["a", "n"])]
+    jobs = {}
+    for label, expectations in {
+        "few": few,
+        "many": many,
+        "few+unique": few + unique,
+        "many+unique": many + unique,
+    }.items():
+        suite = gx.ExpectationSuite(name=label, expectations=expectations)
+        before = _last_job(spark)
+        summary = validate_dataframe(df, suite)
+        jobs[label] = _last_job(spark) - before
+        assert summary.success and summary.engines["gx"] == 0
+    assert jobs["few"] == jobs["many"] and jobs["few+unique"] == jobs["many+unique"], jobs
+
+
+def _last_job(spark) -> int:
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None) or [-1])
+
+
+def test_several_tables_in_one_query_report_as_each_alone(spark):
+    import great_expectations as gx
+
+    one = spark.createDataFrame([("x", -1, 0.0, None, None)], SCHEMA)
+    two = spark.createDataFrame([("x", 1, 0.0, None, None), ("x", 1, 0.0, None, None)], SCHEMA)
+    between = E.ExpectColumnValuesToBeBetween(column="n", min_value=0)
+    unique = E.ExpectCompoundColumnsToBeUnique(column_list=["a", "n"])
+    suites = [
+        gx.ExpectationSuite(name="one", expectations=[between]),
+        gx.ExpectationSuite(name="two", expectations=[unique]),
+    ]
+    together = validate_dataframes([(one, suites[0]), (two, suites[1])])
+    assert together == [validate_with_gx(one, suites[0]), validate_with_gx(two, suites[1])]
+    assert [s.success for s in together] == [False, False]
