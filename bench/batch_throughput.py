@@ -15,7 +15,10 @@ measures:
 2. **pipeline**: ``bronze``, ``silver``, ``check_silver``, ``gold``,
    ``check_gold`` as ``python -m batch_layer`` runs them (``run_step``), over
    the same offsets into a fresh lake; per step: seconds, JVM CPU and Spark
-   jobs. "Without gates" is the sum of the bronze, silver and gold steps;
+   jobs. "Without gates" is the sum of the bronze, silver and gold steps; the
+   gates' seconds, jobs and share of the run are printed next to the raw job's,
+   then both gates' suites over the lake the run left, by Great Expectations
+   alone and in one pass (:mod:`bench.gate_suites`), in jobs and seconds;
 3. **day**: one simulated day of ``--day-events`` events, Kafka -> gold (and
    the raw job over the same range), then the backfill of that day
    (``--dates DAY..DAY``: silver rebuilt from bronze, the gates, gold);
@@ -43,15 +46,14 @@ import json
 import os
 import shutil
 import statistics
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.gate_suites import gate_figures, print_gates, run_suites
+from bench.meter import Meter
 from core.settings import KafkaSettings, LakeSettings, Settings, load_settings
 from platformctl import platform
 
@@ -139,61 +141,6 @@ def _produce(events: list, settings: Settings) -> dict[int, int]:
 # -- measuring --------------------------------------------------------------------------------
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy_seconds() -> float:
-    """CPU seconds every core of the machine spent busy (not idle, not iowait)."""
-    with open("/proc/stat") as stat:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = map(
-            int, stat.readline().split()[1:9]
-        )
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-class Meter:
-    """Wall time, the Spark JVM's CPU, everything else's CPU and Spark jobs of a block."""
-
-    def __init__(self, spark: Any) -> None:
-        self._tracker = spark.sparkContext.statusTracker()
-        self._pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-        self._last_job = self._max_job()
-        self.load: list[float] = []
-        self._stop = threading.Event()
-        threading.Thread(target=self._sample_load, daemon=True).start()
-
-    def _max_job(self) -> int:
-        # The bench sets no job group: every job is in the None group, ids in order.
-        return max(self._tracker.getJobIdsForGroup(None) or [-1])
-
-    def _sample_load(self) -> None:
-        while not self._stop.wait(10):
-            self.load.append(os.getloadavg()[0])
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    @contextmanager
-    def measure(self, into: dict) -> Iterator[None]:
-        jvm, busy, started = _cpu_seconds(self._pid), _machine_busy_seconds(), time.perf_counter()
-        yield
-        seconds = time.perf_counter() - started
-        jvm = _cpu_seconds(self._pid) - jvm
-        busy = _machine_busy_seconds() - busy
-        last = self._max_job()
-        into |= {
-            "seconds": round(seconds, 2),
-            "jvm_cores": round(jvm / seconds, 2),
-            "other_cores": round(max(0.0, busy - jvm) / seconds, 2),
-            "jobs": last - self._last_job,
-        }
-        self._last_job = last
-
-
 def run_raw(spark: Any, settings: Settings, end: dict[int, int], out: Path, meter: Meter) -> dict:
     """Kafka offsets 0..end -> Parquet, the plain Spark way; rows checked after the clock."""
     topic = settings.kafka.events_topic
@@ -258,9 +205,17 @@ def _check(label: str, expected: int, actual: int) -> None:
 
 
 def compare(
-    spark: Any, settings: Settings, end: dict[int, int], lake: Path, meter: Meter, raw_first: bool
+    spark: Any,
+    settings: Settings,
+    end: dict[int, int],
+    lake: Path,
+    meter: Meter,
+    raw_first: bool,
+    suites: bool = True,
 ) -> tuple[dict, dict, dict]:
-    """The raw job and the pipeline over the same range: (raw, pipeline summary, results)."""
+    """The raw job and the pipeline over the same range: (raw, pipeline summary, results).
+    The summary holds the gates' figures and, with ``suites``, their suites by GX alone
+    and in one pass over the lake the run left (:mod:`bench.gate_suites`)."""
     records = sum(end.values())
     pipeline_settings = _with_lake(settings, lake)
     sides = ["raw", "pipeline"] if raw_first else ["pipeline", "raw"]
@@ -273,6 +228,10 @@ def compare(
             steps, results = run_pipeline(spark, pipeline_settings, PIPELINE, "bench", meter)
             _check("bronze rows", records, results["bronze"].rows)
             out["pipeline"], out["results"] = _summary(records, steps), results
+            out["pipeline"]["gates"] = gate_figures(out["pipeline"])
+            if suites:
+                days = list(results["silver"].dates)
+                out["pipeline"]["suites"] = run_suites(spark, pipeline_settings, days, meter)
     out["raw"]["events_per_s"] = round(records / out["raw"]["seconds"])
     return out["raw"], out["pipeline"], out["results"]
 
@@ -468,6 +427,12 @@ def _print(result: dict) -> None:
         f"\nratio pipeline/raw: {t['ratio']:.1%} with the gates, "
         f"{t['ratio_without_gates']:.1%} without"
     )
+    for n, r in enumerate(t["rounds"]):
+        pipeline = r["pipeline"]
+        print_gates(f"comparison {n + 1}", pipeline, r["raw"], pipeline.get("suites"))
+    if "day" in result:
+        day = result["day"]
+        print_gates("day", day["pipeline"], day["raw"], day["pipeline"].get("suites"))
     if "day" in result:
         day = result["day"]
         print(
