@@ -323,7 +323,12 @@ def _reconcile_silver_run(
     )
     rejects = fresh.where(F.col("reason").isNotNull()).select("partition", "offset")
     recorded = spark.read.format("delta").load(rejects_path(settings, spec))
-    n_events = events.count()
+    counted = staged.agg(  # the staging folder's figures in one pass
+        F.count_if("fresh").alias("fresh"),
+        F.count_if(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).alias("events"),
+        F.count_if(F.col("fresh") & F.col("reason").isNotNull()).alias("rejects"),
+    ).first()
+    n_events = int(counted["events"])
     if copies is None:  # a folder from before staging kept its copies: the count recorded
         n_copies = int(entry.detail.get("duplicates", 0))
     else:
@@ -332,7 +337,7 @@ def _reconcile_silver_run(
         _reconcile(
             f"{label}: bronze records of its range = events + rejects",
             bronze.count(),
-            fresh.count(),
+            int(counted["fresh"]),
         ),
         _reconcile(
             f"{label}: its events = silver rows holding them + copies dropped",
@@ -342,7 +347,7 @@ def _reconcile_silver_run(
         _reconcile(f"{label}: dropped copies without their event in silver", 0, orphans.count()),
         _reconcile(
             f"{label}: its rejects in the rejects table",
-            rejects.count(),
+            int(counted["rejects"]),
             rejects.join(recorded, ["partition", "offset"], "left_semi").count(),
         ),
     ]
