@@ -448,7 +448,7 @@ _TRANSLATORS: dict[str, Callable[[Any, StructType, Column | None], Rule | None]]
 
 def _has_parameters(expectation: Any) -> bool:
     """A suite parameter (``{"$PARAMETER": ...}``) anywhere: GX resolves those."""
-    values = expectation.model_dump() if hasattr(expectation, "model_dump") else {}
+    values = expectation.dict()  # GX's models are pydantic v1's
     return any(isinstance(v, dict) and "$PARAMETER" in v for v in values.values())
 
 

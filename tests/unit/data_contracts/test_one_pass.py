@@ -373,6 +373,15 @@ def test_what_the_one_pass_cannot_translate_gx_judges_in_the_same_call(spark):
     assert fast == validate_with_gx(df, suite)
 
 
+def test_a_suite_parameter_is_left_to_gx(spark):
+    from data_contracts.derive.one_pass import translate
+
+    schema = spark.createDataFrame([], SCHEMA).schema
+    bound = E.ExpectColumnValuesToBeBetween(column="n", min_value={"$PARAMETER": "low"})
+    assert translate(bound, schema) is None
+    assert translate(E.ExpectColumnValuesToBeBetween(column="n", min_value=0), schema) is not None
+
+
 def test_a_query_that_fails_at_run_time_leaves_the_suite_to_gx(spark):
     import great_expectations as gx
 
