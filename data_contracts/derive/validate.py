@@ -95,15 +95,17 @@ def validate_dataframes(
         counted = [Counted({}, tuple(range(len(s.expectations)))) for _, s in tables]
     summaries = []
     for (df, suite), one in zip(tables, counted, strict=True):
-        outcomes: dict[int, tuple[bool, ExpectationFailure | None]] = {
-            index: (bool(verdict["success"]), _failure_of(suite.expectations[index], verdict))
-            for index, verdict in one.results.items()
-        }
+        judged: list[tuple[int, bool, ExpectationFailure | None]] = []
         if one.left_to_gx:
             left = [suite.expectations[i] for i in one.left_to_gx]
-            judged = _gx_outcomes(df, suite.name, left, persist=persist)
-            outcomes |= dict(zip(one.left_to_gx, judged, strict=True))
-        ordered = [outcomes[i] for i in range(len(suite.expectations))]
+            judged = [
+                (one.left_to_gx[i], ok, failure)
+                for i, ok, failure in _gx_outcomes(df, suite.name, left, persist=persist)
+            ]
+        if len(judged) == len(suite.expectations):  # all GX's: in its order
+            ordered = [(ok, failure) for _, ok, failure in judged]
+        else:
+            ordered = _in_gx_order(suite.expectations, one.results, judged)
         engines = {"one_pass": len(one.results), "gx": len(one.left_to_gx)}
         summaries.append(_summary(ordered, engines))
     return summaries
@@ -114,7 +116,30 @@ def validate_with_gx(
 ) -> ValidationSummary:
     """Run ``suite`` on a Spark DataFrame with GX alone (the reference the one pass matches)."""
     outcomes = _gx_outcomes(df, suite.name, list(suite.expectations), persist=persist)
-    return _summary(outcomes, {"one_pass": 0, "gx": len(outcomes)})
+    return _summary(
+        [(ok, failure) for _, ok, failure in outcomes], {"one_pass": 0, "gx": len(outcomes)}
+    )
+
+
+def _in_gx_order(
+    expectations: Sequence[Any],
+    counted: dict[int, dict[str, Any]],
+    judged: list[tuple[int, bool, ExpectationFailure | None]],
+) -> list[tuple[bool, ExpectationFailure | None]]:
+    """The outcomes in the order GX lists its results: those that raised first, then the
+    rest grouped by column (``process_expectations_for_validation``), each group in the
+    suite's order, the expectations without a column as one group where the first is."""
+    outcomes = {
+        index: (bool(verdict["success"]), _failure_of(expectations[index], verdict))
+        for index, verdict in counted.items()
+    }
+    raised = [(ok, f) for _, ok, f in judged if f is not None and "error" in f.observed]
+    outcomes |= {i: (ok, f) for i, ok, f in judged if not (f is not None and "error" in f.observed)}
+    groups: dict[str, list[int]] = {}
+    for index, expectation in enumerate(expectations):
+        column = expectation.configuration.kwargs.get("column")
+        groups.setdefault(column if isinstance(column, str) else "", []).append(index)
+    return raised + [outcomes[i] for group in groups.values() for i in group if i in outcomes]
 
 
 def _summary(
@@ -151,13 +176,19 @@ def _observed(result: dict[str, Any]) -> dict[str, Any]:
 def _failure(config: Any, observed: dict[str, Any]) -> ExpectationFailure:
     columns = config.kwargs.get("column_list") or [config.kwargs.get("column")]
     column = ", ".join(c for c in columns if c) or None
-    return ExpectationFailure(config.type, column, dict(config.meta or {}), observed)
+    meta = {k: v for k, v in (config.meta or {}).items() if k != _POSITION}
+    return ExpectationFailure(config.type, column, meta, observed)
+
+
+_POSITION = "__position"
+"""A meta key on the copies GX validates: where each result's expectation is in the list."""
 
 
 def _gx_outcomes(
     df: DataFrame, name: str, expectations: list[Any], *, persist: bool
-) -> list[tuple[bool, ExpectationFailure | None]]:
-    """GX's verdict on each expectation, in order, with the failures' details.
+) -> list[tuple[int, bool, ExpectationFailure | None]]:
+    """GX's verdict on each expectation (by its position in ``expectations``) with the
+    failures' details, in the order GX lists its results.
 
     The first pass only decides pass / fail; each failed expectation is rerun for its
     unexpected count and a few examples, so a passing run stays cheap.
@@ -177,7 +208,12 @@ def _gx_outcomes(
     context = gx.get_context(mode="ephemeral", project_config=config)
     source = context.data_sources.add_spark("dataframe", persist=False)
     definition = source.add_dataframe_asset("events").add_batch_definition_whole_dataframe("all")
-    suite = gx.ExpectationSuite(name=name, expectations=[copy.copy(e) for e in expectations])
+    copies = []
+    for position, expectation in enumerate(expectations):
+        tagged = copy.copy(expectation)
+        tagged.meta = {**(expectation.meta or {}), _POSITION: position}
+        copies.append(tagged)
+    suite = gx.ExpectationSuite(name=name, expectations=copies)
     cached = df.is_cached or not persist
     if not cached:
         df.persist()
@@ -185,7 +221,12 @@ def _gx_outcomes(
         batch = definition.get_batch(batch_parameters={"dataframe": df})
         result = batch.validate(suite, result_format="BOOLEAN_ONLY")
         outcomes = [
-            (bool(r.success), None if r.success else _gx_failure(r, batch)) for r in result.results
+            (
+                int(r.expectation_config.meta[_POSITION]),
+                bool(r.success),
+                None if r.success else _gx_failure(r, batch),
+            )
+            for r in result.results
         ]
     finally:
         if not cached:

@@ -12,6 +12,8 @@ not translate is left to GX, in the same call, and the cases say which.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from great_expectations import expectations as E
 from great_expectations.expectations.row_conditions import Column
@@ -371,6 +373,32 @@ def test_what_the_one_pass_cannot_translate_gx_judges_in_the_same_call(spark):
     # The median (which no rule translates) failed, and only GX could have said so.
     assert [f.meta["rule"] for f in fast.failures] == ["required", "median"]
     assert fast == validate_with_gx(df, suite)
+
+
+def test_failures_are_listed_in_gx_s_order(spark):
+    """GX lists what raised first, then groups the rest by column; the one pass, alone or
+    with GX judging some of the suite, lists its failures the same way."""
+    import great_expectations as gx
+
+    rows = [("x", -1, 0.0, None, None), ("x", -1, 0.0, None, None), (None, 9, 0.0, None, None)]
+    df = spark.createDataFrame(rows, SCHEMA)
+    expectations = [
+        E.ExpectColumnValuesToNotBeNull(column="a", meta={"rule": "a required"}),
+        E.ExpectColumnValuesToBeBetween(column="n", min_value=0, meta={"rule": "n minimum"}),
+        E.ExpectColumnMedianToBeBetween(column="n", max_value=-5, meta={"rule": "n median"}),
+        E.ExpectCompoundColumnsToBeUnique(column_list=["a", "n"], meta={"rule": "key"}),
+        E.ExpectColumnValuesToBeBetween(column="d", min_value=5, max_value=1, meta={"rule": "d"}),
+        E.ExpectColumnValuesToBeInSet(column="a", value_set=["y"], meta={"rule": "a enum"}),
+    ]
+    for chosen in (
+        expectations,
+        [e for e in expectations if e.meta["rule"] in {"a required", "key", "a enum"}],
+    ):
+        suite = gx.ExpectationSuite(name="order", expectations=[copy.copy(e) for e in chosen])
+        fast, judged = validate_dataframe(df, suite), validate_with_gx(df, suite)
+        assert [f.meta["rule"] for f in fast.failures] == [f.meta["rule"] for f in judged.failures]
+        assert fast == judged
+    assert [f.meta["rule"] for f in fast.failures] == ["a required", "a enum", "key"]
 
 
 def test_a_suite_parameter_is_left_to_gx(spark):
