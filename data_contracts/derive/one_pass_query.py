@@ -4,7 +4,7 @@ Per table, one aggregation holds every count and aggregate the rules need
 (``count_if`` per row-level rule, ``min`` / ``mean`` / ``count(distinct)`` per
 aggregate rule, shared where two rules need the same one), and each
 uniqueness rule one grouping of its columns; the tables' one-row results are
-joined into one row and collected once. Where a map expectation found
+collected at once (a union of their rows as JSON text). Where a map expectation found
 unexpected rows, their values are fetched with the query GX runs for them (its
 first :data:`~data_contracts.derive.one_pass.EXAMPLES` rows), so a report names
 the same values.
@@ -44,19 +44,25 @@ def count_suites(tables: Sequence[tuple[DataFrame, Sequence[Expectation]]]) -> l
 
     Raises what Spark raises when the query fails at run time: the caller then asks GX.
     """
+    import json
     from functools import reduce
 
+    from pyspark.sql import functions as F
+
     plans = [_plan(df, expectations, f"t{n}_") for n, (df, expectations) in enumerate(tables)]
-    rows = [frame for plan in plans for frame in plan.frames()]
+    frames = [frame for plan in plans for frame in plan.frames()]
     values: dict[str, Any] = {}
-    if rows:
-        joined = reduce(lambda a, b: a.crossJoin(b), rows)
-        values = joined.collect()[0].asDict()
+    if frames:
+        # Each one-row result as JSON text (its numbers keep their kind), all in one union:
+        # one job per shuffle and one to collect, where joining them would broadcast each.
+        texts = [f.select(F.to_json(F.struct(*f.columns)).alias("v")) for f in frames]
+        for row in reduce(lambda a, b: a.unionAll(b), texts).collect():
+            values |= json.loads(row["v"])
     counted = []
     for plan in plans:
         results = {}
         for index, rule in plan.rules.items():
-            verdict = rule.judge({key: values[name] for key, name in plan.names.items()})
+            verdict = rule.judge({key: values.get(name) for key, name in plan.names.items()})
             if rule.examples is not None:
                 found = verdict["result"]["unexpected_count"]
                 verdict["result"]["partial_unexpected_list"] = (
