@@ -427,10 +427,10 @@ def _reconcile_gold(
     tables: dict[str, DataFrame], silver: DataFrame, spec: PipelineSpec
 ) -> list[dict[str, Any]]:
     """Each rule's ``sum(view.measure)`` against its silver row count, every figure in one
-    Spark query: one aggregation of silver and one per view the rules name."""
-    from functools import reduce
-
+    Spark action: one aggregation of silver and one per view the rules name."""
     from pyspark.sql import functions as F
+
+    from data_contracts.derive.one_pass_query import one_row_values
 
     if not spec.reconcile:
         return []
@@ -439,12 +439,12 @@ def _reconcile_gold(
     for name in dict.fromkeys(r.view for _, r in rules):
         sums = [F.sum(r.measure).alias(f"g{i}") for i, r in rules if r.view == name]
         parts.append(tables[name].agg(*sums))
-    row = reduce(lambda a, b: a.crossJoin(b), parts).collect()[0]
+    row = one_row_values(parts)
     return [
         _reconcile(
             f"silver rows where {r.silver_where} = sum({r.view}.{r.measure})",
             row[f"s{i}"],
-            row[f"g{i}"] or 0,
+            row.get(f"g{i}") or 0,
         )
         for i, r in rules
     ]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from great_expectations.expectations import Expectation
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["Counted", "count_suites"]
+__all__ = ["Counted", "count_suites", "one_row_values"]
 
 
 @dataclass(frozen=True)
@@ -44,20 +44,8 @@ def count_suites(tables: Sequence[tuple[DataFrame, Sequence[Expectation]]]) -> l
 
     Raises what Spark raises when the query fails at run time: the caller then asks GX.
     """
-    import json
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
     plans = [_plan(df, expectations, f"t{n}_") for n, (df, expectations) in enumerate(tables)]
-    frames = [frame for plan in plans for frame in plan.frames()]
-    values: dict[str, Any] = {}
-    if frames:
-        # Each one-row result as JSON text (its numbers keep their kind), all in one union:
-        # one job per shuffle and one to collect, where joining them would broadcast each.
-        texts = [f.select(F.to_json(F.struct(*f.columns)).alias("v")) for f in frames]
-        for row in reduce(lambda a, b: a.unionAll(b), texts).collect():
-            values |= json.loads(row["v"])
+    values = one_row_values([frame for plan in plans for frame in plan.frames()])
     counted = []
     for plan in plans:
         results = {}
@@ -71,6 +59,23 @@ def count_suites(tables: Sequence[tuple[DataFrame, Sequence[Expectation]]]) -> l
             results[index] = verdict
         counted.append(Counted(results, plan.left))
     return counted
+
+
+def one_row_values(frames: Sequence[DataFrame]) -> dict[str, Any]:
+    """The columns of one-row DataFrames (distinct names), collected in one Spark action: each
+    row as JSON text (its numbers keep their kind), all in one union, which costs a job per
+    shuffle and one to collect, where joining them would broadcast each. A null is absent."""
+    import json
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    values: dict[str, Any] = {}
+    if frames:
+        texts = [f.select(F.to_json(F.struct(*f.columns)).alias("v")) for f in frames]
+        for row in reduce(lambda a, b: a.unionAll(b), texts).collect():
+            values |= json.loads(row["v"])
+    return values
 
 
 @dataclass
