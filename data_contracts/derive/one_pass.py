@@ -28,10 +28,22 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from data_contracts.derive.one_pass_terms import (
+    condition,
+    has_parameters,
+    inside,
+    is_number,
+    is_plain_number,
+    is_string,
+    numeric_bounds,
+    plain_values,
+    type_of,
+)
+
 if TYPE_CHECKING:
     from great_expectations.expectations import Expectation
     from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 __all__ = ["EXAMPLES", "Rule", "translate"]
 
@@ -60,9 +72,9 @@ class Rule:
 def translate(expectation: Expectation, schema: StructType) -> Rule | None:
     """The rule of ``expectation`` over a table of ``schema``, or None when GX must judge it."""
     translator = _TRANSLATORS.get(type(expectation).__name__)
-    if translator is None or _has_parameters(expectation):
+    if translator is None or has_parameters(expectation):
         return None
-    where = _condition(getattr(expectation, "row_condition", None))
+    where = condition(getattr(expectation, "row_condition", None))
     if where is False or getattr(expectation, "condition_parser", None) is not None:
         return None
     mostly = getattr(expectation, "mostly", 1)
@@ -219,7 +231,7 @@ def _map_output(
 def _not_null(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     from pyspark.sql import functions as F
 
-    if _type(schema, e.column) is None:
+    if type_of(schema, e.column) is None:
         return None
     return _map_rule(e, where, F.col(e.column).isNull(), filter_null=False, reports_missing=False)
 
@@ -227,7 +239,7 @@ def _not_null(e: Any, schema: StructType, where: Column | None) -> Rule | None:
 def _null(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     from pyspark.sql import functions as F
 
-    if _type(schema, e.column) is None:
+    if type_of(schema, e.column) is None:
         return None
     return _map_rule(
         e, where, F.col(e.column).isNotNull(), filter_null=False, reports_missing=False
@@ -237,23 +249,23 @@ def _null(e: Any, schema: StructType, where: Column | None) -> Rule | None:
 def _between(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     from pyspark.sql import functions as F
 
-    if not (_is_number(_type(schema, e.column)) and _numeric_bounds(e)):
+    if not (is_number(type_of(schema, e.column)) and numeric_bounds(e)):
         return None
-    return _map_rule(e, where, ~_inside(F.col(e.column), e))
+    return _map_rule(e, where, ~inside(F.col(e.column), e))
 
 
 def _lengths(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     from pyspark.sql import functions as F
 
-    if not (_is_string(_type(schema, e.column)) and _numeric_bounds(e)):
+    if not (is_string(type_of(schema, e.column)) and numeric_bounds(e)):
         return None
-    return _map_rule(e, where, ~_inside(F.length(F.col(e.column)), e))
+    return _map_rule(e, where, ~inside(F.length(F.col(e.column)), e))
 
 
 def _length_equal(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     from pyspark.sql import functions as F
 
-    if not (_is_string(_type(schema, e.column)) and _is_plain_number(e.value)):
+    if not (is_string(type_of(schema, e.column)) and is_plain_number(e.value)):
         return None
     return _map_rule(e, where, ~(F.length(F.col(e.column)) == e.value))
 
@@ -261,7 +273,7 @@ def _length_equal(e: Any, schema: StructType, where: Column | None) -> Rule | No
 def _in_set(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     from pyspark.sql import functions as F
 
-    values = _plain_values(e.value_set, _type(schema, e.column))
+    values = plain_values(e.value_set, type_of(schema, e.column))
     if values is None:
         return None
     inside = F.col(e.column).isin(values)
@@ -273,7 +285,7 @@ def _in_set(e: Any, schema: StructType, where: Column | None) -> Rule | None:
 def _regex(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     from pyspark.sql import functions as F
 
-    if not (_is_string(_type(schema, e.column)) and isinstance(e.regex, str)):
+    if not (is_string(type_of(schema, e.column)) and isinstance(e.regex, str)):
         return None
     matches = F.col(e.column).rlike(e.regex)
     if type(e).__name__ == "ExpectColumnValuesToNotMatchRegex":
@@ -283,7 +295,7 @@ def _regex(e: Any, schema: StructType, where: Column | None) -> Rule | None:
 
 def _unique(e: Any, schema: StructType, where: Column | None) -> Rule | None:
     columns = list(e.column_list) if hasattr(e, "column_list") else [e.column]
-    if any(_type(schema, c) is None for c in columns):
+    if any(type_of(schema, c) is None for c in columns):
         return None
     return _unique_rule(e, where, columns)
 
@@ -319,7 +331,7 @@ def _row_count(e: Any, schema: StructType, where: Column | None) -> Rule | None:
 
     key, rows = _rows(where)
     if type(e).__name__ == "ExpectTableRowCountToEqual":
-        if not _is_plain_number(e.value):
+        if not is_plain_number(e.value):
             return None
 
         def equal(values: dict[str, Any]) -> dict[str, Any]:
@@ -327,7 +339,7 @@ def _row_count(e: Any, schema: StructType, where: Column | None) -> Rule | None:
             return {"success": observed == e.value, "result": {"observed_value": observed}}
 
         return Rule({key: rows}, equal)
-    if not _numeric_bounds(e):
+    if not numeric_bounds(e):
         return None
     return Rule({key: rows}, _metric_between(e, lambda v: v[key]))
 
@@ -338,11 +350,11 @@ def _column_aggregate(e: Any, schema: StructType, where: Column | None) -> Rule 
     from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
     kind = type(e).__name__
-    data_type = _type(schema, e.column)
+    data_type = type_of(schema, e.column)
     distinct = kind in _DISTINCT
-    if "." in e.column or data_type is None or not _numeric_bounds(e):
+    if "." in e.column or data_type is None or not numeric_bounds(e):
         return None
-    if not distinct and not _is_number(data_type):
+    if not distinct and not is_number(data_type):
         return None
     column = F.col(e.column)
     if kind == "ExpectColumnMeanToBeBetween" and isinstance(data_type, (ByteType, ShortType)):
@@ -441,120 +453,3 @@ _TRANSLATORS: dict[str, Callable[[Any, StructType, Column | None], Rule | None]]
     "ExpectTableColumnsToMatchSet": _columns_match,
 }
 """Expectation type -> its translator; a type not here is GX's to evaluate."""
-
-
-# -- parameters, types, conditions ------------------------------------------------------------
-
-
-def _has_parameters(expectation: Any) -> bool:
-    """A suite parameter (``{"$PARAMETER": ...}``) anywhere: GX resolves those."""
-    values = expectation.dict()  # GX's models are pydantic v1's
-    return any(isinstance(v, dict) and "$PARAMETER" in v for v in values.values())
-
-
-def _type(schema: StructType, path: str) -> DataType | None:
-    """The type of a column or dotted nested path, or None when the table has no such column."""
-    from pyspark.sql.types import StructType
-
-    data_type: Any = schema
-    for part in path.split("."):
-        if not isinstance(data_type, StructType) or part not in data_type.fieldNames():
-            return None
-        data_type = data_type[part].dataType
-    return data_type
-
-
-def _is_number(data_type: DataType | None) -> bool:
-    from pyspark.sql.types import DecimalType, NumericType
-
-    return isinstance(data_type, NumericType) and not isinstance(data_type, DecimalType)
-
-
-def _is_string(data_type: DataType | None) -> bool:
-    from pyspark.sql.types import StringType
-
-    return isinstance(data_type, StringType)
-
-
-def _is_plain_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _numeric_bounds(e: Any) -> bool:
-    """Numbers (or None) for bounds, booleans for strictness, not both bounds missing."""
-    low, high = e.min_value, e.max_value
-    if low is None and high is None:
-        return False
-    if not all(v is None or _is_plain_number(v) for v in (low, high)):
-        return False
-    if low is not None and high is not None and low > high:
-        return False  # GX raises; let it say so
-    return all(isinstance(s, bool) for s in (e.strict_min, e.strict_max))
-
-
-def _inside(value: Column, e: Any) -> Column:
-    """GX's column_values.between condition on Spark."""
-    from pyspark.sql import functions as F
-
-    low, high = e.min_value, e.max_value
-    checks = []
-    if low is not None:
-        checks.append(value > F.lit(low) if e.strict_min else value >= F.lit(low))
-    if high is not None:
-        checks.append(value < F.lit(high) if e.strict_max else value <= F.lit(high))
-    return reduce(operator.and_, checks)
-
-
-def _plain_values(values: Any, data_type: DataType | None) -> list | None:
-    """The set as a list when its values compare with the column as they are (strings with a
-    string column, numbers with a numeric one), else None."""
-    if not isinstance(values, (list, set, tuple)) or not values:
-        return None
-    if _is_string(data_type) and all(isinstance(v, str) for v in values):
-        return list(values)
-    if _is_number(data_type) and all(_is_plain_number(v) for v in values):
-        return list(values)
-    return None
-
-
-def _condition(condition: Any) -> Column | None | bool:
-    """A GX row condition as a Spark column; None for no condition, False when it cannot
-    be translated (text for a parser, a kind not known here)."""
-    from great_expectations.expectations.row_conditions import (
-        AndCondition,
-        ComparisonCondition,
-        NullityCondition,
-        Operator,
-        OrCondition,
-    )
-    from pyspark.sql import functions as F
-
-    if condition is None:
-        return None
-    if isinstance(condition, NullityCondition):
-        column = F.col(condition.column.name)
-        return column.isNull() if condition.is_null else column.isNotNull()
-    if isinstance(condition, ComparisonCondition):
-        column, value = F.col(condition.column.name), condition.parameter
-        compare = {
-            Operator.EQUAL: operator.eq,
-            Operator.NOT_EQUAL: operator.ne,
-            Operator.LESS_THAN: operator.lt,
-            Operator.LESS_THAN_OR_EQUAL: operator.le,
-            Operator.GREATER_THAN: operator.gt,
-            Operator.GREATER_THAN_OR_EQUAL: operator.ge,
-        }.get(condition.operator)
-        if compare is not None:
-            return compare(column, value)
-        if condition.operator == Operator.IN:
-            return column.isin(list(value))
-        if condition.operator == Operator.NOT_IN:
-            return ~column.isin(list(value))
-        return False
-    if isinstance(condition, (AndCondition, OrCondition)):
-        parts = [_condition(c) for c in condition.conditions]
-        if any(p is False or p is None for p in parts):
-            return False
-        join = operator.and_ if isinstance(condition, AndCondition) else operator.or_
-        return reduce(join, parts)
-    return False
