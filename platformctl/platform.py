@@ -78,7 +78,7 @@ def up(
 
     Returns each service's start time in seconds (0.0 for one already up).
     """
-    records = _records(services)
+    records = [service for service in _records(services) if service.runs_with(settings)]
     if install_missing:  # the Airflow components share one venv: installed once
         for install in dict.fromkeys(s.install for s in records if s.install is not None):
             install(settings)
@@ -121,6 +121,8 @@ def status(settings: Settings) -> list[ServiceStatus]:
     for service in REGISTRY:
         process = service.process(settings)
         pid = process.pid()
+        if pid is None and not service.runs_with(settings):
+            continue  # a cluster's node these settings do not run
         healthy, detail = service.probe(settings) if pid is not None else (False, "not running")
         result.append(
             ServiceStatus(

@@ -54,6 +54,12 @@ class Service:
     """A one-time step before its first start (storage format, metadata DB migration)."""
     provision: Callable[[Settings], None] | None = None
     """Creates from code what others need of it once healthy (topics, tables, pools)."""
+    enabled: Callable[[Settings], bool] | None = None
+    """Whether these settings run it (a cluster's extra nodes); None: always."""
+
+    def runs_with(self, settings: Settings) -> bool:
+        """Whether ``up`` starts it with these settings."""
+        return self.enabled is None or self.enabled(settings)
 
 
 def logs_dir(settings: Settings) -> Path:
@@ -73,9 +79,10 @@ def jvm_process(
     config: Path,
     ports: tuple[int, ...],
     env: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
 ) -> ManagedProcess:
-    """A JVM server whose output goes to ``<name>.out``; the path of its config (in its
-    command line) proves the pid is ours."""
+    """A JVM server on ``host`` whose output goes to ``<name>.out``; the path of its config
+    (in its command line) proves the pid is ours."""
     return ManagedProcess(
         name=name,
         argv=argv,
@@ -83,6 +90,7 @@ def jvm_process(
         log_file=logs_dir(settings) / f"{name}.out",
         marker=str(config),
         ports=ports,
+        host=host,
         env=env or {},
     )
 

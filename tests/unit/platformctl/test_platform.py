@@ -114,3 +114,25 @@ def test_up_runs_each_records_steps_and_down_stops_in_reverse(tmp_path, monkeypa
 def test_up_names_the_unknown_service():
     with pytest.raises(ValueError, match=r"Unknown service\(s\) \['kafak'\]"):
         platform.up(Settings(), ("kafak",))
+
+
+def test_a_service_its_settings_do_not_run_is_neither_started_nor_listed(tmp_path, monkeypatch):
+    settings = Settings(local=LocalSettings(state_dir=tmp_path / "state", start_timeout_s=10))
+
+    def record(name: str, runs: bool) -> Service:
+        return Service(
+            name=name,
+            process=partial(_sleeper, name=name),
+            probe=lambda s: (_sleeper(s, name).pid() is not None, f"{name} probed"),
+            enabled=lambda s: runs,
+        )
+
+    monkeypatch.setattr(platform, "REGISTRY", (record("node-1", True), record("node-2", False)))
+    try:
+        assert list(platform.up(settings, ("node-1", "node-2"))) == ["node-1"]
+        assert [row.name for row in platform.status(settings)] == ["node-1"]
+        # Running anyway (started with other settings): listed, and stopped by down.
+        _sleeper(settings, "node-2").start()
+        assert [row.name for row in platform.status(settings)] == ["node-1", "node-2"]
+    finally:
+        assert platform.down(settings, ("node-1", "node-2")) == ["node-2", "node-1"]
