@@ -16,6 +16,7 @@ Nested fields use ``__`` as the delimiter; lists are JSON.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from collections.abc import Mapping
@@ -30,6 +31,9 @@ from core.collector_settings import CollectorSettings
 from core.service_settings import LineageSettings, MonitoringSettings, SqlSettings
 
 __all__ = [
+    "RING_ADDRESSES",
+    "RING_HEAP_MB",
+    "RING_REPLICATION",
     "AirflowSettings",
     "BatchSettings",
     "CassandraSettings",
@@ -339,6 +343,15 @@ class AirflowSettings(_Section):
     REST API tokens with). The local default is for this machine only."""
 
 
+RING_ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+"""The local Cassandra ring's nodes' addresses unless ``local.cassandra_ring_addresses`` says."""
+RING_HEAP_MB = 1024
+"""Heap of each node of the local Cassandra ring unless ``local.cassandra_heap_mb`` says."""
+RING_REPLICATION: dict[str, str | int] = {"class": "SimpleStrategy", "replication_factor": 3}
+"""The keyspace's replication on the local ring: every node holds every row, and a quorum
+(2 of 3) is still there when one node is down."""
+
+
 class LocalSettings(_Section):
     """Processes the platform control starts on this machine (ignored against clusters)."""
 
@@ -356,9 +369,42 @@ class LocalSettings(_Section):
     """Heap of the local Cassandra. Every table holds heap of its own (metrics, memtable),
     about 0.4 MB, and a keyspace of the layout has ~50 tables: with a few keyspaces beside
     the platform's (tests, benchmarks), 1 GB held ~900 MB live and Cassandra ran a full GC
-    every 30-60 s, spending a fifth of a core on concurrent marking."""
+    every 30-60 s, spending a fifth of a core on concurrent marking. Unless set, a ring's
+    nodes get 1024 MB each (:data:`RING_HEAP_MB`): they hold the platform's keyspace only."""
+    cassandra_nodes: int = 1
+    """Local Cassandra nodes: 1, or a ring of 3 (``cassandra``, ``cassandra-2`` and
+    ``cassandra-3`` on ``cassandra_ring_addresses``) in which one node may die and every read
+    and write still succeeds. With 3, ``cassandra.contact_points`` and
+    ``cassandra.replication`` default to the ring's addresses and a replication factor of 3."""
+    cassandra_ring_addresses: tuple[str, str, str] = RING_ADDRESSES
+    """Where the ring's nodes listen, node N on the Nth, each on the native port
+    ``cassandra.port`` and the storage port ``cassandra_storage_port``: loopback addresses,
+    which Linux routes without setup (macOS: ``sudo ifconfig lo0 alias 127.0.0.2``). A single
+    node listens on 127.0.0.1."""
     start_timeout_s: float = Field(default=180.0, gt=0)
     """How long ``up`` waits for a service to become healthy."""
+
+    @model_validator(mode="after")
+    def _ring(self) -> LocalSettings:
+        if self.cassandra_nodes not in (1, 3):
+            raise ValueError(
+                f"local.cassandra_nodes={self.cassandra_nodes}: the local platform runs 1 "
+                "Cassandra node or a ring of 3 (WAP_LOCAL__CASSANDRA_NODES=3)."
+            )
+        addresses = self.cassandra_ring_addresses
+        for address in addresses:
+            try:
+                ipaddress.IPv4Address(address)
+            except ValueError:
+                raise ValueError(
+                    f"local.cassandra_ring_addresses: {address!r} is not an IPv4 address; a "
+                    "node listens on an address, e.g. 127.0.0.2 (any 127.x.y.z on Linux)."
+                ) from None
+        if len(set(addresses)) != len(addresses):
+            raise ValueError(f"local.cassandra_ring_addresses repeats an address: {addresses}")
+        if self.cassandra_nodes == 3 and "cassandra_heap_mb" not in self.model_fields_set:
+            object.__setattr__(self, "cassandra_heap_mb", RING_HEAP_MB)
+        return self
 
 
 class Settings(BaseSettings):
@@ -387,6 +433,22 @@ class Settings(BaseSettings):
     local: LocalSettings = LocalSettings()
     monitoring: MonitoringSettings = MonitoringSettings()
     lineage: LineageSettings = LineageSettings()
+
+    @model_validator(mode="after")
+    def _cassandra_follows_the_local_ring(self) -> Settings:
+        """With a local ring the apps contact its three nodes and keep three replicas of
+        every row, unless ``cassandra.contact_points`` / ``cassandra.replication`` are set."""
+        if self.local.cassandra_nodes == 1:
+            return self
+        unset = {"contact_points", "replication"} - self.cassandra.model_fields_set
+        ring = {
+            "contact_points": self.local.cassandra_ring_addresses,
+            "replication": dict(RING_REPLICATION),
+        }
+        update = {name: value for name, value in ring.items() if name in unset}
+        if update:
+            object.__setattr__(self, "cassandra", self.cassandra.model_copy(update=update))
+        return self
 
     @model_validator(mode="after")
     def _no_dev_secrets_outside_local(self) -> Settings:

@@ -17,7 +17,7 @@ from platformctl.process import ServiceStartError, log_tail
 __all__ = ["main"]
 
 
-_GROUPS = {"airflow": platform.AIRFLOW_SERVICES}
+_GROUPS = {"airflow": platform.AIRFLOW_SERVICES, "cassandra-ring": platform.CASSANDRA_RING}
 """Names that stand for several services on the command line."""
 
 

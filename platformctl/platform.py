@@ -20,6 +20,7 @@ from core.settings import Settings
 from platformctl.process import ManagedProcess
 from platformctl.services import REGISTRY, Service
 from platformctl.services import airflow as _airflow
+from platformctl.services import cassandra as _cassandra
 
 # Kept for their importers (bench/, tests/integration/serving).
 from platformctl.services.serving import healthy as serving_healthy
@@ -27,6 +28,7 @@ from platformctl.services.speed import progress as speed_progress
 
 __all__ = [
     "AIRFLOW_SERVICES",
+    "CASSANDRA_RING",
     "SERVICES",
     "ServiceStatus",
     "down",
@@ -39,6 +41,9 @@ __all__ = [
 
 AIRFLOW_SERVICES = _airflow.NAMES
 """Airflow's api-server, dag-processor and scheduler: one service of three processes."""
+CASSANDRA_RING = _cassandra.RING
+"""The local Cassandra ring's nodes (``local.cassandra_nodes=3``); the first is the single
+node of ``local.cassandra_nodes=1``."""
 SERVICES = tuple(service.name for service in REGISTRY)
 """Every service's name, in start order."""
 _log = get_logger(__name__)

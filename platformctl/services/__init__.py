@@ -35,7 +35,7 @@ __all__ = [
 
 REGISTRY: tuple[Service, ...] = (
     kafka.SERVICE,
-    cassandra.SERVICE,
+    *cassandra.SERVICES,
     collector.SERVICE,
     speed.SERVICE,
     sql.SERVICE,

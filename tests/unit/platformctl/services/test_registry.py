@@ -21,6 +21,8 @@ def test_every_service_is_a_record_with_a_process_builder_and_a_probe(tmp_path):
     assert NAMES == [
         "kafka",
         "cassandra",
+        "cassandra-2",
+        "cassandra-3",
         "collector",
         "speed",
         "sql",
@@ -79,3 +81,16 @@ def test_the_steps_of_up_are_where_the_services_need_them():
     assert all(by_name[name].install is None for name in ("collector", "speed", "serving"))
     # The SQL server's read-only guard is compiled into its jar before it starts.
     assert by_name["sql"].install is not None
+
+
+def test_only_the_ring_setting_runs_the_second_and_third_cassandra_nodes(tmp_path):
+    single = _settings(tmp_path)
+    ring = Settings(local=LocalSettings(state_dir=tmp_path / "state", cassandra_nodes=3))
+    by_name = {service.name: service for service in REGISTRY}
+    assert [n for n in NAMES if not by_name[n].runs_with(single)] == ["cassandra-2", "cassandra-3"]
+    assert all(service.runs_with(ring) for service in REGISTRY)
+    # Each node joins once the one before is up and normal.
+    assert by_name["cassandra-2"].requires == ("cassandra",)
+    assert by_name["cassandra-3"].requires == ("cassandra-2",)
+    # The jars once for the whole ring.
+    assert len({by_name[name].install for name in ("cassandra", "cassandra-2", "cassandra-3")}) == 1
