@@ -342,12 +342,13 @@ def healthy(settings: Settings, number: int = 1) -> tuple[bool, str]:
         cluster.shutdown()
 
 
-_GOSSIP = "SELECT address, status FROM system_views.gossip_info"
+_GOSSIP = "SELECT address, status_with_port, status FROM system_views.gossip_info"
 
 
 def _ring_node_healthy(settings: Settings, number: int) -> tuple[bool, str]:
-    """Node ``number`` is up and normal (UN); the detail says which of the ring's nodes are:
-    NORMAL in its gossip (joined, not leaving) and answering on their CQL port."""
+    """Node ``number`` is up and normal (UN): it answers CQL (a node opens its CQL port once
+    it has joined) and the ring's gossip says NORMAL (joined, not leaving); the detail says
+    which of the ring's nodes are."""
     from core.cassandra import connect
 
     address, port = node_address(settings, number), settings.cassandra.port
@@ -359,16 +360,17 @@ def _ring_node_healthy(settings: Settings, number: int) -> tuple[bool, str]:
     except Exception as exc:  # NoHostAvailable while the node boots
         return False, f"CQL connect failed: {exc}"
     try:
-        # Asked of this node: the driver would send it to any node of the ring.
-        rows = session.execute(_GOSSIP, host=cluster.metadata.get_host(address, port))
-        normal = {row.address for row in rows if (row.status or "").startswith("NORMAL")}
+        rows = session.execute(_GOSSIP)
     except Exception as exc:
         return False, f"gossip read failed: {exc}"
     finally:
         cluster.shutdown()
+    # A node gossips its own state under both names, its peers' under the first only.
+    states = {row.address: row.status_with_port or row.status or "" for row in rows}
+    normal = {node for node, state in states.items() if state.startswith("NORMAL")}
     addresses = settings.local.cassandra_ring_addresses
     up = [a for a in addresses if a in normal and (a == address or port_open(port, a))]
-    state = "UN" if address in normal else "not joined yet"
+    state = "UN" if address in normal else "not normal yet"
     return address in normal, (
         f"{state}; {len(up)} of {len(addresses)} nodes up and normal: {', '.join(up) or 'none'}"
     )
