@@ -229,8 +229,9 @@ def server_command(
     The jamm jar found in *jars_dir* is added as ``-javaagent`` as
     ``cassandra-env.sh`` does.  The caller may set ``MALLOC_ARENA_MAX=4`` in
     the child's environment, as ``cassandra-env.sh`` does.  A *ring* node
-    tells its peers it is going down (a single node has none to tell) and
-    listens to gossip for :data:`RING_DELAY_MS` before it joins.
+    tells its peers it is going down (a single node has none to tell),
+    listens to gossip for :data:`RING_DELAY_MS` before it joins, and flushes
+    every schema change as it comes.
     """
     if not 512 <= heap_mb <= 8192:
         raise ValueError(f"heap_mb should be 512..8192, got {heap_mb}")
@@ -251,14 +252,21 @@ def server_command(
         "-XX:+ExitOnOutOfMemoryError",
     ]
     if ring:
+        # Every schema change is flushed (Cassandra's default): a node killed with kill -9
+        # before the flush below would restart without the keyspace in memory (the schema
+        # is loaded before the commit log is replayed) and answer "keyspace ... does not
+        # exist", while its peers keep sending it the keyspace's writes.
         argv.append(f"-Dcassandra.ring_delay_ms={RING_DELAY_MS}")
-    else:  # Single node: no peers to tell about shutdown, skip the 2 s wait.
-        argv.append("-Dcassandra.shutdown_announce_in_ms=0")
+    else:
+        argv += [
+            # Single node: no peers to tell about shutdown, skip the 2 s wait.
+            "-Dcassandra.shutdown_announce_in_ms=0",
+            # A schema change is not followed by a flush of every system_schema table: the
+            # commit log already holds it, and a restart replays it. Creating a keyspace of
+            # the layout's ~50 tables takes a third of the time (3 s instead of 6-10 s here).
+            "-Dcassandra.test.flush_local_schema_changes=false",
+        ]
     argv += [
-        # A schema change is not followed by a flush of every system_schema table: the
-        # commit log already holds it, and a restart replays it. Creating a keyspace of the
-        # layout's ~50 tables takes a third of the time (3 s instead of 6-10 s here).
-        "-Dcassandra.test.flush_local_schema_changes=false",
         f"-Dcassandra.config={Path(cassandra_yaml).resolve().as_uri()}",
         "-Dcassandra-foreground=yes",
         f"-Dcassandra.storagedir={Path(data_dir).resolve()}",

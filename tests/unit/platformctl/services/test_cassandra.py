@@ -47,6 +47,7 @@ def test_a_single_node_listens_on_127_0_0_1_and_seeds_itself(tmp_path):
     assert "-Xmx2048m" in node.argv and "-Xms2048m" in node.argv
     assert _option(node, "-Dcassandra.logdir=") == str(tmp_path / "state" / "logs")
     assert "-Dcassandra.shutdown_announce_in_ms=0" in node.argv
+    assert "-Dcassandra.test.flush_local_schema_changes=false" in node.argv
     assert _option(node, "-Dcassandra.ring_delay_ms=") is None
 
 
@@ -65,6 +66,8 @@ def test_a_ring_is_three_nodes_on_their_own_addresses_seeded_by_the_first(tmp_pa
         assert "-Xmx1024m" in node.argv  # the ring's heap per node unless set
         assert _option(node, "-Dcassandra.ring_delay_ms=") == str(cassandra.RING_DELAY_MS)
         assert "-Dcassandra.shutdown_announce_in_ms=0" not in node.argv
+        # A node killed before a schema flush would restart without the keyspace.
+        assert _option(node, "-Dcassandra.test.flush_local_schema_changes=") is None
     # Node 1 is the single node's service: the same config, data and pid file.
     assert nodes[0].marker == str(tmp_path / "state" / "cassandra" / "conf" / "cassandra.yaml")
     for attribute in ("marker", "pid_file", "log_file"):
