@@ -175,6 +175,10 @@ class CassandraSettings(_Section):
     """Use TLS (managed services such as Amazon Keyspaces require it)."""
     request_timeout_s: float = Field(default=10.0, gt=0)
     """Client-side timeout of one request."""
+    schema_timeout_s: float = Field(default=120.0, gt=0)
+    """Client-side timeout of one schema change (a keyspace or table created, altered or
+    dropped, a truncation): a node applies schema changes one at a time and rewrites its
+    schema tables for each, so on a busy node one may wait far longer than a read."""
 
     @model_validator(mode="after")
     def _check(self) -> CassandraSettings:
