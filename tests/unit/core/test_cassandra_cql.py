@@ -37,7 +37,8 @@ def test_sessions_run_schema_changes_with_the_schema_timeout(monkeypatch):
     assert profiles[SCHEMA_PROFILE].request_timeout == 95
 
     class Session:
-        calls: list[tuple[str, dict]] = []
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, dict]] = []
 
         def execute(self, statement, **kwargs):
             self.calls.append((statement, kwargs))
