@@ -80,12 +80,21 @@ class LaidOutKeyspaces:
             del self._made_as[name]
             self._drop(name)
             return
-        # Only the tables the test wrote to (a few of the layout's ~50), one at a time: a
-        # truncation flushes the table and waits for its compactions, and dozens of them at
-        # once held every write thread of the node while other workers' tests waited.
-        for table in sorted(table for table, _ in self._tables(name)):
-            if self.session.execute(f"SELECT * FROM {name}.{table} LIMIT 1").one() is not None:
-                self.session.execute(f"TRUNCATE {name}.{table}", timeout=SCHEMA_TIMEOUT_S)
+        # Four at a time: a truncation flushes its table and waits for its compactions, and
+        # all ~50 at once held every write thread of the node while other tests waited. (All
+        # of them, not only those holding rows: a row deleted leaves a tombstone that would
+        # hide the next test's older-stamped writes.)
+        from cassandra.concurrent import execute_concurrent
+
+        from core.cassandra import SCHEMA_PROFILE
+
+        tables = sorted(table for table, _ in self._tables(name))
+        execute_concurrent(
+            self.session,
+            [(f"TRUNCATE {name}.{table}", ()) for table in tables],
+            concurrency=4,
+            execution_profile=SCHEMA_PROFILE,
+        )
         # One idle keyspace at most: every client that connects reads the whole schema,
         # and a node holding hundreds of idle tables answers that slower for everyone.
         for idle in [n for names in self._free.values() for n in names]:
