@@ -17,6 +17,7 @@ SCHEMA_TIMEOUT_S = 120.0
 the change with itself and rewrites its schema tables, which takes far longer than a read
 while the suite's Spark jobs hold both cores (the driver's default is 10 s)."""
 
+_ONE_REPLICA = {"class": "SimpleStrategy", "replication_factor": 1}
 _TABLES = (
     "SELECT table_name, default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s"
 )
@@ -53,9 +54,15 @@ class LaidOutKeyspaces:
 
         name = f"{self.prefix}_{self._made}"
         self._made += 1
-        ensure_keyspace(self.session, name, {"class": "SimpleStrategy", "replication_factor": 1})
-        cassandra = settings.cassandra.model_copy(update={"keyspace": name})
-        create_tables(settings.model_copy(update={"cassandra": cassandra}))
+        try:
+            ensure_keyspace(self.session, name, _ONE_REPLICA)
+            cassandra = settings.cassandra.model_copy(update={"keyspace": name})
+            create_tables(settings.model_copy(update={"cassandra": cassandra}))
+        except BaseException:
+            # A keyspace half made (a timeout the node went on with) would stay for the rest
+            # of the run, and every later schema change would be slower for it.
+            self._drop(name)
+            raise
         self._made_as[name] = (ttl_s, self._schema(name))
         return name
 
