@@ -27,7 +27,6 @@ from tests.support.ports import free_port
 from tests.support.spark_cluster import (
     finished_applications,
     on_cluster,
-    standalone_cluster,
     worker_pid,
 )
 from tests.support.step_server import StepServerProcess
@@ -41,10 +40,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(local_platform: Settings, tmp_path_factory) -> Iterator[Settings]:
-    with standalone_cluster(local_platform, tmp_path_factory.mktemp("standalone")) as cluster:
-        yield cluster
+@pytest.fixture
+def cluster(spark_cluster: Settings) -> Settings:
+    return spark_cluster
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,7 +20,6 @@ from platformctl import platform
 from tests.support.spark_cluster import (
     finished_applications,
     on_cluster,
-    standalone_cluster,
     worker_pid,
 )
 
@@ -34,11 +32,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(local_platform: Settings, tmp_path_factory) -> Iterator[Settings]:
-    """A standalone cluster of its own (state, ports), torn down with the module."""
-    with standalone_cluster(local_platform, tmp_path_factory.mktemp("standalone")) as cluster:
-        yield cluster
+@pytest.fixture
+def cluster(spark_cluster: Settings) -> Settings:
+    return spark_cluster
 
 
 def _applications(cluster: Settings) -> list[dict]:
