@@ -11,7 +11,13 @@ from core.settings import Settings
 from platformctl import platform
 from tests.support.ports import free_port
 
-__all__ = ["finished_applications", "on_cluster", "standalone_cluster", "worker_pid"]
+__all__ = [
+    "finished_applications",
+    "kill_node",
+    "on_cluster",
+    "standalone_cluster",
+    "worker_pid",
+]
 
 
 @contextmanager
@@ -61,3 +67,18 @@ def worker_pid(cluster: Settings, number: int) -> int:
     pid = platform.processes(cluster)[f"spark-worker-{number}"].pid()
     assert pid is not None, f"spark-worker-{number} is not running"
     return pid
+
+
+def kill_node(cluster: Settings, number: int) -> list[int]:
+    """SIGKILL worker ``number`` and its executors at once, as when its machine dies (a
+    worker killed alone leaves its executors running until they notice). The pids killed."""
+    import os
+    import signal
+    import subprocess
+
+    worker = worker_pid(cluster, number)
+    children = subprocess.run(["pgrep", "-P", str(worker)], capture_output=True, text=True)
+    pids = [worker, *(int(pid) for pid in children.stdout.split())]
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return pids

@@ -4,7 +4,6 @@ and a worker killed with ``kill -9`` mid-stream loses and doubles nothing."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,8 +18,8 @@ from ingest.simulator.direct import produce_direct
 from platformctl import platform
 from tests.support.spark_cluster import (
     finished_applications,
+    kill_node,
     on_cluster,
-    worker_pid,
 )
 
 # Three more JVMs and each application's executors: alone, after the parallel part.
@@ -118,7 +117,7 @@ def test_a_worker_killed_mid_stream_loses_and_doubles_nothing(
         assert any(app["name"] == "speed-layer" for app in _applications(cluster))
         produce_direct(second, settings)
         time.sleep(2)  # mid-stream: micro-batches of the second chunk are under way
-        os.kill(worker_pid(cluster, 1), signal.SIGKILL)  # its executors go with it
+        kill_node(cluster, 1)  # the worker and its executors, as a machine dies
         produce_direct(third, settings)
         wait_for(lambda: counted() > len(first), 300, "micro-batches after the kill", job)
         platform.up(cluster, ("spark-worker-1",), install_missing=False)
