@@ -1,18 +1,19 @@
-"""The speed layer and a batch pipeline run on a Spark standalone cluster (a master and two
-workers started by ``platformctl``, executors in the workers' JVMs), against ground truth;
-and a worker killed with ``kill -9`` mid-stream loses and doubles nothing."""
+"""The speed layer on a Spark standalone cluster (a master and two workers started by
+``platformctl``, executors in the workers' JVMs): a worker killed with ``kill -9``
+mid-stream loses and doubles nothing, and the views equal ground truth.
+
+The batch layer on the cluster, against ground truth and with workers killed, is
+``tests/integration/batch_layer/test_cluster_dags.py``.
+"""
 
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.settings import PROJECT_ROOT, Settings, child_env
+from core.settings import Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl import platform
@@ -42,60 +43,6 @@ def _applications(cluster: Settings) -> list[dict]:
     state, why = cluster_state(cluster)
     assert state is not None, why
     return state.apps
-
-
-def _published_events_per_minute(session, keyspace: str) -> dict[str, int]:
-    """``site_activity`` as serving reads it from the batch tables: each day's current
-    version."""
-    versions = {
-        row.day.date(): row.version
-        for row in session.execute(
-            f"SELECT day, version FROM {keyspace}.batch_days WHERE view_name = 'site_activity'"
-        )
-    }
-    rows = session.execute(
-        f"SELECT day, version, window_start, events FROM {keyspace}.batch_site_activity"
-    )
-    return {
-        row.window_start.strftime("%Y-%m-%dT%H:%M:00Z"): row.events
-        for row in rows
-        if versions.get(row.day.date()) == row.version
-    }
-
-
-def test_speed_and_batch_on_the_cluster_equal_ground_truth(
-    cluster, speed_settings, speed_job, views_match_truth, cassandra_session
-):
-    settings = on_cluster(cluster, speed_settings)
-    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
-    events = generate(
-        SimulatorConfig(seed=71, events=600, rate=0.1, start=start, duplicate_rate=0.05)
-    )
-    truth = build_truth(events)
-    produce_direct(events, settings)
-
-    # The speed job as the platform runs it, its executors on the workers.
-    job = speed_job.start(settings, "--drain")
-    assert job.wait(600) == 0, speed_job.log_tail(job)
-    views_match_truth(truth, settings)
-
-    # Every batch step in one driver of the cluster; publish loads days long closed.
-    batch = settings.model_copy(
-        update={"batch": settings.batch.model_copy(update={"lateness_s": 60})}
-    )
-    run = subprocess.run(
-        [sys.executable, "-m", "batch_layer", "all", "--pipeline", "web_events"],
-        env=child_env(batch),
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    published = _published_events_per_minute(cassandra_session, settings.cassandra.keyspace)
-    assert published == truth.events_per_minute
-    # Both ran as applications of the cluster, not in a local driver.
-    assert {"speed-layer", "batch-web_events-all"} <= finished_applications(cluster)
 
 
 def test_a_worker_killed_mid_stream_loses_and_doubles_nothing(
@@ -129,3 +76,5 @@ def test_a_worker_killed_mid_stream_loses_and_doubles_nothing(
     drain = speed_job.start(settings, "--drain")
     assert drain.wait(600) == 0, speed_job.log_tail(drain)
     views_match_truth(build_truth(events), settings)
+    # It ran as an application of the cluster, not in a local driver.
+    assert "speed-layer" in finished_applications(cluster)
