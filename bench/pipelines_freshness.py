@@ -38,8 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.procs import group_cpu_seconds, group_rss_mb
-from bench.speed_freshness import Produced, _minutes_back, produce_at, templates
 from bench.speed_log import percentile
+from bench.speed_traffic import Produced, _minutes_back, produce_at, templates
 from core.settings import (
     PROJECT_ROOT,
     KafkaSettings,

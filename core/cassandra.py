@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from cassandra.query import PreparedStatement
 
 __all__ = [
+    "SCHEMA_PROFILE",
     "connect",
     "ensure_keyspace",
     "execute_all",
+    "execute_schema",
     "fetch_all",
     "logged_batch",
     "prepare",
@@ -31,6 +33,9 @@ __all__ = [
 ]
 
 _SESSIONS: dict[str, Session] = {}
+SCHEMA_PROFILE = "schema"
+"""The execution profile of every session :func:`connect` opens that schema changes run
+with (:func:`execute_schema`): ``cassandra.schema_timeout_s`` instead of a request's."""
 
 
 def connect(
@@ -70,7 +75,13 @@ def connect(
                 ),
                 request_timeout=cassandra.request_timeout_s,
                 consistency_level=ConsistencyLevel.name_to_value[_default_consistency()],
-            )
+            ),
+            SCHEMA_PROFILE: ExecutionProfile(
+                load_balancing_policy=TokenAwarePolicy(
+                    DCAwareRoundRobinPolicy(local_dc=cassandra.local_datacenter)
+                ),
+                request_timeout=cassandra.schema_timeout_s,
+            ),
         },
         protocol_version=5,
         # Back within seconds of a node restart (the default backs off to 10 minutes).
@@ -150,10 +161,18 @@ def ensure_keyspace(session: Session, keyspace: str, replication: Mapping[str, s
     """CREATE KEYSPACE IF NOT EXISTS (identifiers cannot be bound, so they are validated)."""
     if not keyspace.replace("_", "").isalnum():
         raise ValueError(f"Invalid keyspace name {keyspace!r}: use letters, digits and '_'.")
-    session.execute(
+    execute_schema(
+        session,
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} "
-        f"WITH replication = {replication_cql(replication)} AND durable_writes = true"
+        f"WITH replication = {replication_cql(replication)} AND durable_writes = true",
     )
+
+
+def execute_schema(session: Session, statement: str) -> Any:
+    """Run one schema change (CREATE, ALTER, DROP, TRUNCATE) with the schema timeout
+    (``cassandra.schema_timeout_s``) instead of a request's: a node applies schema changes
+    one after another, so one queued behind others can wait long past a read's 10 s."""
+    return session.execute(statement, execution_profile=SCHEMA_PROFILE)
 
 
 def process_session(cassandra: CassandraSettings) -> Session:

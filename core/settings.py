@@ -28,10 +28,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from core.batch_settings import BatchSettings
 from core.collector_settings import CollectorSettings
 from core.local_kafka import cluster_kafka
+from core.local_settings import RING_ADDRESSES, RING_HEAP_MB, RING_REPLICATION, LocalSettings
 from core.service_settings import LineageSettings, MonitoringSettings, SqlSettings
 from core.spark_settings import SparkSettings
 
 __all__ = [
+    "RING_ADDRESSES",
+    "RING_HEAP_MB",
+    "RING_REPLICATION",
     "AirflowSettings",
     "BatchSettings",
     "CassandraSettings",
@@ -171,6 +175,10 @@ class CassandraSettings(_Section):
     """Use TLS (managed services such as Amazon Keyspaces require it)."""
     request_timeout_s: float = Field(default=10.0, gt=0)
     """Client-side timeout of one request."""
+    schema_timeout_s: float = Field(default=120.0, gt=0)
+    """Client-side timeout of one schema change (a keyspace or table created, altered or
+    dropped, a truncation): a node applies schema changes one at a time and rewrites its
+    schema tables for each, so on a busy node one may wait far longer than a read."""
 
     @model_validator(mode="after")
     def _check(self) -> CassandraSettings:
@@ -321,42 +329,6 @@ class AirflowSettings(_Section):
     REST API tokens with). The local default is for this machine only."""
 
 
-class LocalSettings(_Section):
-    """Processes the platform control starts on this machine (ignored against clusters)."""
-
-    state_dir: Path = PROJECT_ROOT / ".platform"
-    """All local state: jars, service data, logs, pid files."""
-    java: str = "java"
-    """Java 17 launcher used for Kafka and Cassandra."""
-    kafka_controller_port: int = Field(default=9093, ge=1, le=65535)
-    """KRaft controller listener of the local broker (of node 1 of a local cluster)."""
-    kafka_heap_mb: int = Field(default=512, ge=256)
-    """Heap of the local Kafka broker (of each node of a local cluster)."""
-    kafka_nodes: int = Field(default=1, ge=1, le=3)
-    """Local Kafka nodes: 1, or 3 for a cluster that survives losing one (each node broker
-    and controller of a three-voter quorum, on ports 2 and 4 above node 1's:
-    :mod:`core.local_kafka`). With 3, ``kafka.bootstrap_servers`` naming node 1 only lists
-    all three, and replication 1 / min ISR 1 become 3 / 2 (:class:`Settings`)."""
-    cassandra_storage_port: int = Field(default=7000, ge=1, le=65535)
-    """Inter-node port of the local Cassandra."""
-    cassandra_heap_mb: int = Field(default=2048, ge=512)
-    """Heap of the local Cassandra. Every table holds heap of its own (metrics, memtable),
-    about 0.4 MB, and a keyspace of the layout has ~50 tables: with a few keyspaces beside
-    the platform's (tests, benchmarks), 1 GB held ~900 MB live and Cassandra ran a full GC
-    every 30-60 s, spending a fifth of a core on concurrent marking."""
-    start_timeout_s: float = Field(default=180.0, gt=0)
-    """How long ``up`` waits for a service to become healthy."""
-
-    @model_validator(mode="after")
-    def _check(self) -> LocalSettings:
-        if self.kafka_nodes == 2:
-            raise ValueError(
-                "local.kafka_nodes=2: a KRaft quorum of two voters stops when either node "
-                "dies, so it is no safer than one. Use 1, or 3 (WAP_LOCAL__KAFKA_NODES=3)."
-            )
-        return self
-
-
 class Settings(BaseSettings):
     """Everything the platform needs to know about where it runs."""
 
@@ -405,6 +377,22 @@ class Settings(BaseSettings):
             **data,
             "kafka": cluster_kafka(kafka, local.kafka_nodes, local.kafka_controller_port),
         }
+
+    @model_validator(mode="after")
+    def _cassandra_follows_the_local_ring(self) -> Settings:
+        """With a local ring the apps contact its three nodes and keep three replicas of
+        every row, unless ``cassandra.contact_points`` / ``cassandra.replication`` are set."""
+        if self.local.cassandra_nodes == 1:
+            return self
+        unset = {"contact_points", "replication"} - self.cassandra.model_fields_set
+        ring = {
+            "contact_points": self.local.cassandra_ring_addresses,
+            "replication": dict(RING_REPLICATION),
+        }
+        update = {name: value for name, value in ring.items() if name in unset}
+        if update:
+            object.__setattr__(self, "cassandra", self.cassandra.model_copy(update=update))
+        return self
 
     @model_validator(mode="after")
     def _no_dev_secrets_outside_local(self) -> Settings:

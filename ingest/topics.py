@@ -7,6 +7,7 @@ are checked against these declarations.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -156,10 +157,29 @@ def ensure_topics(
                 raise
             raced.append(name)
     if raced:
-        _check_partitions(
-            [s for s in missing if s.name in raced], admin.list_topics(timeout=timeout_s).topics
-        )
+        _check_partitions([s for s in missing if s.name in raced], _listed(admin, raced, timeout_s))
     return [spec.name for spec in missing if spec.name in created]
+
+
+def _listed(admin: AdminClient, names: list[str], timeout_s: float) -> dict:
+    """The broker's listing once it shows every topic of ``names`` with its partitions.
+
+    A topic another process just created can be missing from a broker's listing for a
+    moment (its metadata reaches the brokers after the controller answered), and a check
+    against that listing would pass a topic of any shape.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topics = admin.list_topics(timeout=timeout_s).topics
+        absent = [n for n in names if n not in topics or not topics[n].partitions]
+        if not absent:
+            return topics
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"Topics {absent} exist (their creation was refused as a duplicate) but no "
+                f"broker listed them within {timeout_s:.0f}s."
+            )
+        time.sleep(0.2)
 
 
 def _check_partitions(specs: list[TopicSpec], existing: dict) -> None:

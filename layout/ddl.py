@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from core.cassandra import execute_schema
 from layout.pointers import (
     DAYS_COLUMNS,
     DAYS_TABLE,
@@ -79,13 +80,13 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
     try:
         keyspace = settings.cassandra.keyspace
         for statement in PointerTables(keyspace).create():
-            session.execute(statement)
+            execute_schema(session, statement)
         for statement in missing_columns(session, keyspace):  # tables of older versions
-            session.execute(statement)
+            execute_schema(session, statement)
         for statement in missing_columns(session, keyspace, RUNS_TABLE, RUNS_COLUMNS):
-            session.execute(statement)
+            execute_schema(session, statement)
         for statement in missing_columns(session, keyspace, DAYS_TABLE, DAYS_COLUMNS):
-            session.execute(statement)
+            execute_schema(session, statement)
         if views is None:
             from pipelines import declared_views
 
@@ -99,7 +100,7 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
             *(s for tables in speed for s in tables.create(settings.speed.ttl_s)),
             *(s for tables in batch for s in tables.create()),
         ]:
-            session.execute(statement)
+            execute_schema(session, statement)
         for tables in [*speed, *batch]:
             ensure_columns(session, tables)
         for tables in speed:
@@ -112,7 +113,7 @@ def create_view_tables(session, tables: ViewTables, ttl_s: int | None) -> None:
     """Create one view's tables in one layer and version (idempotent), with every column and,
     for speed tables, rows expiring after ``ttl_s`` (:func:`apply_ttl`)."""
     for statement in tables.create(ttl_s):
-        session.execute(statement)
+        execute_schema(session, statement)
     ensure_columns(session, tables)
     if ttl_s is not None:
         apply_ttl(session, tables, ttl_s)
@@ -149,7 +150,7 @@ def apply_ttl(session, tables: ViewTables, ttl_s: int) -> list[str]:
         if current[name] != ttl_s
     ]
     for statement in statements:
-        session.execute(statement)
+        execute_schema(session, statement)
     return statements
 
 
@@ -158,4 +159,4 @@ def ensure_columns(session, tables: ViewTables) -> None:
     for table, columns in tables.added_columns().items():
         keyspace, name = table.split(".", 1)
         for statement in missing_columns(session, keyspace, name, columns):
-            session.execute(statement)
+            execute_schema(session, statement)

@@ -50,6 +50,8 @@ Progress = Callable[[str], None]
 """Receives one line each time a run's state or one of its tasks' states changes."""
 
 _POLL_S = 2.0
+_TIMEOUT_S = 30.0
+_READ_ATTEMPTS = 3
 _FINISHED = ("success", "failed")
 _log = get_logger(__name__)
 
@@ -81,20 +83,35 @@ def _token(settings: Settings) -> str:
 
 def _client(settings: Settings) -> httpx.Client:
     headers = {"Authorization": f"Bearer {_token(settings)}"}
-    return httpx.Client(base_url=api_url(settings.airflow), headers=headers, timeout=10)
+    return httpx.Client(base_url=api_url(settings.airflow), headers=headers, timeout=_TIMEOUT_S)
 
 
 def _call(
     client: httpx.Client, method: str, path: str, *, missing_ok: bool = False, **kwargs: Any
 ) -> httpx.Response:
-    """One request; a helpful error when the server is down or refuses it."""
-    try:
-        answer = client.request(method, path, **kwargs)
-    except httpx.TransportError as exc:
-        raise AirflowUnavailable(
-            f"Airflow's api-server at {client.base_url} did not answer {method} {path} ({exc}). "
-            "Start it with `python -m platformctl up airflow`."
-        ) from exc
+    """One request; a helpful error when the server is down or refuses it.
+
+    A read the api-server is too busy to answer in time (its workers share the machine with
+    the tasks it schedules) is asked again, up to ``_READ_ATTEMPTS`` times; a write is not,
+    since it may have been done.
+    """
+    attempts = _READ_ATTEMPTS if method == "GET" else 1
+    for attempt in range(1, attempts + 1):
+        try:
+            answer = client.request(method, path, **kwargs)
+            break
+        except httpx.TimeoutException as exc:
+            if attempt == attempts:
+                raise AirflowUnavailable(
+                    f"Airflow's api-server at {client.base_url} did not answer {method} {path} "
+                    f"within {_TIMEOUT_S:.0f}s, {attempts} times ({exc})."
+                ) from exc
+            log_event(_log, "airflow.read.timed_out", path=path, attempt=attempt)
+        except httpx.TransportError as exc:
+            raise AirflowUnavailable(
+                f"Airflow's api-server at {client.base_url} did not answer {method} {path} "
+                f"({exc}). Start it with `python -m platformctl up airflow`."
+            ) from exc
     if answer.is_error and not (missing_ok and answer.status_code == 404):
         raise RuntimeError(f"{method} {path} answered {answer.status_code}: {answer.text[:500]}")
     return answer

@@ -21,6 +21,7 @@ _GROUPS = {
     "airflow": platform.AIRFLOW_SERVICES,
     "kafka-cluster": platform.KAFKA_CLUSTER_SERVICES,
     "spark": platform.SPARK_CLUSTER,
+    "cassandra-ring": platform.CASSANDRA_RING,
 }
 """Names that stand for several services on the command line."""
 

@@ -21,6 +21,7 @@ from core.settings import Settings
 from platformctl.process import ManagedProcess
 from platformctl.services import REGISTRY, Service
 from platformctl.services import airflow as _airflow
+from platformctl.services import cassandra as _cassandra
 from platformctl.services import kafka as _kafka
 from platformctl.services import spark as _spark
 
@@ -30,6 +31,7 @@ from platformctl.services.speed import progress as speed_progress
 
 __all__ = [
     "AIRFLOW_SERVICES",
+    "CASSANDRA_RING",
     "KAFKA_CLUSTER_SERVICES",
     "SERVICES",
     "SPARK_CLUSTER",
@@ -48,6 +50,9 @@ KAFKA_CLUSTER_SERVICES = _kafka.NAMES
 """The nodes of a local Kafka cluster (``local.kafka_nodes=3``); node 1 is ``kafka``."""
 SPARK_CLUSTER = tuple(service.name for service in _spark.SERVICES)
 """The standalone Spark cluster's master and workers (``spark.cluster=standalone``)."""
+CASSANDRA_RING = _cassandra.RING
+"""The local Cassandra ring's nodes (``local.cassandra_nodes=3``); the first is the single
+node of ``local.cassandra_nodes=1``."""
 SERVICES = tuple(service.name for service in REGISTRY)
 """Every service's name, in start order."""
 _log = get_logger(__name__)

@@ -66,6 +66,9 @@ class ManagedProcess:
     """The process title the program sets for itself once running (setproctitle replaces the
     command line, marker included); also proves the pid is ours."""
     ports: tuple[int, ...] = ()
+    host: str = "127.0.0.1"
+    """The address it listens on: its ports are busy only if taken on this address (a node
+    of the local Cassandra ring listens on 127.0.0.2)."""
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
 
@@ -92,11 +95,12 @@ class ManagedProcess:
         running = self.pid()
         if running is not None:
             return running
-        busy = [port for port in self.ports if port_open(port)]
+        busy = [port for port in self.ports if port_open(port, self.host)]
         if busy:
             raise ServiceStartError(
-                f"{self.name}: port(s) {busy} already in use by a process this platform did "
-                f"not start. Stop it, or change the port in settings (WAP_* variables)."
+                f"{self.name}: port(s) {busy} on {self.host} already in use by a process this "
+                "platform did not start. Stop it, or change the port in settings (WAP_* "
+                "variables)."
             )
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from core.cassandra import logged_batch, prepare
+from core.cassandra import execute_schema, logged_batch, prepare
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import PointerTables, ViewTables, create_tables, create_view_tables
@@ -308,7 +308,7 @@ def drop_superseded(
                     spec, settings.cassandra.keyspace, "speed", table_version=run.version
                 )
                 for statement in tables.drop():
-                    session.execute(statement)
+                    execute_schema(session, statement)
             dropped.append(run.version)
             log_event(_log, "speed.version_dropped", version=run.version, generation=run.generation)
         update_run(session, settings, run.generation, dropped_at=now)

@@ -37,7 +37,7 @@ __all__ = [
 
 REGISTRY: tuple[Service, ...] = (
     *kafka.SERVICES,
-    cassandra.SERVICE,
+    *cassandra.SERVICES,
     *spark.SERVICES,
     collector.SERVICE,
     speed.SERVICE,

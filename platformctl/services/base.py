@@ -88,9 +88,10 @@ def jvm_process(
     config: Path,
     ports: tuple[int, ...],
     env: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
 ) -> ManagedProcess:
-    """A JVM server whose output goes to ``<name>.out``; the path of its config (in its
-    command line) proves the pid is ours."""
+    """A JVM server on ``host`` whose output goes to ``<name>.out``; the path of its config
+    (in its command line) proves the pid is ours."""
     return ManagedProcess(
         name=name,
         argv=argv,
@@ -98,6 +99,7 @@ def jvm_process(
         log_file=logs_dir(settings) / f"{name}.out",
         marker=str(config),
         ports=ports,
+        host=host,
         env=env or {},
     )
 

@@ -17,7 +17,8 @@ exits 1 on failure:
   ``{"dags": [...], "import_errors": {...}, "warnings": {...}, ...}``.
 * ``test DAG_ID [--conf JSON]``: run ``dag.test(run_conf=...)`` (tasks run
   in-process, no scheduler or executor) ->
-  ``{"dag_id", "run_id", "state", "tasks": {task_id: state}, ...}``.
+  ``{"dag_id", "run_id", "state", "tasks": {task_id: state}, "tries": {task_id: try
+  number}, ...}``.
 """
 
 from __future__ import annotations
@@ -113,13 +114,16 @@ def cmd_test(dag_id: str, conf: dict[str, Any] | None = None) -> int:
         query = select(TaskInstance).where(
             TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id
         )
-        tasks = {ti.task_id: str(ti.state) for ti in session.scalars(query)}
+        instances = list(session.scalars(query))
+        tasks = {ti.task_id: str(ti.state) for ti in instances}
+        tries = {ti.task_id: ti.try_number for ti in instances}
     state = str(dag_run.state)
     result.update(
         dag_id=dag_id,
         run_id=dag_run.run_id,
         state=state,
         tasks=tasks,
+        tries=tries,
         test_seconds=round(time.monotonic() - started, 2),
     )
     _emit(result)

@@ -105,3 +105,13 @@ def cassandra_keyspace(cassandra_session, unique_name: str) -> Iterator[str]:
     )
     yield unique_name
     cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {unique_name}", timeout=SCHEMA_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(local_platform: Settings, tmp_path_factory) -> Iterator[Settings]:
+    """A Spark standalone cluster (a master and two workers) for the run's cluster tests,
+    started once: those tests run one after another, in the exclusive part."""
+    from tests.support.spark_cluster import standalone_cluster
+
+    with standalone_cluster(local_platform, tmp_path_factory.mktemp("standalone")) as cluster:
+        yield cluster

@@ -17,6 +17,7 @@ SCHEMA_TIMEOUT_S = 120.0
 the change with itself and rewrites its schema tables, which takes far longer than a read
 while the suite's Spark jobs hold both cores (the driver's default is 10 s)."""
 
+_ONE_REPLICA = {"class": "SimpleStrategy", "replication_factor": 1}
 _TABLES = (
     "SELECT table_name, default_time_to_live FROM system_schema.tables WHERE keyspace_name = %s"
 )
@@ -53,9 +54,15 @@ class LaidOutKeyspaces:
 
         name = f"{self.prefix}_{self._made}"
         self._made += 1
-        ensure_keyspace(self.session, name, {"class": "SimpleStrategy", "replication_factor": 1})
-        cassandra = settings.cassandra.model_copy(update={"keyspace": name})
-        create_tables(settings.model_copy(update={"cassandra": cassandra}))
+        try:
+            ensure_keyspace(self.session, name, _ONE_REPLICA)
+            cassandra = settings.cassandra.model_copy(update={"keyspace": name})
+            create_tables(settings.model_copy(update={"cassandra": cassandra}))
+        except BaseException:
+            # A keyspace half made (a timeout the node went on with) would stay for the rest
+            # of the run, and every later schema change would be slower for it.
+            self._drop(name)
+            raise
         self._made_as[name] = (ttl_s, self._schema(name))
         return name
 
@@ -80,13 +87,21 @@ class LaidOutKeyspaces:
             del self._made_as[name]
             self._drop(name)
             return
+        # Four at a time: a truncation flushes its table and waits for its compactions, and
+        # all ~50 at once held every write thread of the node while other tests waited. (All
+        # of them, not only those holding rows: a row deleted leaves a tombstone that would
+        # hide the next test's older-stamped writes.)
+        from cassandra.concurrent import execute_concurrent
+
+        from core.cassandra import SCHEMA_PROFILE
+
         tables = sorted(table for table, _ in self._tables(name))
-        truncations = [
-            self.session.execute_async(f"TRUNCATE {name}.{table}", timeout=SCHEMA_TIMEOUT_S)
-            for table in tables
-        ]
-        for truncation in truncations:
-            truncation.result()
+        execute_concurrent(
+            self.session,
+            [(f"TRUNCATE {name}.{table}", ()) for table in tables],
+            concurrency=4,
+            execution_profile=SCHEMA_PROFILE,
+        )
         # One idle keyspace at most: every client that connects reads the whole schema,
         # and a node holding hundreds of idle tables answers that slower for everyone.
         for idle in [n for names in self._free.values() for n in names]:

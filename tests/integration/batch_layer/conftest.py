@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
+from core.settings import (
+    PROJECT_ROOT,
+    BatchSettings,
+    KafkaSettings,
+    LakeSettings,
+    Settings,
+    settings_env,
+)
+from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 from tests.support.ports import free_port
 from tests.support.step_server import StepServerProcess
 
@@ -121,3 +133,34 @@ def step_server(step_server_process: StepServerProcess) -> Settings:
     """The settings that point at a running step server with this test's settings (what the
     DAGs' tasks submit to)."""
     return step_server_process.settings
+
+
+RUNNER = Path(__file__).parents[1] / "airflow_runner.py"
+
+
+@pytest.fixture
+def run_dag(step_server: Settings, tmp_path):
+    """``run_dag(dag_id, conf=None) -> result``: one ``dag.test()`` run in Airflow's venv, its
+    tasks submitted to a step server with this test's settings."""
+    settings = step_server
+    python = ensure_airflow_venv(
+        settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
+    )
+    env = {
+        **os.environ,
+        **settings_env(settings),
+        **airflow_env(tmp_path / "airflow", settings.airflow.dags_folder, settings.spark.master),
+    }
+
+    def run(dag_id: str, conf: dict | None = None) -> dict:
+        args = [str(python), str(RUNNER), "test", dag_id]
+        if conf is not None:
+            args += ["--conf", json.dumps(conf)]
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        assert lines, f"no result from {dag_id}:\n{proc.stderr[-4000:]}"
+        result = json.loads(lines[-1])
+        assert result["state"] == "success", f"{result}\n{proc.stderr[-6000:]}"
+        return result
+
+    return run

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -33,37 +32,8 @@ from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 # Seven steps and a step server's start on two cores: minutes, not seconds.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-RUNNER = Path(__file__).parents[1] / "airflow_runner.py"
 INGEST = ("bronze", "silver", "check_silver")
 VIEWS = ("gold", "check_gold", "publish", "reconcile")
-
-
-@pytest.fixture
-def run_dag(step_server: Settings, tmp_path):
-    """``run_dag(dag_id, conf=None) -> result``: one ``dag.test()`` run in Airflow's venv, its
-    tasks submitted to a step server with this test's settings."""
-    settings = step_server
-    python = ensure_airflow_venv(
-        settings.airflow.venv, PROJECT_ROOT / "requirements" / "airflow.lock", PROJECT_ROOT
-    )
-    env = {
-        **os.environ,
-        **settings_env(settings),
-        **airflow_env(tmp_path / "airflow", settings.airflow.dags_folder, settings.spark.master),
-    }
-
-    def run(dag_id: str, conf: dict | None = None) -> dict:
-        args = [str(python), str(RUNNER), "test", dag_id]
-        if conf is not None:
-            args += ["--conf", json.dumps(conf)]
-        proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        assert lines, f"no result from {dag_id}:\n{proc.stderr[-4000:]}"
-        result = json.loads(lines[-1])
-        assert result["state"] == "success", f"{result}\n{proc.stderr[-6000:]}"
-        return result
-
-    return run
 
 
 def test_pipeline_dags_run_end_to_end(spark, step_server, run_dag, gold_page_views):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +27,7 @@ import pytest
 
 from core.settings import ServingSettings, Settings, child_env
 from tests.support.ports import free_port
+from tests.support.serving import served
 
 TOKEN = "serving-test-token"
 
@@ -156,28 +156,8 @@ def write_speed(serving_settings: Settings) -> Callable[..., None]:
 @pytest.fixture(scope="module")
 def serving_url(serving_settings: Settings) -> Iterator[str]:
     """The serving app on real HTTP (uvicorn in a thread) for this module's keyspace."""
-    import uvicorn
-
-    from serving.app import create_app
-
-    config = uvicorn.Config(
-        create_app(serving_settings),
-        host="127.0.0.1",
-        port=serving_settings.serving.port,
-        log_level="warning",
-        access_log=False,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("The serving app did not start; see the log above.")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{serving_settings.serving.port}"
-    server.should_exit = True
-    thread.join(10)
+    with served(serving_settings) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -1,24 +1,27 @@
-"""The speed layer and a batch pipeline run on a Spark standalone cluster (a master and two
-workers started by ``platformctl``, executors in the workers' JVMs), against ground truth;
-and a worker killed with ``kill -9`` mid-stream loses and doubles nothing."""
+"""The speed layer on a Spark standalone cluster (a master and two workers started by
+``platformctl``, executors in the workers' JVMs): a worker killed with ``kill -9``
+mid-stream loses and doubles nothing, and the views equal ground truth.
+
+The batch layer on the cluster, against ground truth and with workers killed, is
+``tests/integration/batch_layer/test_cluster_dags.py``.
+"""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.settings import PROJECT_ROOT, Settings, child_env
+from core.settings import Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl import platform
-from tests.support.ports import free_port
+from tests.support.spark_cluster import (
+    finished_applications,
+    kill_node,
+    on_cluster,
+)
 
 # Three more JVMs and each application's executors: alone, after the parallel part.
 pytestmark = [
@@ -29,40 +32,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(local_platform: Settings, tmp_path_factory) -> Iterator[Settings]:
-    """A standalone cluster of its own (state, ports), torn down with the module."""
-    from core.spark import local_spark_jars
-
-    state = tmp_path_factory.mktemp("standalone")
-    spark = local_platform.spark.model_copy(
-        update={
-            "cluster": "standalone",
-            "master": f"spark://127.0.0.1:{(master := free_port())}",
-            "master_port": master,
-            "master_ui_port": free_port(),
-            "worker_port": free_port(),
-            # The jars `make install` fetched, not a second copy under this state dir.
-            "jars": local_spark_jars(local_platform.local.state_dir),
-        }
-    )
-    local = local_platform.local.model_copy(update={"state_dir": state})
-    settings = local_platform.model_copy(update={"spark": spark, "local": local})
-    # Worker N listens on worker_port + N - 1 and shows its page on master_ui_port + N.
-    from platformctl.process import port_open
-
-    taken = [p for p in (spark.worker_port + 1, spark.master_ui_port + 1, spark.master_ui_port + 2)
-             if port_open(p)]  # fmt: skip
-    assert not taken, f"ports the cluster needs are in use: {taken}"
-    platform.up(settings, platform.SPARK_CLUSTER, install_missing=False)
-    try:
-        yield settings
-    finally:
-        platform.down(settings, platform.SPARK_CLUSTER)
-
-
-def _on(cluster: Settings, settings: Settings) -> Settings:
-    return settings.model_copy(update={"spark": cluster.spark, "local": cluster.local})
+@pytest.fixture
+def cluster(spark_cluster: Settings) -> Settings:
+    return spark_cluster
 
 
 def _applications(cluster: Settings) -> list[dict]:
@@ -73,78 +45,10 @@ def _applications(cluster: Settings) -> list[dict]:
     return state.apps
 
 
-def _finished_applications(cluster: Settings) -> set[str]:
-    """Names of the applications that ran on the cluster and ended (the master's page)."""
-    import httpx
-
-    page = httpx.get(f"http://127.0.0.1:{cluster.spark.master_ui_port}/json/", timeout=10)
-    return {app["name"] for app in page.json()["completedapps"]}
-
-
-def _published_events_per_minute(session, keyspace: str) -> dict[str, int]:
-    """``site_activity`` as serving reads it from the batch tables: each day's current
-    version."""
-    versions = {
-        row.day.date(): row.version
-        for row in session.execute(
-            f"SELECT day, version FROM {keyspace}.batch_days WHERE view_name = 'site_activity'"
-        )
-    }
-    rows = session.execute(
-        f"SELECT day, version, window_start, events FROM {keyspace}.batch_site_activity"
-    )
-    return {
-        row.window_start.strftime("%Y-%m-%dT%H:%M:00Z"): row.events
-        for row in rows
-        if versions.get(row.day.date()) == row.version
-    }
-
-
-def test_speed_and_batch_on_the_cluster_equal_ground_truth(
-    cluster, speed_settings, speed_job, views_match_truth, cassandra_session
-):
-    settings = _on(cluster, speed_settings)
-    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
-    events = generate(
-        SimulatorConfig(seed=71, events=600, rate=0.1, start=start, duplicate_rate=0.05)
-    )
-    truth = build_truth(events)
-    produce_direct(events, settings)
-
-    # The speed job as the platform runs it, its executors on the workers.
-    job = speed_job.start(settings, "--drain")
-    assert job.wait(600) == 0, speed_job.log_tail(job)
-    views_match_truth(truth, settings)
-
-    # Every batch step in one driver of the cluster; publish loads days long closed.
-    batch = settings.model_copy(
-        update={"batch": settings.batch.model_copy(update={"lateness_s": 60})}
-    )
-    run = subprocess.run(
-        [sys.executable, "-m", "batch_layer", "all", "--pipeline", "web_events"],
-        env=child_env(batch),
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    published = _published_events_per_minute(cassandra_session, settings.cassandra.keyspace)
-    assert published == truth.events_per_minute
-    # Both ran as applications of the cluster, not in a local driver.
-    assert {"speed-layer", "batch-web_events-all"} <= _finished_applications(cluster)
-
-
-def _worker_pid(cluster: Settings, number: int) -> int:
-    pid = platform.processes(cluster)[f"spark-worker-{number}"].pid()
-    assert pid is not None
-    return pid
-
-
 def test_a_worker_killed_mid_stream_loses_and_doubles_nothing(
     cluster, speed_settings, speed_job, views_match_truth, cassandra_session, wait_for
 ):
-    settings = _on(cluster, speed_settings)
+    settings = on_cluster(cluster, speed_settings)
     events = generate(SimulatorConfig(seed=72, events=2400, duplicate_rate=0.08))
     size = len(events) // 3 + 1
     first, second, third = (events[i : i + size] for i in range(0, len(events), size))
@@ -160,7 +64,7 @@ def test_a_worker_killed_mid_stream_loses_and_doubles_nothing(
         assert any(app["name"] == "speed-layer" for app in _applications(cluster))
         produce_direct(second, settings)
         time.sleep(2)  # mid-stream: micro-batches of the second chunk are under way
-        os.kill(_worker_pid(cluster, 1), signal.SIGKILL)  # its executors go with it
+        kill_node(cluster, 1)  # the worker and its executors, as a machine dies
         produce_direct(third, settings)
         wait_for(lambda: counted() > len(first), 300, "micro-batches after the kill", job)
         platform.up(cluster, ("spark-worker-1",), install_missing=False)
@@ -172,3 +76,5 @@ def test_a_worker_killed_mid_stream_loses_and_doubles_nothing(
     drain = speed_job.start(settings, "--drain")
     assert drain.wait(600) == 0, speed_job.log_tail(drain)
     views_match_truth(build_truth(events), settings)
+    # It ran as an application of the cluster, not in a local driver.
+    assert "speed-layer" in finished_applications(cluster)

@@ -21,3 +21,30 @@ def test_network_topology_replication():
 def test_invalid_or_unsafe_replication_is_refused(replication):
     with pytest.raises(ValueError):
         replication_cql(replication)
+
+
+def test_sessions_run_schema_changes_with_the_schema_timeout(monkeypatch):
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster
+
+    from core.cassandra import SCHEMA_PROFILE, connect, ensure_keyspace
+    from core.settings import CassandraSettings
+
+    monkeypatch.setattr(Cluster, "connect", lambda self: self)  # no node needed
+    settings = CassandraSettings(request_timeout_s=7, schema_timeout_s=95)
+    cluster, _ = connect(settings)
+    profiles = cluster.profile_manager.profiles
+    assert profiles[EXEC_PROFILE_DEFAULT].request_timeout == 7
+    assert profiles[SCHEMA_PROFILE].request_timeout == 95
+
+    class Session:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, dict]] = []
+
+        def execute(self, statement, **kwargs):
+            self.calls.append((statement, kwargs))
+
+    session = Session()
+    ensure_keyspace(session, "ks", {"class": "SimpleStrategy", "replication_factor": 1})
+    [(statement, kwargs)] = session.calls
+    assert statement.startswith("CREATE KEYSPACE IF NOT EXISTS ks ")
+    assert kwargs == {"execution_profile": SCHEMA_PROFILE}

@@ -127,3 +127,75 @@ def test_production_refuses_the_local_sql_token():
     assert Settings(
         environment="prod", collector=collector, serving=serving, sql=SqlSettings(token="x" * 24)
     )
+
+
+def _without_wap_variables(monkeypatch) -> None:
+    for key in list(__import__("os").environ):
+        if key.startswith("WAP_"):
+            monkeypatch.delenv(key)
+
+
+def test_a_local_cassandra_ring_gives_the_apps_its_three_nodes_and_three_replicas(monkeypatch):
+    from core.settings import RING_ADDRESSES, settings_env
+
+    _without_wap_variables(monkeypatch)
+    monkeypatch.setenv("WAP_LOCAL__CASSANDRA_NODES", "3")
+    monkeypatch.setenv("WAP_CASSANDRA__KEYSPACE", "ring")
+    settings = Settings()
+    assert settings.cassandra.contact_points == RING_ADDRESSES
+    assert settings.cassandra.replication == {"class": "SimpleStrategy", "replication_factor": 3}
+    assert settings.cassandra.keyspace == "ring"
+    assert settings.local.cassandra_heap_mb == 1024  # each node's
+    # A process started with these settings (the speed job, serving) gets the same.
+    for key, value in settings_env(settings).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("WAP_LOCAL__CASSANDRA_NODES")
+    monkeypatch.delenv("WAP_CASSANDRA__KEYSPACE")
+    assert Settings() == settings
+
+
+def test_one_node_keeps_the_single_node_defaults(monkeypatch):
+    _without_wap_variables(monkeypatch)
+    settings = Settings()
+    assert settings.local.cassandra_nodes == 1
+    assert settings.cassandra.contact_points == ("127.0.0.1",)
+    assert settings.cassandra.replication == {"class": "SimpleStrategy", "replication_factor": 1}
+    assert settings.local.cassandra_heap_mb == 2048
+
+
+def test_a_ring_keeps_what_is_set(monkeypatch):
+    from core.settings import CassandraSettings, LocalSettings
+
+    _without_wap_variables(monkeypatch)
+    replication = {"class": "NetworkTopologyStrategy", "datacenter1": 2}
+    settings = Settings(
+        local=LocalSettings(cassandra_nodes=3, cassandra_heap_mb=2048),
+        cassandra=CassandraSettings(contact_points=("127.0.0.2",), replication=replication),
+    )
+    assert settings.cassandra.contact_points == ("127.0.0.2",)
+    assert settings.cassandra.replication == replication
+    assert settings.local.cassandra_heap_mb == 2048
+    addresses = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+    ring = Settings(local=LocalSettings(cassandra_nodes=3, cassandra_ring_addresses=addresses))
+    assert ring.cassandra.contact_points == addresses
+
+
+@pytest.mark.parametrize(
+    ("local", "message"),
+    [
+        ({"cassandra_nodes": 2}, "runs 1 Cassandra node or a ring of 3"),
+        (
+            {"cassandra_ring_addresses": ("127.0.0.1", "localhost", "127.0.0.3")},
+            "'localhost' is not an IPv4 address",
+        ),
+        (
+            {"cassandra_ring_addresses": ("127.0.0.1", "127.0.0.1", "127.0.0.3")},
+            "repeats an address",
+        ),
+    ],
+)
+def test_a_ring_that_cannot_run_is_refused_with_a_hint(local, message):
+    from core.settings import LocalSettings
+
+    with pytest.raises(ValidationError, match=message):
+        LocalSettings(**local)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from core.settings import Settings
+from platformctl import airflow_rest
 from platformctl.airflow_rest import component_health, progress_line, wait_for_next_run
 
 
@@ -67,3 +69,35 @@ def test_progress_line_lists_tasks_in_the_order_they_started():
 def test_wait_for_next_run_wants_an_aware_datetime():
     with pytest.raises(ValueError, match="timezone-aware"):
         wait_for_next_run(Settings(), "web_events_views", after=datetime(2026, 1, 1))
+
+
+def _server_busy_for(requests: int) -> tuple[httpx.Client, list[str]]:
+    """A client whose first ``requests`` requests time out, then every one is answered."""
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        if len(seen) <= requests:
+            raise httpx.ReadTimeout("timed out", request=request)
+        return httpx.Response(200, json={"state": "running"})
+
+    return httpx.Client(base_url="http://airflow", transport=httpx.MockTransport(answer)), seen
+
+
+def test_a_read_the_busy_server_did_not_answer_in_time_is_asked_again():
+    client, seen = _server_busy_for(2)
+    assert airflow_rest._call(client, "GET", "/api/v2/dags/d/dagRuns/r").json() == {
+        "state": "running"
+    }
+    assert seen == ["GET"] * 3
+
+
+def test_a_read_that_keeps_timing_out_and_a_write_that_timed_out_once_are_errors():
+    client, seen = _server_busy_for(10)
+    with pytest.raises(airflow_rest.AirflowUnavailable, match="3 times"):
+        airflow_rest._call(client, "GET", "/api/v2/dags")
+    assert len(seen) == 3
+    client, seen = _server_busy_for(1)
+    with pytest.raises(airflow_rest.AirflowUnavailable):
+        airflow_rest._call(client, "POST", "/api/v2/dags/d/dagRuns", json={})
+    assert seen == ["POST"]  # a trigger may have been done: never sent twice

@@ -25,3 +25,13 @@ def test_kafka_cluster_stands_for_its_three_nodes(capsys):
         "kafka-2.out",
         "kafka-3.out",
     ]
+
+
+def test_cassandra_ring_stands_for_its_three_nodes(capsys):
+    assert main(["logs", "cassandra-ring", "-n", "1"]) == 0
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("==> ")]
+    assert [Path(header.split()[1]).name for header in headers] == [
+        "cassandra.out",
+        "cassandra-2.out",
+        "cassandra-3.out",
+    ]

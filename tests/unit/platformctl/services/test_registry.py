@@ -23,6 +23,8 @@ def test_every_service_is_a_record_with_a_process_builder_and_a_probe(tmp_path):
         "kafka-2",
         "kafka-3",
         "cassandra",
+        "cassandra-2",
+        "cassandra-3",
         "spark-master",
         "spark-worker-1",
         "spark-worker-2",
@@ -99,3 +101,18 @@ def test_the_second_and_third_kafka_nodes_run_only_in_a_three_node_cluster(tmp_p
     assert all(by_name[name].runs_with(three) for name in kafka)
     # A node of a cluster cannot be healthy alone: up waits for less before the next node.
     assert all(by_name[name].ready is not None for name in ("kafka", "kafka-2", "kafka-3"))
+
+
+def test_only_the_ring_setting_runs_the_second_and_third_cassandra_nodes(tmp_path):
+    single = _settings(tmp_path)
+    ring = Settings(local=LocalSettings(state_dir=tmp_path / "state", cassandra_nodes=3))
+    by_name = {service.name: service for service in REGISTRY}
+    cassandra = [name for name in NAMES if name.startswith("cassandra")]
+    alone = [name for name in cassandra if not by_name[name].runs_with(single)]
+    assert alone == ["cassandra-2", "cassandra-3"]
+    assert all(by_name[name].runs_with(ring) for name in cassandra)
+    # Each node joins once the one before is up and normal.
+    assert by_name["cassandra-2"].requires == ("cassandra",)
+    assert by_name["cassandra-3"].requires == ("cassandra-2",)
+    # The jars once for the whole ring.
+    assert len({by_name[name].install for name in ("cassandra", "cassandra-2", "cassandra-3")}) == 1
