@@ -103,9 +103,12 @@ def job_driver(settings: Settings) -> dict:
     ``speed_job`` and pointed at the checkpoint root the deploy checked."""
     job = settings.speed_job
     arguments = [arg for name in settings.speed.pipelines for arg in ("--pipeline", name)]
+    # What the checkpoint is, and the state partitions it was created with, come from the
+    # settings the deploy checked, not from whatever the application's defaults say.
     env = {
         "WAP_LAKE__CHECKPOINT_ROOT": settings.lake.checkpoint_root,
         "WAP_SPEED__CHECKPOINT_NAME": settings.speed.checkpoint_name,
+        "WAP_SPEED__STATE_PARTITIONS": str(settings.speed.state_partitions),
     }
     conf = {
         "spark.driver.cores": str(job.driver_cores),

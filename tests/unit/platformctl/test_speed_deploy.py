@@ -65,6 +65,7 @@ EXPECTED_START = {
                     "--conf spark.emr-serverless.driverEnv.WAP_LAKE__CHECKPOINT_ROOT="
                     "s3a://acme-wap-prod-lake/checkpoints",
                     "--conf spark.emr-serverless.driverEnv.WAP_SPEED__CHECKPOINT_NAME=speed",
+                    "--conf spark.emr-serverless.driverEnv.WAP_SPEED__STATE_PARTITIONS=12",
                 ]
             ),
         }
@@ -80,7 +81,7 @@ EXPECTED_START = {
 def _settings(**speed_job) -> Settings:
     return Settings(
         kafka=KafkaSettings(partitions=12),
-        speed=SpeedSettings(pipelines=[]),
+        speed=SpeedSettings(pipelines=[], state_partitions=12),
         lake=LakeSettings(checkpoint_root="s3a://acme-wap-prod-lake/checkpoints"),
         batch=BatchSettings(emr_job_role_arn=ROLE, artifacts_uri=ARTIFACTS),
         spark=SparkSettings(jars=("/opt/jars/spark-sql-kafka-0-10_2.13-4.1.3.jar",)),

@@ -72,6 +72,7 @@ def test_the_job_runs_from_the_artifact_on_s3_checkpoints_with_workers_sized_by_
         "s3a://acme-lake/checkpoints"
     )
     assert conf["spark.emr-serverless.driverEnv.WAP_SPEED__CHECKPOINT_NAME"] == "speed"
+    assert conf["spark.emr-serverless.driverEnv.WAP_SPEED__STATE_PARTITIONS"] == "1"
     assert conf["spark.executorEnv.PYSPARK_PYTHON"] == "./environment/bin/python"
     sizes = {key: conf[key] for key in conf if key.startswith(("spark.driver.", "spark.exec"))}
     assert sizes == {
