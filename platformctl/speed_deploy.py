@@ -6,7 +6,8 @@ the checkpoint by itself (the retry policy); what it does not know is that
 the job owns one checkpoint, so two runs of it must never overlap. Hence:
 
 - :func:`deploy` finds the speed job's runs on its application (by name),
-  leaves a live one alone, and starts one when none is live;
+  leaves a live one alone, and starts one when none is live, with a start
+  token derived from what it saw, so two deploys racing start one run;
 - with ``replace`` (a new artifact version) it cancels the live run, waits
   until it has ended, and only then starts the new one, which resumes from the
   same checkpoint;
@@ -21,9 +22,10 @@ checked in tests) and report as structured log lines and a JSON-ready dict.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,7 +33,7 @@ from typing import Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
-from speed_layer.emr import STREAMING, start_job_run_request
+from speed_layer.emr import STREAMING, check, start_job_run_request
 
 __all__ = [
     "ACTIVE",
@@ -41,6 +43,7 @@ __all__ = [
     "application",
     "deploy",
     "emr_client",
+    "idempotency_token",
     "runs",
     "status",
 ]
@@ -146,6 +149,16 @@ def _wait_ended(
         sleep(job.poll_s)
 
 
+def idempotency_token(settings: Settings, found: list[Run]) -> str:
+    """``clientToken`` of the start: the same for the same request made on the same view of
+    the job's runs. Two deploys that both found no live run at the same moment send the same
+    token, and EMR Serverless starts one run for both; once that run is listed, the next
+    start has a new token."""
+    request = start_job_run_request(settings, client_token="-")
+    basis = json.dumps([request, sorted(run.id for run in found)], sort_keys=True)
+    return hashlib.sha256(basis.encode()).hexdigest()
+
+
 def deploy(
     client,
     settings: Settings,
@@ -156,11 +169,15 @@ def deploy(
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """Make exactly one run of the speed job live: keep the live one (or, ``replace``, cancel
-    it, wait until it has ended and start anew), start one when none is live. The report:
+    it, wait until it has ended and start anew), start one when none is live
+    (``client_token``: the start's, else :func:`idempotency_token`). The report:
     ``action`` (``kept``, ``started`` or ``replaced``), the live ``run`` and the runs it
     ``ended`` or found ended before (``previous``)."""
-    request = start_job_run_request(settings, client_token=client_token or str(uuid.uuid4()))
+    check(settings)  # a refusal needs no AWS call
     found = runs(client, settings)
+    request = start_job_run_request(
+        settings, client_token=client_token or idempotency_token(settings, found)
+    )
     active = [run for run in found if run.state in ACTIVE]
     live = [run for run in active if run.state != "CANCELLING"]
     report: dict[str, Any] = {"application_id": request["applicationId"], "name": request["name"]}

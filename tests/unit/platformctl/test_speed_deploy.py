@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 
 from core.settings import (
     BatchSettings,
@@ -369,3 +369,22 @@ def test_the_command_refuses_without_settings_and_reports_the_stubbed_run(emr, m
     assert main(["speed-status"]) == 3  # no run is RUNNING
     report = json.loads(capsys.readouterr().out)
     assert (report["run"]["id"], report["run"]["state"]) == ("oldrun0001", "FAILED")
+
+
+def test_deploys_that_see_the_same_runs_send_the_same_start_token(emr):
+    """Two deploys racing on the same view of the runs start one run: EMR Serverless starts
+    one for one clientToken. A view with another run in it gives another token."""
+    client, stubber = emr
+    tokens: list[str] = []
+    client.meta.events.register(
+        "before-parameter-build.emr-serverless.StartJobRun",
+        lambda params, **_: tokens.append(params["clientToken"]),
+    )
+    ended = _summary("failrun001", "FAILED")
+    for listing in ([ended], [ended], [ended, _summary("failrun002", "FAILED", age_h=0)]):
+        _expect_list(stubber, *listing)
+        _expect_start(stubber, request=EXPECTED_START | {"clientToken": ANY})
+        deploy(client, _settings())
+
+    assert tokens[0] == tokens[1] != tokens[2]
+    assert all(len(token) <= 64 and token.isalnum() for token in tokens)  # StartJobRun's limits
