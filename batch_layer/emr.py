@@ -32,36 +32,21 @@ the DAG: no setting, and no secret, passes through a task's parameters.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
+from core.emr import PYENV, artifact_params, artifacts_root
 from core.settings import Settings
 
 __all__ = ["ENTRY_POINT", "PYENV", "job_driver", "monitoring"]
 
 ENTRY_POINT = "batch_entry.py"
-PYENV = "pyenv.tar.gz"
-
-
-def _artifacts(settings: Settings) -> str:
-    if not settings.batch.artifacts_uri:
-        raise ValueError("batch.artifacts_uri is not set (WAP_BATCH__ARTIFACTS_URI).")
-    return settings.batch.artifacts_uri.rstrip("/")
 
 
 def job_driver(settings: Settings, args: list[str]) -> dict:
     """``jobDriver`` of ``StartJobRun``: the entry point, its arguments, jars, environment."""
-    root = _artifacts(settings)
-    jars = [f"{root}/jars/{PurePosixPath(jar).name}" for jar in settings.spark.jars or ()]
-    python = "./environment/bin/python"
+    root = artifacts_root(settings)
     params = [
-        f"--conf spark.archives={root}/{PYENV}#environment",
-        f"--conf spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON={python}",
-        f"--conf spark.emr-serverless.driverEnv.PYSPARK_PYTHON={python}",
-        f"--conf spark.executorEnv.PYSPARK_PYTHON={python}",
+        *artifact_params(settings),
         f"--conf spark.sql.shuffle.partitions={settings.spark.shuffle_partitions}",
     ]
-    if jars:
-        params.insert(0, f"--jars {','.join(jars)}")
     return {
         "sparkSubmit": {
             "entryPoint": f"{root}/{ENTRY_POINT}",
@@ -75,6 +60,6 @@ def monitoring(settings: Settings) -> dict:
     """``configurationOverrides``: the job's driver and executor logs beside the artifact."""
     return {
         "monitoringConfiguration": {
-            "s3MonitoringConfiguration": {"logUri": f"{_artifacts(settings)}/logs/"}
+            "s3MonitoringConfiguration": {"logUri": f"{artifacts_root(settings)}/logs/"}
         }
     }

@@ -31,6 +31,7 @@ from core.local_kafka import cluster_kafka
 from core.local_settings import RING_ADDRESSES, RING_HEAP_MB, RING_REPLICATION, LocalSettings
 from core.service_settings import LineageSettings, MonitoringSettings, SqlSettings
 from core.spark_settings import SparkSettings
+from core.speed_job_settings import SpeedJobSettings
 
 __all__ = [
     "RING_ADDRESSES",
@@ -49,6 +50,7 @@ __all__ = [
     "ServingSettings",
     "Settings",
     "SparkSettings",
+    "SpeedJobSettings",
     "SpeedSettings",
     "SqlSettings",
     "load_settings",
@@ -345,6 +347,7 @@ class Settings(BaseSettings):
     collector: CollectorSettings = CollectorSettings()
     event_time: EventTimeSettings = EventTimeSettings()
     speed: SpeedSettings = SpeedSettings()
+    speed_job: SpeedJobSettings = SpeedJobSettings()
     cassandra: CassandraSettings = CassandraSettings()
     spark: SparkSettings = SparkSettings()
     lake: LakeSettings = LakeSettings()

@@ -58,6 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     package.add_argument(
         "--pyenv", action="store_true", help="also pack the Python environment (cluster's OS)"
     )
+    speed_deploy = commands.add_parser(
+        "speed-deploy",
+        help="production: start the streaming speed job on EMR Serverless unless one runs",
+    )
+    speed_deploy.add_argument(
+        "--replace",
+        action="store_true",
+        help="cancel the running job, wait until it has ended, start it anew (a new artifact)",
+    )
+    commands.add_parser(
+        "speed-status", help="production: the speed job's run on EMR Serverless (state, attempt)"
+    )
     forget = commands.add_parser(
         "forget", help="forget a user: erase their events everywhere, republish their days"
     )
@@ -109,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
 
             manifest = build_artifact(settings, args.out, pyenv=args.pyenv)
             print(json.dumps({"out": str(args.out), "files": len(manifest["files"])}))
+        elif args.command in ("speed-deploy", "speed-status"):
+            return _speed_job(settings, args)
         elif args.command == "forget":
             from platformctl.forget import forget_user
 
@@ -120,6 +134,38 @@ def main(argv: list[str] | None = None) -> int:
     except ServiceStartError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _speed_job(settings, args: argparse.Namespace) -> int:
+    """``speed-deploy`` / ``speed-status`` against EMR Serverless, with the caller's AWS
+    credentials: 0 when done (status: the run is RUNNING), 1 when AWS or the old run's end
+    stopped it, 2 when the settings do not allow it, 3 when no run is RUNNING."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from platformctl.speed_deploy import DeployError, application, deploy, emr_client, status
+    from speed_layer.emr import check
+
+    try:
+        # The settings are checked first: a refusal needs no AWS access.
+        if args.command == "speed-deploy":
+            check(settings)
+        else:
+            application(settings)
+        client = emr_client()
+        if args.command == "speed-deploy":
+            report = deploy(client, settings, replace=args.replace)
+        else:
+            report = status(client, settings)
+    except ValueError as exc:
+        print(json.dumps({"refused": str(exc)}))
+        return 2
+    except (DeployError, BotoCoreError, ClientError) as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 1
+    print(json.dumps(report, indent=2))
+    if args.command == "speed-status" and (report["run"] or {}).get("state") != "RUNNING":
+        return 3
     return 0
 
 

@@ -1,12 +1,15 @@
-"""``python -m platformctl package``: the artifact the batch steps run from on a cluster.
+"""``python -m platformctl package``: the artifact the Spark jobs run from on a cluster.
 
 One folder, uploaded as is to ``batch.artifacts_uri`` (``s3://<lake>/artifacts/<version>``)
-for ``WAP_BATCH__RUNNER=emr_serverless`` (:mod:`batch_layer.emr`):
+for ``WAP_BATCH__RUNNER=emr_serverless`` (:mod:`batch_layer.emr`) and for the streaming
+speed job that ``platformctl speed-deploy`` keeps running (:mod:`speed_layer.emr`):
 
-- ``batch_entry.py``: the job's entry point (``python -m batch_layer`` with its arguments);
+- ``batch_entry.py``: the batch steps' entry point (``python -m batch_layer`` with its
+  arguments);
+- ``speed_entry.py``: the speed job's (``python -m speed_layer``);
 - ``web_activity_platform-<version>-py3-none-any.whl``: the project, built from this tree;
 - ``requirements.txt``: its runtime dependencies, pinned as ``requirements/main.lock``
-  pins them (pyspark left out: the cluster's Spark provides it), and boto3;
+  pins them (pyspark left out: the cluster's Spark provides it; boto3 in, for the secrets);
 - ``jars/``: the connector jars of ``.platform/jars/spark`` (Delta, Kafka, OpenLineage);
 - ``manifest.json``: the version, the git commit, and each file's size and sha256.
 
@@ -30,10 +33,10 @@ from core.log import get_logger, log_event
 from core.settings import PROJECT_ROOT, Settings
 from core.spark import local_spark_jars
 
-__all__ = ["ENTRY", "build_artifact", "runtime_requirements"]
+__all__ = ["ENTRIES", "build_artifact", "runtime_requirements"]
 
 _log = get_logger(__name__)
-ENTRY = '''"""The batch steps on a cluster: ``batch_entry.py STEP --pipeline P ...``."""
+_ENTRY = '''"""{summary}"""
 
 import os
 import sys
@@ -41,14 +44,30 @@ import sys
 from core.secrets import export_secrets
 
 export_secrets(os.environ)  # WAP_SECRETS: the secret settings, from Secrets Manager
+if "PYSPARK_GATEWAY_PORT" in os.environ:
+    # Started by spark-submit: the session runs on the master it was given (the cluster's),
+    # not on the settings' local default.
+    from pyspark import SparkConf, SparkContext
 
-from batch_layer.__main__ import main  # noqa: E402 - after the secrets are in the environment
+    SparkContext._ensure_initialized()
+    os.environ.setdefault("WAP_SPARK__MASTER", SparkConf().get("spark.master", "local[2]"))
+
+from {package}.__main__ import main  # noqa: E402 - after the secrets are in the environment
 
 sys.exit(main(sys.argv[1:]))
 '''
-CLUSTER_EXTRAS = ("boto3==1.44.8",)
-"""What the cluster's Python needs beyond the lock: the Secrets Manager client of
-:func:`core.secrets.export_secrets` (pinned as in ``requirements/airflow.lock``)."""
+ENTRIES = {
+    "batch_entry.py": _ENTRY.format(
+        summary="The batch steps on a cluster: ``batch_entry.py STEP --pipeline P ...``.",
+        package="batch_layer",
+    ),
+    "speed_entry.py": _ENTRY.format(
+        summary="The streaming speed layer on a cluster: ``speed_entry.py [--pipeline P]``.",
+        package="speed_layer",
+    ),
+}
+"""The entry points of the artifact, one per layer that runs on a cluster: each exports the
+secret settings and runs the layer's ``__main__`` with the job's arguments."""
 _CLUSTER_PROVIDED = {"pyspark", "py4j"}
 
 
@@ -97,8 +116,9 @@ def build_artifact(settings: Settings, out: Path, *, pyenv: bool = False) -> dic
         )
         (wheel,) = Path(built).glob("*.whl")
         shutil.copy(wheel, out / wheel.name)
-    (out / "batch_entry.py").write_text(ENTRY)
-    pins = [*runtime_requirements(), *CLUSTER_EXTRAS]
+    for name, text in ENTRIES.items():
+        (out / name).write_text(text)
+    pins = runtime_requirements()
     (out / "requirements.txt").write_text("\n".join(pins) + "\n")
     for jar in settings.spark.jars or local_spark_jars(settings.local.state_dir):
         shutil.copy(jar, out / "jars" / Path(jar).name)

@@ -42,6 +42,7 @@ SAMPLE_OUTPUTS = {
     "WAP_BATCH__EMR_APPLICATION_ID": "00fabc123def4567",
     "WAP_BATCH__EMR_JOB_ROLE_ARN": "arn:aws:iam::123456789012:role/wap-prod-spark-job",
     "WAP_BATCH__ARTIFACTS_URI": "s3://acme-wap-prod-lake/artifacts/0.1.0",
+    "WAP_SPEED_JOB__EMR_APPLICATION_ID": "00fspeed456abc789",
 }
 # Read from Secrets Manager at start-up, never Terraform outputs.
 SAMPLE_SECRETS = {
@@ -60,12 +61,11 @@ def _setting_outputs(directory, parse_dir, labelled) -> set[str]:
 
 def _platform_map(terraform_root, name: str) -> set[str]:
     """Keys of one map local of the platform module (settings_env, the merge of
-    job_settings_env and batch_env, or secret_env)."""
+    job_settings_env, batch_env and speed_job_env, or secret_env)."""
     text = (terraform_root / "modules" / "platform" / "main.tf").read_text()
     if name == "settings_env":
-        return _platform_map(terraform_root, "job_settings_env") | _platform_map(
-            terraform_root, "batch_env"
-        )
+        parts = ("job_settings_env", "batch_env", "speed_job_env")
+        return set().union(*(_platform_map(terraform_root, part) for part in parts))
     body = text.split(f"  {name} = {{", 1)[1].split("\n  }\n", 1)[0]
     return set(_SETTINGS_ENV_KEY.findall(body))
 
@@ -120,6 +120,7 @@ def test_outputs_load_into_the_settings_object(monkeypatch):
     assert settings.cassandra.replication == {"class": "SingleRegionStrategy"}
     assert settings.lake.root.startswith("s3a://")
     assert settings.spark.jars and settings.spark.extra_conf
+    assert settings.speed_job.emr_application_id == "00fspeed456abc789"
 
 
 def test_non_setting_outputs_are_left_out_and_unknown_settings_refused():

@@ -46,6 +46,8 @@ module "platform" {
   spark_max_cpu             = var.spark_max_cpu
   spark_max_memory          = var.spark_max_memory
   spark_shuffle_partitions  = var.spark_shuffle_partitions
+  speed_max_cpu             = var.speed_max_cpu
+  speed_max_memory          = var.speed_max_memory
   spark_jars                = var.spark_jars
   airflow_environment_class = var.airflow_environment_class
   airflow_max_workers       = var.airflow_max_workers

@@ -18,6 +18,11 @@ airflow_bucket_name = "airflow-acme-wap-dev"
 spark_max_cpu            = "16 vCPU"
 spark_max_memory         = "64 GB"
 spark_shuffle_partitions = 8
+# The streaming speed job (its own application): a 2 vCPU driver and executors of
+# 4 vCPU / 16 GB, one per 4 partitions of the topic (kafka.auto.tfvars.json), with room
+# for the memory overhead.
+speed_max_cpu    = "8 vCPU"
+speed_max_memory = "48 GB"
 spark_jars = [
   "delta-spark_4.1_2.13-4.4.0.jar",
   "delta-storage-4.4.0.jar",

@@ -137,6 +137,11 @@ output "WAP_BATCH__ARTIFACTS_URI" {
   value       = module.platform.settings_env["WAP_BATCH__ARTIFACTS_URI"]
 }
 
+output "WAP_SPEED_JOB__EMR_APPLICATION_ID" {
+  description = "The EMR Serverless application the streaming speed job runs on."
+  value       = module.platform.settings_env["WAP_SPEED_JOB__EMR_APPLICATION_ID"]
+}
+
 output "secret_settings" {
   description = "WAP_* password settings -> Secrets Manager secret and JSON key."
   value       = module.platform.secret_settings
@@ -145,6 +150,16 @@ output "secret_settings" {
 output "spark_application_id" {
   description = "EMR Serverless application jobs are submitted to."
   value       = module.platform.spark_application_id
+}
+
+output "speed_application_id" {
+  description = "EMR Serverless application of the streaming speed job."
+  value       = module.platform.speed_application_id
+}
+
+output "speed_deployer_policy_arn" {
+  description = "IAM policy for whoever runs `platformctl speed-deploy`."
+  value       = module.platform.speed_deployer_policy_arn
 }
 
 output "spark_job_role_arn" {

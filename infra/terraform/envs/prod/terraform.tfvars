@@ -19,6 +19,11 @@ airflow_bucket_name = "airflow-acme-wap-prod"
 spark_max_cpu            = "64 vCPU"
 spark_max_memory         = "256 GB"
 spark_shuffle_partitions = 64
+# The streaming speed job (its own application): a 2 vCPU driver and executors of
+# 4 vCPU / 16 GB, one per 4 partitions of the topic (kafka.auto.tfvars.json), with room
+# for the memory overhead.
+speed_max_cpu    = "20 vCPU"
+speed_max_memory = "96 GB"
 spark_jars = [
   "delta-spark_4.1_2.13-4.4.0.jar",
   "delta-storage-4.4.0.jar",

@@ -78,6 +78,16 @@ variable "spark_max_memory" {
   type        = string
 }
 
+variable "speed_max_cpu" {
+  description = "vCPU ceiling of the streaming speed job's EMR Serverless application."
+  type        = string
+}
+
+variable "speed_max_memory" {
+  description = "Memory ceiling of the streaming speed job's EMR Serverless application."
+  type        = string
+}
+
 variable "spark_shuffle_partitions" {
   description = "spark.sql.shuffle.partitions of the platform's jobs."
   type        = number
@@ -99,7 +109,7 @@ variable "airflow_max_workers" {
 }
 
 variable "container_image" {
-  description = "The project's container image (ECR URI with a tag) for the collector, serving and the speed layer."
+  description = "The project's container image (ECR URI with a tag) for the collector and serving."
   type        = string
 }
 

@@ -55,7 +55,13 @@ locals {
     WAP_BATCH__ARTIFACTS_URI      = "s3://${module.lake.bucket_name}/${module.lake.prefixes.artifacts}/${var.artifact_version}"
   }
 
-  settings_env = merge(local.job_settings_env, local.batch_env)
+  # The production speed job's deploy (platformctl speed-deploy): where it runs. Its logs
+  # go to the application's own location (logs/spark/speed/, under the platform's key).
+  speed_job_env = {
+    WAP_SPEED_JOB__EMR_APPLICATION_ID = module.spark.speed_application_id
+  }
+
+  settings_env = merge(local.job_settings_env, local.batch_env, local.speed_job_env)
 
   # Settings that are secrets: never outputs, read from Secrets Manager.
   secret_env = {
@@ -118,6 +124,9 @@ module "spark" {
   subnet_ids = module.network.private_subnet_ids
   max_cpu    = var.spark_max_cpu
   max_memory = var.spark_max_memory
+  # The streaming speed job's own application and cap (speed_layer/emr.py sizes it).
+  speed_max_cpu    = var.speed_max_cpu
+  speed_max_memory = var.speed_max_memory
   # Every job run gets the settings as its driver's environment, and where to read the
   # secret ones (core/secrets.py); the DAGs' runtime settings are not the jobs'.
   spark_conf = merge(
@@ -161,6 +170,9 @@ resource "aws_secretsmanager_secret" "app" {
 }
 
 # --- the long-running processes: ECS Fargate ------------------------------------
+# The collector and serving. The streaming speed layer is not here: it runs on
+# EMR Serverless (module.spark, `platformctl speed-deploy`), where it scales
+# past one machine and is restarted from its checkpoint when it fails.
 
 resource "aws_ecs_cluster" "this" {
   name = var.name
@@ -220,38 +232,4 @@ module "serving" {
   certificate_arn   = var.certificate_arn
   access_log_bucket = module.lake.access_log_bucket
   platform          = local.service_common
-}
-
-# The streaming speed layer: one Spark driver (local mode on the task's cores), never two
-# at once (one checkpoint); ECS restarts it when it stops, from its checkpoint.
-module "speed" {
-  source           = "../service"
-  name             = "${var.name}-speed"
-  command          = ["python", "-m", "speed_layer"]
-  port             = 8096
-  cpu              = 4096
-  memory           = 16384
-  min_tasks        = 1
-  max_tasks        = 1
-  load_balanced    = false
-  task_policy_json = data.aws_iam_policy_document.speed.json
-  platform = merge(local.service_common, {
-    settings_env = merge(local.settings_env, { WAP_SPEED__METRICS_HOST = "0.0.0.0", WAP_SPARK__MASTER = "local[*]" })
-  })
-}
-
-# The speed layer reads and writes its checkpoints in the lake bucket.
-data "aws_iam_policy_document" "speed" {
-  statement {
-    actions   = ["s3:ListBucket"]
-    resources = [module.lake.bucket_arn]
-  }
-  statement {
-    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
-    resources = ["${module.lake.bucket_arn}/${module.lake.prefixes.checkpoints}/*"]
-  }
-  statement {
-    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
-    resources = [module.kms.key_arn]
-  }
 }

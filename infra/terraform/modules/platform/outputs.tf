@@ -25,8 +25,18 @@ output "kafka_scram_password" {
 }
 
 output "spark_application_id" {
-  description = "EMR Serverless application jobs are submitted to."
+  description = "EMR Serverless application the batch steps are submitted to."
   value       = module.spark.application_id
+}
+
+output "speed_application_id" {
+  description = "EMR Serverless application of the streaming speed job (platformctl speed-deploy)."
+  value       = module.spark.speed_application_id
+}
+
+output "speed_deployer_policy_arn" {
+  description = "IAM policy for whoever runs `platformctl speed-deploy` (attach it to CI's or the operators' role)."
+  value       = module.spark.speed_deployer_policy_arn
 }
 
 output "spark_job_role_arn" {

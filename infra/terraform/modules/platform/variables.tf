@@ -66,12 +66,22 @@ variable "airflow_bucket_name" {
 }
 
 variable "spark_max_cpu" {
-  description = "vCPU ceiling of the EMR Serverless application, e.g. \"64 vCPU\"."
+  description = "vCPU ceiling of the batch steps' EMR Serverless application, e.g. \"64 vCPU\"."
   type        = string
 }
 
 variable "spark_max_memory" {
-  description = "Memory ceiling of the EMR Serverless application, e.g. \"256 GB\"."
+  description = "Memory ceiling of the batch steps' EMR Serverless application, e.g. \"256 GB\"."
+  type        = string
+}
+
+variable "speed_max_cpu" {
+  description = "vCPU ceiling of the streaming speed job's EMR Serverless application, e.g. \"16 vCPU\": its driver plus one executor per executor_cores partitions."
+  type        = string
+}
+
+variable "speed_max_memory" {
+  description = "Memory ceiling of the streaming speed job's EMR Serverless application, e.g. \"96 GB\"."
   type        = string
 }
 
@@ -107,7 +117,7 @@ variable "dags_dir" {
 }
 
 variable "container_image" {
-  description = "The project's container image (the wheel from `platformctl package`, its requirements and a Java 17 runtime) the collector, serving and the speed layer run."
+  description = "The project's container image (the wheel from `platformctl package`, its requirements and a Java 17 runtime) the collector and serving run."
   type        = string
 }
 

@@ -1,7 +1,10 @@
-# EMR Serverless runs the platform's Spark jobs: the streaming speed layer
-# and the batch layer's bronze/silver/gold runs that Airflow submits. The job
-# role may touch only the lake bucket's own prefixes, Delta's log table and
-# the two credential secrets.
+# EMR Serverless runs the platform's Spark jobs on two applications of one
+# release: the batch layer's bronze/silver/gold runs that Airflow submits, and
+# the streaming speed layer, one job run in streaming mode that `platformctl
+# speed-deploy` keeps alive. Each application has its own capacity cap, so a
+# backfill cannot take the executors the live views need. Both run as one job
+# role, which may touch only the lake bucket's own prefixes, Delta's log table
+# and the two credential secrets.
 
 resource "aws_security_group" "jobs" {
   # checkov:skip=CKV2_AWS_5: Attached to the EMR Serverless application's network_configuration below, a reference checkov's graph does not follow.
@@ -81,6 +84,50 @@ resource "aws_emrserverless_application" "this" {
   }
 }
 
+# The streaming speed job: one long-lived job run (mode STREAMING, restarted by
+# its retry policy from its checkpoint under checkpoints/), capped apart from
+# the batch runs. Its executors follow the topic's partitions (dynamic
+# allocation, speed_layer/emr.py); the cap leaves room for that many.
+resource "aws_emrserverless_application" "speed" {
+  name          = "${var.name}-speed"
+  release_label = var.release_label
+  type          = "spark"
+  architecture  = var.architecture
+
+  maximum_capacity {
+    cpu    = var.speed_max_cpu
+    memory = var.speed_max_memory
+  }
+
+  auto_start_configuration {
+    enabled = true
+  }
+
+  # A streaming run keeps the application busy; it stops only when the job has
+  # ended for good (retries spent) and nobody started it again.
+  auto_stop_configuration {
+    enabled              = true
+    idle_timeout_minutes = var.idle_timeout_minutes
+  }
+
+  network_configuration {
+    subnet_ids         = var.subnet_ids
+    security_group_ids = [aws_security_group.jobs.id]
+  }
+
+  runtime_configuration {
+    classification = "spark-defaults"
+    properties     = var.spark_conf
+  }
+
+  monitoring_configuration {
+    s3_monitoring_configuration {
+      log_uri            = "s3://${var.bucket_name}/${var.prefixes.logs}/spark/speed/"
+      encryption_key_arn = var.kms_key_arn
+    }
+  }
+}
+
 data "aws_iam_policy_document" "assume" {
   statement {
     actions = ["sts:AssumeRole"]
@@ -91,7 +138,7 @@ data "aws_iam_policy_document" "assume" {
     condition {
       test     = "ArnLike"
       variable = "aws:SourceArn"
-      values   = [aws_emrserverless_application.this.arn]
+      values   = [aws_emrserverless_application.this.arn, aws_emrserverless_application.speed.arn]
     }
   }
 }
@@ -103,6 +150,8 @@ data "aws_iam_policy_document" "job" {
     resources = [var.bucket_arn]
   }
 
+  # checkpoints/: the speed job's streaming state and offsets, resumed by every
+  # attempt and by a replacement run.
   statement {
     sid     = "ReadWriteTablesAndCheckpoints"
     actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
@@ -152,4 +201,36 @@ resource "aws_iam_role_policy" "job" {
   name   = "platform-job"
   role   = aws_iam_role.job.id
   policy = data.aws_iam_policy_document.job.json
+}
+
+# Whoever keeps the speed job running (`platformctl speed-deploy`, from CI or an
+# operator's role): list, start, watch and cancel runs of the speed application
+# only, passing only the job role. Airflow's role cannot touch it.
+data "aws_iam_policy_document" "speed_deployer" {
+  statement {
+    sid = "RunTheSpeedJob"
+    actions = [
+      "emr-serverless:ListJobRuns", "emr-serverless:StartJobRun", "emr-serverless:GetJobRun",
+      "emr-serverless:CancelJobRun", "emr-serverless:GetApplication",
+      "emr-serverless:GetDashboardForJobRun",
+    ]
+    resources = [aws_emrserverless_application.speed.arn, "${aws_emrserverless_application.speed.arn}/jobruns/*"]
+  }
+
+  statement {
+    sid       = "PassSparkJobRole"
+    actions   = ["iam:PassRole"]
+    resources = [aws_iam_role.job.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "iam:PassedToService"
+      values   = ["emr-serverless.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_policy" "speed_deployer" {
+  name        = "${var.name}-speed-deployer"
+  description = "Start, watch, replace and cancel the streaming speed job on its EMR Serverless application"
+  policy      = data.aws_iam_policy_document.speed_deployer.json
 }

@@ -31,12 +31,22 @@ variable "architecture" {
 }
 
 variable "max_cpu" {
-  description = "Upper bound of vCPUs all running jobs may use together, e.g. \"64 vCPU\"."
+  description = "Upper bound of vCPUs all running batch jobs may use together, e.g. \"64 vCPU\"."
   type        = string
 }
 
 variable "max_memory" {
-  description = "Upper bound of memory all running jobs may use together, e.g. \"256 GB\"."
+  description = "Upper bound of memory all running batch jobs may use together, e.g. \"256 GB\"."
+  type        = string
+}
+
+variable "speed_max_cpu" {
+  description = "Upper bound of vCPUs of the streaming speed job's application (driver and executors), e.g. \"16 vCPU\"."
+  type        = string
+}
+
+variable "speed_max_memory" {
+  description = "Upper bound of memory of the streaming speed job's application, e.g. \"96 GB\"."
   type        = string
 }
 
