@@ -13,8 +13,11 @@ set -eu
 context=${1:?usage: install.sh CONTEXT}
 export DEBIAN_FRONTEND=noninteractive
 
-# Python 3.11 with its venv module, a Java 17 runtime for Spark, CA certificates,
-# and tini as PID 1 (signals forwarded, the JVM's orphans reaped).
+# Python 3.11 with its venv module, a Java 17 runtime for Spark, CA certificates
+# (the JVM's truststore too, from ca-certificates-java), and tini as PID 1 (signals
+# forwarded, the JVM's orphans reaped). The JRE's postinst links its manual page
+# into /usr/share/man/man1, which a slim root filesystem leaves out.
+mkdir -p /usr/share/man/man1
 apt-get update
 apt-get install -y --no-install-recommends \
     python3 python3-venv openjdk-17-jre-headless ca-certificates tini
