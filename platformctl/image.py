@@ -42,6 +42,7 @@ __all__ = [
     "build_image",
     "buildah_config",
     "docker_build_command",
+    "mmdebstrap_command",
     "prepare_context",
     "read_recipe",
 ]
@@ -68,6 +69,9 @@ SLIM_EXCLUDES = (
 )
 """What dpkg leaves out of a slim Debian image (documentation, manuals, translations)."""
 _BUNDLE = Path("@segment") / "analytics-next" / "dist" / "umd"
+_BUILD_ENV = "HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""install.sh's whole environment in the chroot, as a RUN's: nothing of this host's (its pip
+configuration, proxies) reaches the build."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,25 @@ def docker_build_command(context: Path, wheel: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def mmdebstrap_command(context: Path, rootfs: Path) -> list[str]:
+    """A minimal bookworm root filesystem (as the slim base: dpkg leaves documentation out)
+    with ``install.sh`` run in it on ``context``, as the tarball ``rootfs``."""
+    hooks = (
+        f"copy-in {shlex.quote(str(context.resolve()))} /tmp",
+        f'chroot "$1" env -i {_BUILD_ENV} sh /tmp/context/install.sh /tmp/context',
+        'rm -rf "$1/tmp/context"',
+    )
+    return [
+        "mmdebstrap",
+        "--variant=minbase",
+        *(f"--dpkgopt={exclude}" for exclude in SLIM_EXCLUDES),
+        *(f"--customize-hook={hook}" for hook in hooks),
+        "bookworm",
+        str(rootfs),
+        *MIRRORS,
+    ]
+
+
 def build_image(settings: Settings, out: Path) -> Path:
     """Build the image from Debian packages (no base image pulled) into ``out``; the path
     of its OCI archive. Needs root, ``mmdebstrap`` and ``buildah``, and the Debian mirror."""
@@ -261,22 +284,7 @@ def build_image(settings: Settings, out: Path) -> Path:
     )
     rootfs = out / "rootfs.tar"
     log_event(_log, "image.rootfs", out=str(rootfs))
-    hooks = (
-        f"copy-in {shlex.quote(str(context.resolve()))} /tmp",
-        'chroot "$1" sh /tmp/context/install.sh /tmp/context',
-        'rm -rf "$1/tmp/context"',
-    )
-    _run(
-        [
-            "mmdebstrap",
-            "--variant=minbase",
-            *(f"--dpkgopt={exclude}" for exclude in SLIM_EXCLUDES),
-            *(f"--customize-hook={hook}" for hook in hooks),
-            "bookworm",
-            str(rootfs),
-            *MIRRORS,
-        ]
-    )
+    _run(mmdebstrap_command(context, rootfs))
     image = f"localhost/{NAME}:{version}"
     archive = out / f"{NAME}-{version}.oci.tar"
     env = {**os.environ, "BUILDAH_FORMAT": "docker"}  # HEALTHCHECK is a Docker-format field

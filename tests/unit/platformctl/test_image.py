@@ -8,7 +8,14 @@ import json
 import pytest
 
 from core.settings import LocalSettings, Settings
-from platformctl.image import IMAGE_DIR, LOCK, buildah_config, prepare_context, read_recipe
+from platformctl.image import (
+    IMAGE_DIR,
+    LOCK,
+    buildah_config,
+    mmdebstrap_command,
+    prepare_context,
+    read_recipe,
+)
 
 DOCKERFILE = (IMAGE_DIR / "Dockerfile").read_text()
 
@@ -37,6 +44,22 @@ def test_the_dockerfile_configuration_is_what_buildah_applies():
     env = dict(value.split("=", 1) for flag, value in options if flag == "--env")
     assert env == recipe.env
     assert env["PATH"].startswith("/opt/wap/venv/bin:")
+
+
+def test_the_root_filesystem_is_a_slim_bookworm_where_install_sh_runs_untouched(tmp_path):
+    argv = mmdebstrap_command(tmp_path / "context", tmp_path / "rootfs.tar")
+    assert argv[:2] == ["mmdebstrap", "--variant=minbase"]
+    suite = argv.index("bookworm")
+    assert argv[suite + 1] == str(tmp_path / "rootfs.tar")
+    mirrors = argv[suite + 2 :]
+    assert [m.split()[2] for m in mirrors] == ["bookworm", "bookworm-updates", "bookworm-security"]
+    assert "--dpkgopt=path-exclude=/usr/share/man/*" in argv
+    hooks = [a.removeprefix("--customize-hook=") for a in argv if a.startswith("--customize")]
+    assert hooks[0] == f"copy-in {tmp_path / 'context'} /tmp"
+    # install.sh sees a RUN's environment, none of this host's (pip settings, proxies).
+    assert hooks[1].startswith('chroot "$1" env -i HOME=/root PATH=/usr/local/sbin:')
+    assert hooks[1].endswith(" sh /tmp/context/install.sh /tmp/context")
+    assert hooks[2] == 'rm -rf "$1/tmp/context"'
 
 
 def test_a_recipe_missing_what_configures_the_image_is_refused():
