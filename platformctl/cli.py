@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     context.add_argument("--out", type=Path, default=Path("dist") / "image" / "context")
     build = image_steps.add_parser(
-        "build", help="build it from Debian packages (mmdebstrap, buildah) into an OCI archive"
+        "build", help="build it from Debian packages (mmdebstrap, buildah) into an image archive"
     )
     build.add_argument("--out", type=Path, default=Path("dist") / "image")
     forget = commands.add_parser(

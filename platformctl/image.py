@@ -12,7 +12,8 @@ The recipe is ``infra/image/Dockerfile``; everything it puts into the image is d
   bookworm root filesystem from the Debian mirror, runs the same ``install.sh`` in it,
   and ``buildah`` turns it into an image configured as the Dockerfile says (its ENV,
   USER, WORKDIR, EXPOSE, HEALTHCHECK, ENTRYPOINT, CMD and LABELs, read from it), written
-  as an OCI archive, ``dist/image/web-activity-platform-<version>.oci.tar``.
+  as an archive in Docker's format, ``dist/image/web-activity-platform-<version>.docker.tar``
+  (an OCI image configuration has no HEALTHCHECK: an OCI archive would drop it).
 """
 
 from __future__ import annotations
@@ -271,8 +272,8 @@ def mmdebstrap_command(context: Path, rootfs: Path) -> list[str]:
 
 
 def build_image(settings: Settings, out: Path) -> Path:
-    """Build the image from Debian packages (no base image pulled) into ``out``; the path
-    of its OCI archive. Needs root, ``mmdebstrap`` and ``buildah``, and the Debian mirror."""
+    """Build the image from Debian packages (no base image pulled) into ``out``; the path of
+    its archive (Docker's format). Needs root, ``mmdebstrap``, ``buildah``, the Debian mirror."""
     for tool in ("mmdebstrap", "buildah"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"`{tool}` is not on PATH: `apt-get install -y mmdebstrap buildah`")
@@ -286,7 +287,7 @@ def build_image(settings: Settings, out: Path) -> Path:
     log_event(_log, "image.rootfs", out=str(rootfs))
     _run(mmdebstrap_command(context, rootfs))
     image = f"localhost/{NAME}:{version}"
-    archive = out / f"{NAME}-{version}.oci.tar"
+    archive = out / f"{NAME}-{version}.docker.tar"
     env = {**os.environ, "BUILDAH_FORMAT": "docker"}  # HEALTHCHECK is a Docker-format field
     container = _run(["buildah", "from", "scratch"], env=env).stdout.strip()
     try:
@@ -296,7 +297,7 @@ def build_image(settings: Settings, out: Path) -> Path:
     finally:
         subprocess.run(["buildah", "rm", container], capture_output=True, check=False)
     archive.unlink(missing_ok=True)
-    _run(["buildah", "push", "--quiet", image, f"oci-archive:{archive}:{NAME}:{version}"])
+    _run(["buildah", "push", "--quiet", image, f"docker-archive:{archive}:{NAME}:{version}"])
     rootfs.unlink()
     log_event(_log, "image.built", image=image, archive=str(archive))
     return archive
