@@ -43,6 +43,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from batch_layer.tables import table_version
+from core.frames import local_frame
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class Ledger:
         before = _READ.pop(self.path, None)
         # mergeSchema: ledgers written before entry_id and consumed gain the columns.
         (
-            self.spark.createDataFrame([row], schema)
+            local_frame(self.spark, [row], schema)
             .write.format("delta")
             .mode("append")
             .option("mergeSchema", "true")

@@ -57,6 +57,7 @@ from batch_layer.staging import (
 )
 from batch_layer.tables import creation_options, ensure_table_properties
 from core.event_time import EventTimeBounds
+from core.frames import local_frame
 from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
 from core.suppressions import read_suppressions
@@ -272,8 +273,8 @@ def build_silver(
     near = [d for d in neighbour_days(touched) if d not in rebuilt]
     kept, written = _silver_near(spark, path, near, key, fresh)
     found = copies(events.select(*key, "event_date", "partition", "offset"), kept, key)
-    dropped = spark.createDataFrame(
-        [(r.partition, r.offset) for r in found.collect()], "partition int, offset bigint"
+    dropped = local_frame(
+        spark, [(r.partition, r.offset) for r in found.collect()], "partition int, offset bigint"
     )
     write_copies(dropped, staging)
     seconds["dedupe"] = time.monotonic() - clock - seconds["parse"]

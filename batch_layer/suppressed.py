@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from core.frames import local_frame
+
 if TYPE_CHECKING:
     from delta.tables import DeltaTable
     from pyspark.sql import Column, DataFrame
@@ -108,7 +110,7 @@ def delete_rows(table: DeltaTable, user_id: str, rows: Column) -> None:
     commit records in the table's history names columns, never the id or its digest
     (e.g. ``event_rows(F.col(FORGOTTEN), spec.identity)``).
     """
-    source = table.toDF().sparkSession.createDataFrame([(user_id,)], "_forgotten string")
+    source = local_frame(table.toDF().sparkSession, [(user_id,)], "_forgotten string")
     table.alias("t").merge(source.alias("s"), rows).whenMatchedDelete().execute()
 
 
@@ -138,7 +140,7 @@ def _without(
         return records
     from pyspark.sql import functions as F
 
-    ids = records.sparkSession.createDataFrame([(i,) for i in sorted(suppressed)], "_sid string")
+    ids = local_frame(records.sparkSession, [(i,) for i in sorted(suppressed)], "_sid string")
     kept = records
     for n, identity in enumerate(identities):
         name = f"_identity{n}"

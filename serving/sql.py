@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from core.frames import local_frame
 from core.settings import Settings
 from layout import ViewTables, read_boundaries, read_speed_versions
 from serving.timerange import MINUTE_MS, from_ms, to_ms
@@ -68,7 +69,7 @@ def gold_frame(spark: SparkSession, settings: Settings, spec: ViewSpec) -> DataF
     except Exception as error:  # AnalysisException: not a Delta table (yet)
         if "DELTA_MISSING_DELTA_TABLE" not in str(error) and "not a Delta table" not in str(error):
             raise
-        return spark.createDataFrame([], view_schema(spec))
+        return local_frame(spark, [], view_schema(spec))
 
 
 def speed_rows(settings: Settings, spec: ViewSpec, lo: int, hi: int) -> list[tuple[Any, ...]]:
@@ -105,7 +106,7 @@ def speed_frame(
     spark: SparkSession, settings: Settings, spec: ViewSpec, lo: int, hi: int
 ) -> DataFrame:
     """:func:`speed_rows` as a DataFrame of :func:`view_schema`."""
-    return spark.createDataFrame(speed_rows(settings, spec, lo, hi), view_schema(spec))
+    return local_frame(spark, speed_rows(settings, spec, lo, hi), view_schema(spec))
 
 
 def register_views(
@@ -145,7 +146,7 @@ def register_views(
             merged = before.unionByName(after)
         merged.createOrReplaceTempView(f"serving_{spec.name}")
     named = {name: (from_ms(b) if b is not None else None) for name, b in boundaries.items()}
-    spark.createDataFrame(
-        list(named.items()), "view_name string, boundary timestamp"
+    local_frame(
+        spark, list(named.items()), "view_name string, boundary timestamp"
     ).createOrReplaceTempView("serving_boundaries")
     return named

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date
 
 from batch_layer.dedupe import copies
+from core.frames import local_frame
 
 KEY = ("source_id", "event_id")
 D = date(2024, 3, 1)
@@ -15,11 +16,13 @@ def _day(n: int) -> date:
 
 
 def _copies(spark, records, kept=()):
-    records = spark.createDataFrame(
+    records = local_frame(
+        spark,
         [("s", event, p, o, _day(d)) for event, p, o, d in records],
         "source_id string, event_id string, partition int, offset long, event_date date",
     )
-    kept = spark.createDataFrame(
+    kept = local_frame(
+        spark,
         [("s", event, _day(d)) for event, d in kept],
         "source_id string, event_id string, event_date date",
     )

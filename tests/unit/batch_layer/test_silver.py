@@ -8,6 +8,7 @@ from datetime import date, timedelta
 from batch_layer.bronze import bronze_path
 from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.silver import days_predicate, parse_bronze, rejects_path, silver_path
+from core.frames import local_frame
 from core.settings import KafkaSettings, LakeSettings, Settings
 
 
@@ -41,7 +42,7 @@ def test_a_lake_root_with_bronze_in_its_path_keeps_silver_under_that_root():
 def _bronze(spark, *events: dict):
     """Bronze rows (partition 0, offsets 0..) holding ``events`` as JSON values."""
     rows = [(0, offset, json.dumps(e).encode()) for offset, e in enumerate(events)]
-    return spark.createDataFrame(rows, "partition INT, offset LONG, value BINARY")
+    return local_frame(spark, rows, "partition INT, offset LONG, value BINARY")
 
 
 def _event(event_id: str, timestamp: str, received_at: str = "2026-01-01T12:00:00Z") -> dict:

@@ -14,6 +14,7 @@ from batch_layer.suppressed import (
     without_suppressed,
     without_suppressed_parsed,
 )
+from core.frames import local_frame
 
 SDK = ("userId", "anonymousId")
 """The identity fields of the SDK events' pipeline (``web_events``)."""
@@ -36,7 +37,7 @@ def _raw(spark, column: str = "value", binary: bool = True):
         ("5", json.dumps({"userId": "someone", "previousId": "u-1"})),
     ]
     kind = "binary" if binary else "string"
-    frame = spark.createDataFrame(rows, "id string, text string")
+    frame = local_frame(spark, rows, "id string, text string")
     return frame.selectExpr("id", f"cast(text as {kind}) as {column}")
 
 
@@ -45,7 +46,7 @@ def _ids(frame) -> list[str]:
 
 
 def test_silver_rows_of_a_user_are_those_with_the_id_as_user_or_anonymous_id(spark):
-    silver = spark.createDataFrame(EVENTS, "id string, userId string, anonymousId string")
+    silver = local_frame(spark, EVENTS, "id string, userId string, anonymousId string")
     assert _ids(silver.where(event_rows("u-1", SDK))) == ["1", "2"]
     assert _ids(silver.where(~event_rows("u-1", SDK))) == ["3", "4", "5"]  # never null
 
@@ -59,8 +60,10 @@ def test_raw_records_are_matched_on_their_parsed_identity_fields(spark, column, 
 
 def test_an_id_with_quotes_is_a_value_not_sql(spark):
     tricky = "o'brien\" OR 1=1 --"
-    silver = spark.createDataFrame(
-        [("1", tricky, None), ("2", "x", None)], "id string, userId string, anonymousId string"
+    silver = local_frame(
+        spark,
+        [("1", tricky, None), ("2", "x", None)],
+        "id string, userId string, anonymousId string",
     )
     assert _ids(silver.where(event_rows(tricky, SDK))) == ["1"]
 
@@ -83,7 +86,7 @@ def _parsed(spark):
         ("5", "u-10", "a-2", None),
         ("6", None, None, json.dumps({"anonymousId": "a-3"})),
     ]
-    return spark.createDataFrame(rows, "id string, userId string, anonymousId string, raw string")
+    return local_frame(spark, rows, "id string, userId string, anonymousId string, raw string")
 
 
 def test_parsed_records_are_matched_on_raw_text_or_typed_ids(spark):
@@ -102,7 +105,8 @@ def test_a_contract_without_the_identity_columns_is_matched_on_raw_text_alone(sp
 
 
 def test_each_pipeline_is_matched_on_its_own_identity_fields(spark):
-    orders = spark.createDataFrame(
+    orders = local_frame(
+        spark,
         [("1", "b-1", "u-1"), ("2", "b-2", None), ("3", None, "b-1")],
         "id string, buyer_id string, userId string",
     )

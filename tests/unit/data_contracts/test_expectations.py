@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from open_data_contract_standard.model import DataQuality
 
+from core.frames import local_frame
 from data_contracts import Contract, load_contract
 from data_contracts.derive import expectation_suite, to_spark_schema, validate_dataframe
 
@@ -140,7 +141,7 @@ def test_nested_required_field_only_where_its_object_is_present(contract):
 
 @pytest.mark.slow
 def test_valid_events_pass(spark, contract, suite):
-    df = spark.createDataFrame(VALID, to_spark_schema(contract))
+    df = local_frame(spark, VALID, to_spark_schema(contract))
     summary = validate_dataframe(df, suite)
     assert summary.success, str(summary)
     assert summary.failures == ()
@@ -163,7 +164,7 @@ def test_each_broken_rule_is_reported_with_its_field_and_rule(spark, contract, s
         _event("nameless-track", type="track"),
         _event("nobody", anonymousId=None),
     ]
-    df = spark.createDataFrame([*VALID, *broken], to_spark_schema(contract))
+    df = local_frame(spark, [*VALID, *broken], to_spark_schema(contract))
     drifted = df.drop("traits", "name").withColumn("extra", F.lit(1))
     summary = validate_dataframe(drifted, suite)
     assert not summary.success

@@ -18,6 +18,7 @@ import pytest
 from great_expectations import expectations as E
 from great_expectations.expectations.row_conditions import Column
 
+from core.frames import local_frame
 from data_contracts.derive import validate_dataframe, validate_dataframes, validate_with_gx
 from data_contracts.derive.one_pass_query import count_suites
 
@@ -319,7 +320,7 @@ LEFT_TO_GX = {"missing column", "median", "between: a string column", "between: 
 def test_the_one_pass_reports_what_gx_reports(spark, name, expectation, rows):
     import great_expectations as gx
 
-    df = spark.createDataFrame(rows, SCHEMA)
+    df = local_frame(spark, rows, SCHEMA)
     suite = gx.ExpectationSuite(name="case", expectations=[expectation])
     fast, judged = validate_dataframe(df, suite), validate_with_gx(df, suite)
     assert fast == judged, (str(fast), str(judged))
@@ -333,7 +334,7 @@ def test_the_one_pass_reports_what_gx_reports(spark, name, expectation, rows):
     ids=[c[0] for c in CASES if c[0] not in LEFT_TO_GX],
 )
 def test_the_whole_basic_result_is_gx_s(spark, name, expectation, rows):
-    df = spark.createDataFrame(rows, SCHEMA)
+    df = local_frame(spark, rows, SCHEMA)
     (counted,) = count_suites([(df, [expectation])])
     verdict = counted.results[0]
     expected = _gx_basic(df, expectation)
@@ -360,7 +361,7 @@ def test_what_the_one_pass_cannot_translate_gx_judges_in_the_same_call(spark):
     import great_expectations as gx
 
     rows = [("x", 1, 0.0, None, None), (None, 5, 0.0, None, None), ("y", 9, 0.0, None, None)]
-    df = spark.createDataFrame(rows, SCHEMA)
+    df = local_frame(spark, rows, SCHEMA)
     median = E.ExpectColumnMedianToBeBetween(column="n", max_value=2, meta={"rule": "median"})
     expectations = [
         E.ExpectColumnValuesToNotBeNull(column="a", meta={"rule": "required"}),
@@ -381,7 +382,7 @@ def test_failures_are_listed_in_gx_s_order(spark):
     import great_expectations as gx
 
     rows = [("x", -1, 0.0, None, None), ("x", -1, 0.0, None, None), (None, 9, 0.0, None, None)]
-    df = spark.createDataFrame(rows, SCHEMA)
+    df = local_frame(spark, rows, SCHEMA)
     expectations = [
         E.ExpectColumnValuesToNotBeNull(column="a", meta={"rule": "a required"}),
         E.ExpectColumnValuesToBeBetween(column="n", min_value=0, meta={"rule": "n minimum"}),
@@ -404,7 +405,7 @@ def test_failures_are_listed_in_gx_s_order(spark):
 def test_a_suite_parameter_is_left_to_gx(spark):
     from data_contracts.derive.one_pass import translate
 
-    schema = spark.createDataFrame([], SCHEMA).schema
+    schema = local_frame(spark, [], SCHEMA).schema
     bound = E.ExpectColumnValuesToBeBetween(column="n", min_value={"$PARAMETER": "low"})
     assert translate(bound, schema) is None
     assert translate(E.ExpectColumnValuesToBeBetween(column="n", min_value=0), schema) is not None
@@ -413,7 +414,7 @@ def test_a_suite_parameter_is_left_to_gx(spark):
 def test_a_query_that_fails_at_run_time_leaves_the_suite_to_gx(spark):
     import great_expectations as gx
 
-    df = spark.createDataFrame([("x", 1, 0.0, None, None)], SCHEMA)
+    df = local_frame(spark, [("x", 1, 0.0, None, None)], SCHEMA)
     # An unbalanced pattern: Spark compiles it when the rows are read, and raises.
     regex = E.ExpectColumnValuesToMatchRegex(column="a", regex="(x")
     suite = gx.ExpectationSuite(name="broken", expectations=[regex])
@@ -427,7 +428,7 @@ def test_the_spark_jobs_do_not_grow_with_the_expectations(spark):
     import great_expectations as gx
 
     rows = [(f"v{i}", i, float(i), (i,), "t") for i in range(50)]
-    df = spark.createDataFrame(rows, SCHEMA)
+    df = local_frame(spark, rows, SCHEMA)
     few = [E.ExpectColumnValuesToNotBeNull(column="a")]
     many = few + [
         E.ExpectColumnValuesToBeBetween(column=c, min_value=-i)
@@ -457,8 +458,8 @@ def _last_job(spark) -> int:
 def test_several_tables_in_one_query_report_as_each_alone(spark):
     import great_expectations as gx
 
-    one = spark.createDataFrame([("x", -1, 0.0, None, None)], SCHEMA)
-    two = spark.createDataFrame([("x", 1, 0.0, None, None), ("x", 1, 0.0, None, None)], SCHEMA)
+    one = local_frame(spark, [("x", -1, 0.0, None, None)], SCHEMA)
+    two = local_frame(spark, [("x", 1, 0.0, None, None), ("x", 1, 0.0, None, None)], SCHEMA)
     between = E.ExpectColumnValuesToBeBetween(column="n", min_value=0)
     unique = E.ExpectCompoundColumnsToBeUnique(column_list=["a", "n"])
     suites = [

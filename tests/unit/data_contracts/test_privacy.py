@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from core.frames import local_frame
 from data_contracts import Contract, ContractError, load_contract
 from data_contracts.derive import anonymised_fields, field_handling, hidden_in_sql, sql_view
 from tests.unit.data_contracts.contract_edits import RAW, contract_of, edited, handling
@@ -108,7 +109,7 @@ def _silver(spark, contract: Contract, event: dict):
     from views.input import parse_records
 
     record = [(json.dumps(event).encode(), 0, 0)]
-    records = spark.createDataFrame(record, "value binary, partition int, offset long")
+    records = local_frame(spark, record, "value binary, partition int, offset long")
     valid, _ = parse_records(records, contract, timedelta(seconds=60))
     return valid.drop("partition", "offset")
 
@@ -169,7 +170,8 @@ def test_sql_view_follows_the_contract(spark):
 
 def test_a_struct_left_without_fields_is_dropped(spark):
     contract = load_contract("web_events", 1)
-    frame = spark.createDataFrame(
+    frame = local_frame(
+        spark,
         [("e1", ("Mozilla/5.0", "192.0.2.0"))],
         "event_id string, context struct<userAgent: string, ip: string>",
     )

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from core.frames import local_frame
 from core.settings import LakeSettings, Settings, SpeedSettings
 from speed_layer.service import supervise
 from speed_layer.start import StartPosition, floor_of, parse_from, spark_offsets, window_seconds
@@ -88,7 +89,7 @@ def test_bound_event_time_drops_and_counts_the_future_and_what_lies_before_the_f
         ("year 9999", datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
         ("before floor", now - timedelta(hours=2)),
     ]
-    events = spark.createDataFrame(rows, "event_id string, event_time timestamp")
+    events = local_frame(spark, rows, "event_id string, event_time timestamp")
     floor = now - timedelta(hours=1)
     bounded = bound_event_time(events, 60, floor)
     kept = sorted(r.event_id for r in bounded.collect())

@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from core.cassandra import view_row_values
+from core.frames import local_frame
 from data_contracts import Contract, load_contract
 from ingest.enrich import RequestFacts, enrich
 from ingest.simulator import GroundTruth, SimEvent, SimulatorConfig, build_truth, generate
@@ -166,7 +167,7 @@ class Runner:
         types += [kind(m.kind).spark_type for m in spec.measures]
         schema = ", ".join(f"{c} {t}" for c, t in zip(spec.columns, types, strict=True))
         rows = [(*key, *values) for key, (values, _) in held.items()]
-        return self.spark.createDataFrame(rows, schema)
+        return local_frame(self.spark, rows, schema)
 
     @staticmethod
     def _readable(rows: DataFrame, spec: ViewSpec) -> DataFrame:

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import DataFrame
 
+from core.frames import local_frame
 from data_contracts import load_contract
 from views.common import minute_window, window_start
 from views.input import REJECT_REASONS, parse_records
@@ -36,7 +37,8 @@ def test_each_record_is_an_event_or_a_reject_with_its_reason(spark):
         _event(timestamp=None),
         _event("ahead", timestamp="2026-01-01T12:01:00.001Z"),
     ]
-    records = spark.createDataFrame(
+    records = local_frame(
+        spark,
         [(0, offset, value) for offset, value in enumerate(values)],
         "partition INT, offset LONG, value BINARY",
     )
@@ -62,8 +64,8 @@ def test_the_payload_keeps_what_the_contract_does_not_type(spark):
 
     event = json.loads(_event())
     event["properties"] = {"revenue": 9.5, "custom": {"deep": [1, 2]}}
-    records = spark.createDataFrame(
-        [(0, 0, json.dumps(event).encode())], "partition INT, offset LONG, value BINARY"
+    records = local_frame(
+        spark, [(0, 0, json.dumps(event).encode())], "partition INT, offset LONG, value BINARY"
     )
     plain, _ = parse_records(records, load_contract("web_events", 1), timedelta(seconds=60))
     assert "payload" not in plain.columns, "only silver keeps the whole event"

@@ -14,6 +14,7 @@ from typing import get_args
 
 import pytest
 
+from core.frames import local_frame
 from views import ViewSpec, estimates, merge_partials
 from views.kinds import KINDS, MeasureKind, kind, quantile_name
 from views.spec import Measure
@@ -88,7 +89,7 @@ def partials(spark):
     from pyspark.sql import functions as F
 
     rows = [(f"2026-01-01 00:0{m}:10", k, v, x) for m, k, v, x in EVENTS]
-    events = spark.createDataFrame(rows, "t string, key string, visitor string, value double")
+    events = local_frame(spark, rows, "t string, key string, visitor string, value double")
     events = events.withColumn("event_time", F.col("t").cast("timestamp")).drop("t")
     return SPEC.build(events).cache()
 
