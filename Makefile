@@ -34,13 +34,13 @@ install: $(STAMP) $(CHECKOV)/.installed  ## Python env, JVM jars from Maven Cent
 
 $(CHECKOV)/.installed: requirements/checkov.lock $(STAMP)  ## checkov's own env (infra/terraform tests)
 	$(PYTHON) -m venv $(CHECKOV)
-	$(BIN)/uv pip sync -q --python $(CHECKOV)/bin/python requirements/checkov.lock
+	$(BIN)/uv pip sync -q --compile-bytecode --python $(CHECKOV)/bin/python requirements/checkov.lock
 	touch $@
 
 $(STAMP): requirements/main.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.9
-	$(BIN)/uv pip sync -q --python $(BIN)/python requirements/main.lock
+	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements/main.lock
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 

@@ -51,6 +51,7 @@ def _wanted_stamp(lock_file: Path, project_root: Path, python: str) -> dict[str,
     return {
         "lock_sha256": hashlib.sha256(lock_file.read_bytes()).hexdigest(),
         "uv": UV_VERSION,
+        "bytecode": True,  # compiled at install: see platformctl.install.COMPILE_BYTECODE
         "base_python": str(Path(python).resolve()),
         "editable_project": (project_root / "pyproject.toml").is_file(),
         # The editable install maps the project's packages as pyproject lists them.
@@ -98,7 +99,8 @@ def ensure_airflow_venv(
     uv_env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"}
     uv_env.pop("VIRTUAL_ENV", None)
     uv_pip = [str(venv_dir / "bin" / "uv"), "pip"]
-    _run("uv_pip_sync", [*uv_pip, "sync", "--python", str(vpy), str(lock_file)], env=uv_env)
+    sync = [*uv_pip, "sync", "--compile-bytecode", "--python", str(vpy), str(lock_file)]
+    _run("uv_pip_sync", sync, env=uv_env)
     if wanted["editable_project"]:
         editable = ["--no-deps", "--editable", str(project_root)]
         _run("install_project", [*uv_pip, "install", "--python", str(vpy), *editable], env=uv_env)
