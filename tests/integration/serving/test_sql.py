@@ -4,8 +4,8 @@ Two days of simulated traffic (and seven events of a crawler) go through
 Kafka and the real batch pipeline (bronze -> silver -> gold -> publish) into
 a lake and keyspace of their own (``published_lake``, shared with the security
 tests); the SQL server (``python -m serving.connect``) runs as its own process
-on them. An analyst's script, in a virtualenv holding
-only ``pyspark-client`` from PyPI, connects over Spark Connect, lists the
+on them. An analyst's script, in the analyst's virtualenv (tools from PyPI,
+nothing of this repository), connects over Spark Connect with ``pyspark-client``, lists the
 views and runs the example queries of ``docs/sql.md``; their answers must
 equal the truth computed here from the sent events. The HTTP endpoint answers
 the same queries and refuses what it must.
