@@ -17,9 +17,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["DOCS", "doc_queries", "duckdb_queries", "duckdb_setup"]
+__all__ = ["DOCS", "NOTEBOOK", "doc_queries", "duckdb_queries", "duckdb_setup"]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "sql.md"
+NOTEBOOK = DOCS.parent / "notebooks" / "analyst.ipynb"
+"""The analysts' notebook: the docs' questions over Spark Connect, with plots."""
 _BLOCK = re.compile(r"```sql\n-- name: (\w+)\n(.*?)```", re.DOTALL)
 _DUCKDB = re.compile(r"```sql\n-- duckdb: (\w+)\n(.*?)```", re.DOTALL)
 _PYTHON = re.compile(r"```python\n(.*?)```", re.DOTALL)

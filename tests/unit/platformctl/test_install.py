@@ -34,3 +34,10 @@ def test_the_delta_extension_pairs_with_its_duckdb():
     extension = locked_version(ANALYST_LOCK, "duckdb-ext-delta")
     assert duckdb and extension
     assert extension.rsplit(".", 1)[0] == duckdb
+
+
+def test_the_analysts_pandas_is_the_platforms():
+    """``toPandas()`` in the analyst's notebook converts with the pandas the platform's Spark
+    is tested with."""
+    main = ANALYST_LOCK.with_name("main.lock")
+    assert locked_version(ANALYST_LOCK, "pandas") == locked_version(main, "pandas")
