@@ -129,7 +129,7 @@ def test_a_wrong_token_stops_the_notebook_at_its_first_query(sql_server, client_
     assert "UNAUTHENTICATED" in done.stderr, done.stderr[-3000:]
     executed = json.loads((tmp_path / "executed.ipynb").read_text())
     failed = [
-        cell["source"]
+        "".join(cell["source"])
         for cell in executed["cells"]
         if any(o["output_type"] == "error" for o in cell.get("outputs", []))
     ]
