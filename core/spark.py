@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 LOCAL_LOG4J2 = PROJECT_ROOT / "infra" / "local" / "spark" / "log4j2.properties"
+"""The local Spark JVMs' logging; not in the wheel: an installed copy (the services' image,
+a cluster's nodes) keeps Spark's own default configuration."""
 AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"
 """Where Spark's processes read a standalone cluster's shared secret (``spark.authenticate``)."""
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -73,6 +75,11 @@ def class_archive_options(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
+def _log4j_option() -> str:
+    """``-Dlog4j2.configurationFile`` of :data:`LOCAL_LOG4J2`, where the file is."""
+    return f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}" if LOCAL_LOG4J2.exists() else ""
+
+
 def _on_this_machine(spark: SparkSettings) -> bool:
     """Local mode, or the standalone cluster ``platformctl`` runs on this machine: the
     driver stays on loopback and Spark's cluster-sized defaults are cut to its cores."""
@@ -105,7 +112,7 @@ def spark_conf(
             ),
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}",
+            "spark.driver.extraJavaOptions": _log4j_option(),
             # Delta computes a table's snapshot with 50 tasks by default: seconds of
             # scheduling per read on a few local cores (bench/batch_throughput.py:
             # Kafka -> gold of 200k events 114 s -> 61 s with it at the partitions' number).
@@ -126,9 +133,7 @@ def spark_conf(
             # The secret itself is read from a file only this user can read, never from a
             # command line (build_spark_session).
             "spark.authenticate": "true",
-            "spark.executor.extraJavaOptions": (
-                f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}"
-            ),
+            "spark.executor.extraJavaOptions": _log4j_option(),
         }
     if spark.driver_java_options:
         options = (conf.get("spark.driver.extraJavaOptions", ""), spark.driver_java_options)

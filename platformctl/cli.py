@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from dataclasses import asdict
@@ -70,6 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser(
         "speed-status", help="production: the speed job's run on EMR Serverless (state, attempt)"
     )
+    image = commands.add_parser(
+        "image", help="the services' container image (infra/image): its context, or built here"
+    )
+    image_steps = image.add_subparsers(dest="step", required=True)
+    context = image_steps.add_parser(
+        "context", help="prepare the build context and print the `docker build` line"
+    )
+    context.add_argument("--out", type=Path, default=Path("dist") / "image" / "context")
+    build = image_steps.add_parser(
+        "build", help="build it from Debian packages (mmdebstrap, buildah) into an image archive"
+    )
+    build.add_argument("--out", type=Path, default=Path("dist") / "image")
     forget = commands.add_parser(
         "forget", help="forget a user: erase their events everywhere, republish their days"
     )
@@ -123,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"out": str(args.out), "files": len(manifest["files"])}))
         elif args.command in ("speed-deploy", "speed-status"):
             return _speed_job(settings, args)
+        elif args.command == "image":
+            from platformctl import image as container_image
+
+            if args.step == "context":
+                wheel = container_image.prepare_context(settings, args.out)
+                print(shlex.join(container_image.docker_build_command(args.out, wheel)))
+            else:
+                print(json.dumps({"archive": str(container_image.build_image(settings, args.out))}))
         elif args.command == "forget":
             from platformctl.forget import forget_user
 

@@ -33,7 +33,7 @@ from core.log import get_logger, log_event
 from core.settings import PROJECT_ROOT, Settings
 from core.spark import local_spark_jars
 
-__all__ = ["ENTRIES", "build_artifact", "runtime_requirements"]
+__all__ = ["ENTRIES", "build_artifact", "build_wheel", "runtime_requirements"]
 
 _log = get_logger(__name__)
 _ENTRY = '''"""{summary}"""
@@ -101,11 +101,8 @@ def _commit() -> str | None:
     return done.stdout.strip() or None
 
 
-def build_artifact(settings: Settings, out: Path, *, pyenv: bool = False) -> dict:
-    """Write the artifact into ``out`` (replaced); return its manifest."""
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "jars").mkdir(parents=True)
+def build_wheel(out: Path) -> Path:
+    """The project's wheel, built from this tree into ``out``; its path."""
     uv = Path(sys.executable).with_name("uv")
     with tempfile.TemporaryDirectory() as built:
         subprocess.run(
@@ -115,7 +112,16 @@ def build_artifact(settings: Settings, out: Path, *, pyenv: bool = False) -> dic
             text=True,
         )
         (wheel,) = Path(built).glob("*.whl")
-        shutil.copy(wheel, out / wheel.name)
+        out.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy(wheel, out / wheel.name))
+
+
+def build_artifact(settings: Settings, out: Path, *, pyenv: bool = False) -> dict:
+    """Write the artifact into ``out`` (replaced); return its manifest."""
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "jars").mkdir(parents=True)
+    wheel = build_wheel(out)
     for name, text in ENTRIES.items():
         (out / name).write_text(text)
     pins = runtime_requirements()

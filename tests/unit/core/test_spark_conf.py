@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+import core.spark
 from core.settings import SparkSettings
 from core.spark import local_spark_jars, spark_conf
 
@@ -49,6 +50,14 @@ def test_driver_java_options_join_the_drivers_own():
     assert "spark.driver.extraJavaOptions" not in spark_conf(
         SparkSettings(master="yarn"), app_name="j"
     )
+
+
+def test_an_installed_copy_without_the_local_log4j2_file_keeps_spark_s_own(monkeypatch, tmp_path):
+    monkeypatch.setattr(core.spark, "LOCAL_LOG4J2", tmp_path / "absent" / "log4j2.properties")
+    local = spark_conf(SparkSettings(driver_java_options="-Xss4m"), app_name="job")
+    assert local["spark.driver.extraJavaOptions"] == "-Xss4m"
+    standalone = spark_conf(SparkSettings(cluster="standalone"), app_name="job")
+    assert "log4j2" not in standalone["spark.executor.extraJavaOptions"]
 
 
 def test_the_standalone_cluster_is_submitted_to_with_bounded_executors_and_its_secret():
