@@ -39,7 +39,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
-from core.settings import Settings
+from core.settings import PROJECT_ROOT, Settings
 from platformctl import platform
 
 __all__ = ["demo_settings", "run_demo"]
@@ -351,7 +351,7 @@ def _say_sql(settings: Settings, start: datetime) -> None:
     """One docs query through ``POST /v1/sql``, and how an analyst connects with Spark Connect."""
     import httpx
 
-    from serving.connect.examples import doc_queries
+    from serving.connect.examples import NOTEBOOK, doc_queries
 
     host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
     token = next(iter(settings.serving.api_tokens.values())).get_secret_value()
@@ -375,6 +375,14 @@ def _say_sql(settings: Settings, start: datetime) -> None:
         "from any machine with `pip install pyspark-client==4.1.3`: "
         f'SparkSession.builder.remote("{settings.sql.url()}").getOrCreate()'
         '.sql("SHOW VIEWS").show()',
+    )
+    notebook = NOTEBOOK.relative_to(PROJECT_ROOT)
+    _say(
+        "sql",
+        f"the analysts' notebook: {notebook} (this week's top pages, campaigns, a funnel, "
+        "events per hour from both layers); run it headless with "
+        f"`SQL_SERVER=sc://localhost:{settings.sql.port} WAP_SQL__TOKEN=... "
+        f".platform/analyst-venv/bin/jupyter-execute {notebook}`",
     )
 
 

@@ -4,7 +4,9 @@ JVM parts come from Maven Central through the small Maven projects in
 ``infra/local/maven/<component>``; Airflow gets its own virtualenv; the
 website tracking libraries (analytics-next, the RudderStack and Segment
 JavaScript SDKs) come from the npm registry, pinned by
-``infra/local/npm/package-lock.json``. A stamp
+``infra/local/npm/package-lock.json``; the analyst's tools (Spark Connect's client,
+DuckDB, a notebook kernel) get a virtualenv of their own from
+``requirements/analyst.lock``. A stamp
 next to each output records the sha256 of its inputs, so ``install`` twice is
 a no-op and a changed pom or lock reinstalls.
 """
@@ -23,6 +25,7 @@ from core.settings import PROJECT_ROOT, Settings
 from platformctl.airflow_venv import ensure_airflow_venv
 
 __all__ = [
+    "ANALYST_LOCK",
     "CHROMIUM",
     "JAR_COMPONENTS",
     "analyst_python",
@@ -35,6 +38,7 @@ __all__ = [
     "install_npm",
     "install_prometheus",
     "jars_dir",
+    "locked_version",
     "npm_modules",
 ]
 
@@ -212,28 +216,54 @@ def install_airflow(settings: Settings) -> Path:
 
 
 def analyst_python(settings: Settings) -> Path:
-    """The interpreter of the analyst's virtualenv: ``pyspark-client`` and nothing else."""
+    """The interpreter of the analyst's virtualenv (``requirements/analyst.in``)."""
     return settings.local.state_dir / "analyst-venv" / "bin" / "python"
 
 
+ANALYST_LOCK = PROJECT_ROOT / "requirements" / "analyst.lock"
+"""The analyst's tools, pinned with their hashes: ``pyspark-client``, DuckDB with its Delta
+extension, and what runs ``docs/notebooks/analyst.ipynb`` headless."""
+
+
+def locked_version(lock: Path, package: str) -> str | None:
+    """The version ``lock`` (a ``uv pip compile`` output) pins ``package`` at, if any.
+
+    >>> locked_version(ANALYST_LOCK, "duckdb-ext-delta").startswith("1.4.4.")
+    True
+    """
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        name, _, version = line.partition("==")
+        if name.strip().lower() == package and version:
+            return version.split()[0]
+    return None
+
+
 def install_analyst_client(settings: Settings) -> Path:
-    """A virtualenv holding only ``pyspark-client`` from PyPI, at the server's Spark version:
-    what an analyst installs to query the SQL server (the SQL tests run their scripts in it)."""
+    """The analyst's virtualenv from ``requirements/analyst.lock`` (a no-op while the lock
+    is unchanged): what an analyst installs on their own machine. Its ``pyspark-client``
+    must be the server's Spark version; the SQL, DuckDB and notebook tests run in it."""
     import sys
 
     import pyspark
 
+    pinned = locked_version(ANALYST_LOCK, "pyspark-client")
+    if pinned != pyspark.__version__:
+        raise RuntimeError(
+            f"requirements/analyst.lock pins pyspark-client {pinned}, but the platform runs "
+            f"Spark {pyspark.__version__}: set pyspark-client=={pyspark.__version__} in "
+            "requirements/analyst.in and compile the lock again (the command is in the file)."
+        )
     python = analyst_python(settings)
     venv = python.parents[1]
-    wanted = f"pyspark-client=={pyspark.__version__}"
-    stamp = venv / ".requirement"
+    wanted = _sha256(ANALYST_LOCK)
+    stamp = venv / ".lock.sha256"
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return python
     started = time.monotonic()
     uv = Path(sys.executable).with_name("uv")
     subprocess.run([uv, "venv", "-q", "--clear", "--python", sys.executable, venv], check=True)
-    install = [uv, "pip", "install", "-q", "--compile-bytecode", "--python", python, wanted]
-    subprocess.run(install, check=True)
+    sync = [uv, "pip", "sync", "-q", "--compile-bytecode", "--python", python, ANALYST_LOCK]
+    subprocess.run(sync, check=True)
     stamp.write_text(wanted)
     log_event(_log, "install.analyst_client.done", seconds=round(time.monotonic() - started, 1))
     return python

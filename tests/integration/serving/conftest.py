@@ -6,8 +6,9 @@ version in both batch tables, then ``batch_days``, then ``batch_boundary``), so 
 do not depend on the batch layer's own code; speed rows go through the speed layer's sink.
 
 The SQL server's tests share the session's published lake (``published_lake``,
-:mod:`tests.support.lake`), a virtualenv holding only ``pyspark-client``
-(``client_python``), and start the server as a process of its own (``start_sql_server``).
+:mod:`tests.support.lake`), the analyst's virtualenv (``client_python``:
+``pyspark-client``, DuckDB, a notebook kernel, nothing of this repository), and start the
+server as a process of its own (``start_sql_server``).
 """
 
 from __future__ import annotations
@@ -177,8 +178,9 @@ def api(serving_url: str) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="session")
 def client_python(settings) -> Path:
-    """The analyst's virtualenv: nothing but ``pyspark-client`` (from PyPI) and its
-    dependencies, built once by ``make install`` (a no-op here when it is up to date)."""
+    """The analyst's virtualenv: ``requirements/analyst.lock`` from PyPI (``pyspark-client``,
+    DuckDB and its Delta extension, a notebook kernel), nothing of this repository; built
+    once by ``make install`` (a no-op here when it is up to date)."""
     from platformctl.install import install_analyst_client
 
     return install_analyst_client(settings)

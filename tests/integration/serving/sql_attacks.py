@@ -1,5 +1,5 @@
-"""A hostile analyst's script: run by the SQL security tests with a virtualenv holding only
-``pyspark-client``.
+"""A hostile analyst's script: run by the SQL security tests in the analyst's virtualenv
+(``pyspark-client`` and the analyst's other tools from PyPI, nothing of this repository).
 
 It imports nothing from this repository. Reads a JSON job (argv[1]): the
 Spark Connect URL, a ``mode`` and the paths the attacks aim at; prints one

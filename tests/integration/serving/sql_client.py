@@ -1,4 +1,4 @@
-"""An analyst's script: run by the SQL tests with a virtualenv holding only ``pyspark-client``.
+"""An analyst's script: run by the SQL tests in the analyst's virtualenv (``pyspark-client``).
 
 It imports nothing from this repository. Reads a JSON job (argv[1]): the
 Spark Connect URL, the named queries and their parameters; prints one JSON

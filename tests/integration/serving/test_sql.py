@@ -4,8 +4,8 @@ Two days of simulated traffic (and seven events of a crawler) go through
 Kafka and the real batch pipeline (bronze -> silver -> gold -> publish) into
 a lake and keyspace of their own (``published_lake``, shared with the security
 tests); the SQL server (``python -m serving.connect``) runs as its own process
-on them. An analyst's script, in a virtualenv holding
-only ``pyspark-client`` from PyPI, connects over Spark Connect, lists the
+on them. An analyst's script, in the analyst's virtualenv (tools from PyPI,
+nothing of this repository), connects over Spark Connect with ``pyspark-client``, lists the
 views and runs the example queries of ``docs/sql.md``; their answers must
 equal the truth computed here from the sent events. The HTTP endpoint answers
 the same queries and refuses what it must.
@@ -16,17 +16,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections import Counter, defaultdict
 from pathlib import Path
-from urllib.parse import urlparse
 
 import httpx
 import pytest
 
 from core.settings import Settings
-from ingest.simulator import build_truth
 from serving.connect.examples import doc_queries
-from tests.support.lake import BOT_UA, GROUP
+from tests.support import sql_truth as truth
+from tests.support.lake import GROUP
 
 # The first test builds the SQL lake (the batch pipeline over two days of traffic) and
 # starts the server: minutes on a busy machine.
@@ -52,81 +50,6 @@ def serving_settings(serving_settings: Settings, sql_server) -> Settings:
 def traffic(published_lake):
     """(events sent, valid ones) of the SQL lake."""
     return published_lake.events, published_lake.valid
-
-
-# --- the ground truth of the docs' queries -------------------------------------------------
-
-
-def _human(event) -> bool:
-    return event.payload["context"].get("userAgent") != BOT_UA
-
-
-def _top_pages(events) -> list[list]:
-    views = Counter()
-    for minute in build_truth(events).page_views.values():
-        views.update(minute)
-    ranked = sorted(views.items(), key=lambda item: (-item[1], item[0]))[:10]
-    return [[path, count] for path, count in ranked]
-
-
-def _visitors_by_campaign(valid) -> list[list]:
-    visitors, counts = defaultdict(set), Counter()
-    for e in filter(_human, valid):
-        campaign = e.payload["context"].get("campaign")
-        if campaign:
-            key = (campaign["name"], campaign["source"], campaign["medium"])
-            visitors[key].add(e.payload["anonymousId"])
-            counts[key] += 1
-    rows = [[*key, len(visitors[key]), counts[key]] for key in visitors]
-    return sorted(rows, key=lambda row: (-row[3], row[0]))
-
-
-def _funnel(valid) -> list[list]:
-    humans = list(filter(_human, valid))
-    viewed = {}
-    for e in humans:
-        if e.payload["type"] == "page":
-            who = e.payload["anonymousId"]
-            viewed[who] = min(viewed.get(who, e.time), e.time)
-    searched = {
-        e.payload["anonymousId"]
-        for e in humans
-        if e.payload["type"] == "track"
-        and e.payload.get("event") == "Site Searched"
-        and e.payload["anonymousId"] in viewed
-        and e.time > viewed[e.payload["anonymousId"]]
-    }
-    return [[len(viewed), len(searched)]]
-
-
-def _retention(valid) -> list[list]:
-    days = defaultdict(set)
-    for e in filter(_human, valid):
-        days[e.payload["anonymousId"]].add(e.time.date())
-    counts = Counter()
-    for seen in days.values():
-        cohort = min(seen)
-        counts.update((cohort.isoformat(), (day - cohort).days) for day in seen)
-    return [[cohort, n, count] for (cohort, n), count in sorted(counts.items())]
-
-
-def _referrers(valid) -> dict[str, int]:
-    hosts = Counter()
-    for e in filter(_human, valid):
-        referrer = e.payload["context"].get("page", {}).get("referrer")
-        if e.payload["type"] == "page" and referrer and urlparse(referrer).hostname:
-            hosts[urlparse(referrer).hostname] += 1
-    return dict(hosts)
-
-
-def _devices(valid) -> dict[tuple, int]:
-    from serving.connect.user_agents import describe
-
-    counts = Counter()
-    for e in valid:
-        ua = describe(e.payload["context"].get("userAgent") or "")
-        counts[(ua.device_type, ua.browser, ua.os, ua.is_bot)] += 1
-    return dict(counts)
 
 
 # --- an analyst over Spark Connect -----------------------------------------------------------
@@ -171,15 +94,15 @@ def test_an_analyst_with_only_pyspark_client_lists_the_views(analyst):
 def test_the_docs_queries_equal_the_ground_truth(analyst, traffic):
     events, valid = traffic
     rows = analyst["rows"]
-    assert [row[:2] for row in rows["top_pages"]] == _top_pages(events)
-    assert rows["visitors_by_campaign"] == _visitors_by_campaign(valid)
-    assert rows["funnel"] == _funnel(valid)
-    assert rows["retention"] == _retention(valid)
+    assert [row[:2] for row in rows["top_pages"]] == truth.top_pages(events)
+    assert rows["visitors_by_campaign"] == truth.visitors_by_campaign(valid)
+    assert rows["funnel"] == truth.funnel(valid)
+    assert rows["retention"] == truth.retention(valid)
     assert any(n > 0 for _, n, _ in rows["retention"]), "no visitor came back: a weak test"
     devices = {tuple(row[:4]): row[4] for row in rows["devices"]}
-    assert devices == _devices(valid)
+    assert devices == truth.devices(valid)
     assert devices[("bot", "Googlebot", None, True)] == 7
-    referrers = _referrers(valid)
+    referrers = truth.referrers(valid)
     expected = sorted(referrers.items(), key=lambda item: (-item[1], item[0]))[:20]
     assert [tuple(row) for row in rows["referrers"]] == expected
 
@@ -216,7 +139,7 @@ def test_post_sql_answers_a_docs_query(api, sql_server, traffic):
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert [c["name"] for c in body["columns"]] == ["path", "views", "visitors"]
-    assert [row[:2] for row in body["rows"]] == _top_pages(events)
+    assert [row[:2] for row in body["rows"]] == truth.top_pages(events)
     csv = api.post(
         "/v1/sql", json={"sql": doc_queries()["top_pages"], "params": PARAMS, "format": "csv"}
     )

@@ -1,9 +1,9 @@
-"""The SQL server attacked as a hostile analyst would, with nothing but ``pyspark-client``.
+"""The SQL server attacked as a hostile analyst would, with nothing but an analyst's tools.
 
 A real ``python -m serving.connect --supervise`` (the local ``sql`` service's
 command) serves the SQL lake (``published_lake``: simulated traffic through the real
-batch pipeline). An analyst's script (``sql_attacks.py``, in a virtualenv
-holding only ``pyspark-client``) replays each attack that once worked: code
+batch pipeline). An analyst's script (``sql_attacks.py``, in the analyst's virtualenv:
+``pyspark-client`` and other tools from PyPI) replays each attack that once worked: code
 run in the server, files written, one statement that hung the server, JDBC
 connections, DESCRIBE and SHOW on any path, caching. Each must be refused with
 a clear error, leave nothing on disk, and leave ``SELECT 1`` from another

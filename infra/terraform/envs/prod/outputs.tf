@@ -187,6 +187,11 @@ output "lake_bucket" {
   value       = module.platform.lake_bucket
 }
 
+output "lake_gold_reader_policy_arn" {
+  description = "IAM policy reading only the lake's gold tables (for analysts' direct readers)."
+  value       = module.platform.lake_gold_reader_policy_arn
+}
+
 output "kafka_topics" {
   description = "Topics created on the cluster."
   value       = module.topics.topic_names

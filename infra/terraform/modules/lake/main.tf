@@ -248,3 +248,38 @@ resource "aws_dynamodb_table" "delta_log" {
     kms_key_arn = var.kms_key_arn
   }
 }
+
+# Readers of the lake itself (DuckDB, pandas, any Delta reader) get none of the SQL
+# server's rules: silver holds the fields the contracts classify restricted (userId,
+# traits, the user agent, the truncated IP, the raw payload). Analysts' roles are given
+# this policy, which reads the gold tables only: no silver, bronze, checkpoints or dims.
+data "aws_iam_policy_document" "gold_reader" {
+  statement {
+    sid       = "ListGoldTables"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.lake.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${local.prefixes.delta}/gold/*"]
+    }
+  }
+
+  statement {
+    sid       = "ReadGoldTables"
+    actions   = ["s3:GetObject"]
+    resources = ["${aws_s3_bucket.lake.arn}/${local.prefixes.delta}/gold/*"]
+  }
+
+  statement {
+    sid       = "DecryptLakeObjects"
+    actions   = ["kms:Decrypt"]
+    resources = [var.kms_key_arn]
+  }
+}
+
+resource "aws_iam_policy" "gold_reader" {
+  name        = "${var.name}-lake-gold-reader"
+  description = "Read-only access to the lake's gold Delta tables, for analysts' direct readers."
+  policy      = data.aws_iam_policy_document.gold_reader.json
+}

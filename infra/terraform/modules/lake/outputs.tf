@@ -37,3 +37,8 @@ output "access_log_bucket" {
   description = "Bucket receiving S3 access logs of the platform's buckets."
   value       = aws_s3_bucket.access_logs.id
 }
+
+output "gold_reader_policy_arn" {
+  description = "IAM policy reading the gold Delta tables only (delta/gold/): attach it to analysts' roles."
+  value       = aws_iam_policy.gold_reader.arn
+}

@@ -54,6 +54,11 @@ output "lake_bucket" {
   value       = module.lake.bucket_name
 }
 
+output "lake_gold_reader_policy_arn" {
+  description = "IAM policy reading only the lake's gold tables: attach it to analysts' roles."
+  value       = module.lake.gold_reader_policy_arn
+}
+
 output "collector_url" {
   description = "HTTPS address of the collector's load balancer (point DNS for the websites here)."
   value       = module.collector.url
