@@ -4,8 +4,8 @@
 over that frame unpickles them again in Python workers: one per partition, on
 every query. Through Arrow the rows reach the JVM once, as columns, and a query
 over them starts no Python process. On two cores a one-row aggregation takes
-about 0.2 s instead of 0.9 s; a gate, a merge or a served query that joins such
-a frame pays that on each of its jobs.
+about 0.3 s instead of 1 s; a gate, a merge or a served query that joins such a
+frame pays that on each of its jobs.
 
 >>> from pyspark.sql.types import IntegerType as I, StringType, StructType, TimestampType
 >>> schema = (
