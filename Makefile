@@ -37,7 +37,7 @@ $(CHECKOV)/.installed: requirements/checkov.lock $(STAMP)  ## checkov's own env 
 	$(BIN)/uv pip sync -q --compile-bytecode --python $(CHECKOV)/bin/python requirements/checkov.lock
 	touch $@
 
-$(STAMP): requirements/main.lock pyproject.toml
+$(STAMP): requirements/main.lock pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.9
 	$(BIN)/uv pip sync -q --compile-bytecode --python $(BIN)/python requirements/main.lock

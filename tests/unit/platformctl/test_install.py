@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyspark
 
 from platformctl.install import ANALYST_LOCK, locked_version
@@ -41,3 +43,39 @@ def test_the_analysts_pandas_is_the_platforms():
     is tested with."""
     main = ANALYST_LOCK.with_name("main.lock")
     assert locked_version(ANALYST_LOCK, "pandas") == locked_version(main, "pandas")
+
+
+def test_compile_sources_writes_bytecode_for_new_and_changed_modules(tmp_path, monkeypatch):
+    """Where ``PYTHONDONTWRITEBYTECODE`` is set, only install writes bytecode for the
+    project: each module gets it, and a changed module gets it again."""
+    import importlib.util
+    import os
+
+    from platformctl import install
+
+    module = tmp_path / "core" / "thing.py"
+    module.parent.mkdir()
+    module.write_text("X = 1\n")
+    monkeypatch.setattr(install, "PROJECT_ROOT", tmp_path)
+    cached = Path(importlib.util.cache_from_source(str(module)))
+
+    install.compile_sources()
+    assert cached.is_file()
+    first = cached.read_bytes()
+
+    module.write_text("X = 2\n")
+    later = cached.stat().st_mtime + 5  # a source newer than its bytecode, as after an edit
+    os.utime(module, (later, later))
+    install.compile_sources()
+    assert cached.read_bytes() != first
+
+
+def test_the_installed_packages_hold_bytecode():
+    """``uv`` writes none unless asked: every process would compile these on import."""
+    import importlib.util
+
+    import great_expectations
+    import pyspark.sql
+
+    for package in (pyspark.sql, great_expectations):
+        assert Path(importlib.util.cache_from_source(package.__file__)).is_file(), package
