@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -249,6 +250,11 @@ except Exception as error:
 """
 
 
+def _read_lines(pipe, lines: list[str]) -> None:
+    for line in pipe:
+        lines.append(line)
+
+
 class _Task:
     """A ``BatchStepOperator`` run in Airflow's venv, as a DAG task runs it: it imports, says
     ready, and executes when :meth:`go` is called."""
@@ -274,17 +280,41 @@ class _Task:
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert self.proc.stdout.readline().strip() == "ready", self.proc.stderr.read()[-3000:]
+        # The operator logs to stdout, between "ready" and its JSON answer; stderr is read
+        # beside it so that neither pipe fills.
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self._readers = [
+            threading.Thread(target=_read_lines, args=(pipe, lines), daemon=True)
+            for pipe, lines in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))
+        ]
+        for reader in self._readers:
+            reader.start()
+        self.wait_for_log("ready\n", timeout_s=180)
+
+    def log(self) -> str:
+        return "".join(self._out) + "".join(self._err)
 
     def go(self) -> None:
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
 
+    def wait_for_log(self, text: str, timeout_s: float = 120) -> None:
+        """Until the operator has logged ``text`` (e.g. that the server accepted its step)."""
+        deadline = time.monotonic() + timeout_s
+        while text not in self.log():
+            assert self.proc.poll() is None, self.log()[-3000:]
+            assert time.monotonic() < deadline, f"no {text!r} in the task's log"
+            time.sleep(0.2)
+
     def result(self) -> dict:
-        out, err = self.proc.communicate(timeout=900)
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        assert lines, err[-3000:]
-        return json.loads(lines[-1]) | {"log": err}
+        self.proc.stdin.close()
+        self.proc.wait(900)
+        for reader in self._readers:  # each ends at its pipe's end
+            reader.join(30)
+        answers = [line for line in self._out if line.startswith("{")]
+        assert answers, self.log()[-3000:]
+        return json.loads(answers[-1]) | {"log": self.log()}
 
 
 def test_the_operator_follows_an_earlier_attempt_and_reports_a_restart(
@@ -308,10 +338,9 @@ def test_the_operator_follows_an_earlier_attempt_and_reports_a_restart(
 
     task = _Task(settings, "silver", tmp_path / "airflow")
     task.go()
-    deadline = time.monotonic() + 120
-    while not httpx.get(f"{_url(settings)}/health").json()["running"]:
-        assert time.monotonic() < deadline, "the task's step never started"
-        time.sleep(0.2)
+    # The server has accepted the step and the operator follows it (the server shows a step
+    # running a moment before its answer reaches the operator).
+    task.wait_for_log("Step request ")
     step_server_process.restart()
     lost = task.result()
     assert (lost["state"], lost["error"]) == ("failed", "AirflowException"), lost
