@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import ViewTables, create_view_tables
-from speed_layer.job import ProgressRecorder, contract_of, start_queries
+from speed_layer.job import contract_of, start_queries
+from speed_layer.progress import ProgressRecorder
 from speed_layer.replay import CatchUp, drop_superseded, resume_switch, switch
 from speed_layer.start import (
     LIVE,

@@ -29,7 +29,8 @@ def live_traffic(spark, serving_settings: Settings, tmp_path_factory):
     from ingest.simulator import SimulatorConfig, generate
     from ingest.simulator.direct import produce_direct
     from ingest.topics import ensure_topics, platform_topics
-    from speed_layer.job import ProgressRecorder, start_queries
+    from speed_layer.job import start_queries
+    from speed_layer.progress import ProgressRecorder
 
     root = tmp_path_factory.mktemp("dashboard")
     topic = serving_settings.cassandra.keyspace.replace("_", "-")

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from speed_layer.job import (
-    EDGE_METRICS,
-    REJECT_METRICS,
-    add_counts,
-    batch_counts,
-    reject_metric,
-)
+from speed_layer.job import EDGE_METRICS, REJECT_METRICS, reject_metric
+from speed_layer.progress import add_counts, batch_counts
 from views.input import REJECT_REASONS
 
 
