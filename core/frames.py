@@ -12,7 +12,7 @@ frame pays that on each of its jobs.
 ...     StructType().add("a", StringType()).add("s", StructType().add("x", I()))
 ...     .add("at", TimestampType())
 ... )
->>> _arrow_rows([("x", (1,), None), {"a": None, "s": None}], schema)
+>>> [_value(row, schema) for row in [("x", (1,), None), {"a": None, "s": None}]]
 [{'a': 'x', 's': {'x': 1}, 'at': None}, {'a': None, 's': None, 'at': None}]
 """
 
@@ -43,12 +43,9 @@ def local_frame(spark: SparkSession, rows: Rows, schema: StructType | str) -> Da
     from pyspark.sql.types import StructType
 
     struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
-    table = pa.Table.from_pylist(_arrow_rows(rows, struct), schema=to_arrow_schema(struct))
+    values = [_value(row, struct) for row in rows]
+    table = pa.Table.from_pylist(values, schema=to_arrow_schema(struct))
     return spark.createDataFrame(table, struct)
-
-
-def _arrow_rows(rows: Rows, struct: StructType) -> list[dict[str, Any]]:
-    return [_value(row, struct) for row in rows]
 
 
 def _value(value: Any, data_type: DataType) -> Any:
