@@ -28,13 +28,21 @@ starts afterwards, and the step's thread is interrupted at its next Python
 instruction, as a killed ``spark-submit`` would be (every step can be rerun
 from the ledger). A step that had already ended reports how it ended: a
 request says ``cancelled`` only when its step did not complete.
+
+An exception raised inside an import leaves that module half-initialised for
+every later step of the process ("partially initialized module 'yaml'"), so
+the server imports what the steps import before it serves
+(:func:`import_step_modules`) and holds an interrupt back while the step's
+thread is importing (:func:`importing`).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import logging
+import sys
 import threading
 import time
 import traceback
@@ -50,11 +58,44 @@ from core.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Busy", "StepCancelled", "StepRun", "StepServer"]
+__all__ = ["Busy", "StepCancelled", "StepRun", "StepServer", "import_step_modules", "importing"]
 
 _log = get_logger(__name__)
 _CANCEL_POLL_S = 0.2
 """How often a cancelled request's job group is cancelled again while its step runs."""
+STEP_MODULES = (
+    "batch_layer.bronze",
+    "batch_layer.silver",
+    "batch_layer.quality",
+    "batch_layer.gold",
+    "batch_layer.publish",
+    "batch_layer.maintenance",
+    "batch_layer.forget",
+    "batch_layer.reconcile",
+    "data_contracts.derive",
+    "data_contracts.derive.one_pass_query",
+    "great_expectations",
+    "cassandra.concurrent",
+    "delta.tables",
+    "confluent_kafka",
+)
+"""What the steps import when they first run; imported by the server before it serves."""
+
+
+def import_step_modules() -> None:
+    """Import :data:`STEP_MODULES`, so that no step of the server imports them under a cancel."""
+    for name in STEP_MODULES:
+        importlib.import_module(name)
+
+
+def importing(thread: int) -> bool:
+    """Whether ``thread`` is inside an import (a frame of importlib's bootstrap on its stack)."""
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class StepCancelled(BaseException):
@@ -278,7 +319,7 @@ class StepServer:
         while run.finished is None:
             context.cancelJobGroup(run.id)
             with run.guard:
-                if run.thread is not None and not run.interrupt_sent:
+                if run.thread and not run.interrupt_sent and not importing(run.thread):
                     _interrupt(run.thread, StepCancelled)
                     run.interrupt_sent = True
             time.sleep(_CANCEL_POLL_S)

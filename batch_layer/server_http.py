@@ -31,12 +31,13 @@ from __future__ import annotations
 import argparse
 import hmac
 import json
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from batch_layer.server import Busy, StepRun, StepServer
+from batch_layer.server import Busy, StepRun, StepServer, import_step_modules
 from core.log import configure_logging, get_logger, log_event
 from core.settings import BatchSettings, Settings
 
@@ -196,7 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             "token: set WAP_BATCH__STEP_SERVER_TOKEN (the same for Airflow's workers)."
         )
     started = time.monotonic()
+    warm = threading.Thread(target=import_step_modules, name="import-steps")
+    warm.start()  # Python's imports while the JVM starts: neither waits for the other
     spark = build_spark_session(settings, app_name="batch-steps", lineage=True)
+    warm.join()
     server = StepServer(spark, settings)
     server.install_log_scrubber()
     address = (settings.batch.step_server_host, settings.batch.step_server_port)
