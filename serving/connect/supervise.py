@@ -108,10 +108,14 @@ class Supervisor:
         return answer.status_code, f"{answer.status_code} {body.get('status')}: {body.get('error')}"
 
     def _stop_child(self, child: subprocess.Popen[bytes]) -> None:
-        """SIGTERM the child's process group, SIGKILL it after a grace period."""
+        """SIGTERM the child's process group, SIGKILL it after a grace period. SIGCONT follows
+        SIGTERM (as systemd sends it): a stopped process acts on its SIGTERM only once it runs
+        again, so a stopped driver would otherwise wait out the whole grace period."""
         for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, _STOP_GRACE_S)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, sig)
+                if sig == signal.SIGTERM:
+                    os.killpg(child.pid, signal.SIGCONT)
             try:
                 child.wait(wait_s)
                 if sig == signal.SIGKILL or not _group_alive(child.pid):

@@ -122,3 +122,27 @@ def test_before_a_restart_the_driver_s_threads_are_dumped_to_the_log(tmp_path, c
     out = capfd.readouterr().out
     assert supervisor.restarts >= 1
     assert "Full thread dump" in out and '"main"' in out, out[-2000:]
+
+
+def test_a_stopped_server_is_ended_by_its_sigterm_not_by_the_grace_period():
+    """SIGSTOP (a driver that holds its port and answers nothing): the SIGTERM that stops it
+    takes effect because SIGCONT follows, so no SIGKILL is needed."""
+    import signal
+    import subprocess
+
+    ended = "import signal, sys, time\n" + (
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(0.05)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", ended], start_new_session=True, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout.readline() == b"ready\n"
+        os.kill(child.pid, signal.SIGSTOP)
+        Supervisor(_settings(free_port()), [], {})._stop_child(child)
+        assert child.returncode == 7  # its own SIGTERM handler ran: not killed
+    finally:
+        if child.poll() is None:
+            child.kill()
