@@ -41,7 +41,8 @@ raises and the boundary stays where it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -57,7 +58,9 @@ from layout import GRAINS, PointerTables, ViewTables, read_boundaries
 from views.merge import merge_partials
 
 if TYPE_CHECKING:
-    from pyspark.sql import Row, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+    from views.spec import ViewSpec
 
 __all__ = ["PublishRun", "boundary_for", "held_to_watermark", "publish"]
 
@@ -130,21 +133,49 @@ def _period_start(t: datetime, period: str) -> datetime:
 
 
 def _write_rows(
-    rows: Iterable[Row], tables: ViewTables, cassandra: CassandraSettings, version: int
-) -> None:
-    """Write gold rows under ``version`` into both batch tables (on an executor)."""
+    rows: Iterable[Row], tables: dict[str, ViewTables], cassandra: CassandraSettings, version: int
+) -> Iterator[tuple[date, int]]:
+    """Write rows of every grain (their ``grain`` column) under ``version`` into both batch
+    tables of that grain (on an executor); yield how many minute rows each day had."""
     session = process_session(cassandra)
-    by_key = session.prepare(tables.insert_by_key())
-    by_minute = session.prepare(tables.insert_by_minute())
-    measures = [m.name for m in tables.spec.measures]
-    key_rows, minute_rows = [], []
+    spec = next(iter(tables.values())).spec
+    measures = [m.name for m in spec.measures]
+    statements = {
+        grain: (session.prepare(t.insert_by_key()), session.prepare(t.insert_by_minute()))
+        for grain, t in tables.items()
+    }
+    bound: dict[str, tuple[list, list]] = {grain: ([], []) for grain in tables}
+    per_day: Counter[date] = Counter()
     for row in rows:
-        start, key_values, values = view_row_values(row, tables.spec.keys, measures)
-        by_key_row, by_minute_row = tables.bind(start, key_values, values, version=version)
+        start, key_values, values = view_row_values(row, spec.keys, measures)
+        by_key_row, by_minute_row = tables[row["grain"]].bind(
+            start, key_values, values, version=version
+        )
+        key_rows, minute_rows = bound[row["grain"]]
         key_rows.append(by_key_row)
         minute_rows.append(by_minute_row)
-    execute_all(session, by_key, key_rows)
-    execute_all(session, by_minute, minute_rows)
+        if row["grain"] == "minute":
+            per_day[start.date()] += 1
+    for grain, (by_key, by_minute) in statements.items():
+        execute_all(session, by_key, bound[grain][0])
+        execute_all(session, by_minute, bound[grain][1])
+    yield from per_day.items()
+
+
+def _all_grains(chosen: DataFrame, view: ViewSpec) -> DataFrame:
+    """The gold minute rows and their hour and day merges, in one frame with a ``grain``
+    column: one Spark job writes every grain of the view."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    frames = [
+        (chosen if grain == "minute" else merge_partials(chosen, view, period=grain))
+        .select(*view.columns)
+        .withColumn("grain", F.lit(grain))
+        for grain in GRAINS
+    ]
+    return reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def publish(
@@ -188,17 +219,14 @@ def publish(
             if days:
                 gold = spark.read.format("delta").load(gold_path(settings, view))
                 chosen = gold.where(F.col("window_date").isin(list(days)))
-                for grain in GRAINS:
-                    tables = ViewTables(view, keyspace, "batch", grain=grain)
-                    rows_at = (
-                        chosen if grain == "minute" else merge_partials(chosen, view, period=grain)
-                    )
+                tables = {g: ViewTables(view, keyspace, "batch", grain=g) for g in GRAINS}
 
-                    def write(part: Iterable[Row], tables: ViewTables = tables) -> None:
-                        _write_rows(part, tables, cassandra, version)
+                def write(part: Iterable[Row], tables: dict = tables) -> Iterator[tuple]:
+                    return _write_rows(part, tables, cassandra, version)
 
-                    rows_at.foreachPartition(write)
-                per_day = dict(chosen.groupBy("window_date").count().collect())
+                per_day: Counter[date] = Counter()
+                for day, n in _all_grains(chosen, view).rdd.mapPartitions(write).collect():
+                    per_day[day] += n
                 old = {r.day.date(): r.version for r in session.execute(current_day, (view.name,))}
                 now = datetime.now(UTC)
                 for day in days:
