@@ -28,6 +28,10 @@ class CollectorSettings(BaseModel):
     """Interface the collector listens on (``0.0.0.0`` behind a load balancer)."""
     port: int = Field(default=8088, ge=1, le=65535)
     """HTTP port of the collector."""
+    workers: int = Field(default=2, ge=1)
+    """Collector processes sharing the port (each on a socket of its own, ``SO_REUSEPORT``),
+    each with its own Kafka producer. 2, as serving: the local platform's machine has two
+    cores; set it to the cores the collector may use (a worker uses about one)."""
     write_keys: dict[str, SecretStr] = {_DEV_SOURCE: SecretStr("local-dev-write-key")}
     """Source id -> write key (HTTP Basic user). The local default is for this machine only."""
     max_event_bytes: int = Field(default=32 * 1024, ge=1024)

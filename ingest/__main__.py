@@ -1,4 +1,5 @@
-"""``python -m ingest``: run the collector (uvicorn) with settings from WAP_* variables.
+"""``python -m ingest``: run the collector (``collector.workers`` uvicorn processes, one
+Kafka producer each: ``ingest/server.py``) with settings from WAP_* variables.
 
 ``python -m ingest replay-dead-letters --reason R [--reason R2] --since T
 [--until T2] [--dry-run]`` routes the matching dead letters again with the
@@ -13,29 +14,10 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-import uvicorn
-
-from core.http_server import header_timeout_protocol
 from core.log import configure_logging
-from core.settings import Settings, load_settings
-from ingest.app import create_app
+from core.settings import load_settings
 
 REPLAY = "replay-dead-letters"
-
-
-def server_config(settings: Settings) -> uvicorn.Config:
-    """The collector's HTTP server: its app, address and connection limits (a connection
-    whose request headers take longer than ``collector.header_timeout_s`` is closed)."""
-    return uvicorn.Config(
-        create_app(settings),
-        host=settings.collector.host,
-        port=settings.collector.port,
-        http=header_timeout_protocol(settings.collector.header_timeout_s),
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=30,
-        timeout_keep_alive=settings.collector.keep_alive_s,
-    )
 
 
 def _moment(text: str) -> datetime:
@@ -86,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == REPLAY:
         return _replay(replay, args)
+    from ingest.server import serve
+
     configure_logging()
-    uvicorn.Server(server_config(load_settings())).run()
+    serve(load_settings())
     return 0
 
 

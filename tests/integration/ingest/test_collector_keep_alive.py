@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ingest.__main__ import server_config
+from ingest.server import server_config
 from tests.integration.asgi import serving
 from tests.support.collector import collector_settings
 

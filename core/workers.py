@@ -1,0 +1,110 @@
+"""Several uvicorn processes on one port, each on a socket of its own (the collector's and
+serving's servers).
+
+:func:`run_workers` starts ``count`` processes (``spawn``), each calling
+``target(*args)``; the target builds its uvicorn server and runs it on
+:func:`reuse_port_socket`. With ``SO_REUSEPORT`` the kernel spreads new
+connections evenly across the workers by their addresses. On one shared
+socket (uvicorn's own ``workers=``), the worker that went idle last accepts
+the next connection, and keep-alive connections opened together all land on
+one worker while the others idle.
+
+- **Metrics**: ``PROMETHEUS_MULTIPROC_DIR`` is set to a directory of this
+  run before the workers start, so prometheus_client writes every worker's
+  values to files there and whichever worker a scrape reaches can sum them
+  (:func:`multiprocess_dir`); the directory is removed at exit.
+- **A worker that dies takes the service down**: the others are stopped and
+  the process exits non-zero, so the supervisor (platformctl, systemd, the
+  container runtime) restarts it whole and the log says why.
+- **SIGTERM / SIGINT** are passed to every worker, which stops accepting,
+  finishes its requests and runs its shutdown (the collector flushes its
+  producer there); the parent waits up to ``grace_s`` for each.
+
+Only the collector and serving use this (uvicorn is theirs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["MULTIPROC_ENV", "multiprocess_dir", "reuse_port_socket", "run_workers"]
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> str | None:
+    """The directory the workers of this service write their metrics to, or None when this
+    process serves alone (its own registry is then the service's)."""
+    return os.environ.get(MULTIPROC_ENV)
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` with ``SO_REUSEPORT``, for ``uvicorn.Server.run(sockets=)``:
+    every worker binds one, and the kernel balances connections across them."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_workers(
+    target: Callable[..., None], args: tuple[Any, ...], count: int, *, name: str, grace_s: float
+) -> None:
+    """Run ``target(*args)`` in ``count`` processes until one exits or a signal stops them.
+
+    ``target`` must be importable by name (a module-level function): the workers are
+    spawned, not forked, so none inherits the parent's threads or Kafka clients. Raises
+    ``SystemExit`` naming the exit code when a worker failed.
+    """
+    if count < 1:
+        raise ValueError(f"A service runs at least one worker, got {count}.")
+    import multiprocessing
+    import multiprocessing.connection
+    import shutil
+    import signal
+    import tempfile
+
+    metrics_dir = tempfile.mkdtemp(prefix=f"wap-{name}-metrics-")
+    os.environ[MULTIPROC_ENV] = metrics_dir  # inherited by the spawned workers
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_worker, args=(target, args), name=f"{name}-worker-{i}")
+        for i in range(count)
+    ]
+    try:
+        for worker in workers:
+            worker.start()
+
+        def stop(*_: Any) -> None:
+            for worker in workers:
+                if worker.is_alive():
+                    worker.terminate()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        multiprocessing.connection.wait([w.sentinel for w in workers if w.sentinel is not None])
+        stop()  # one exited (it failed, or a signal reached it first): stop the others
+        for worker in workers:
+            worker.join(grace_s)
+            if worker.is_alive():  # past its grace: what it holds is lost either way
+                worker.kill()
+                worker.join(5)
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        os.environ.pop(MULTIPROC_ENV, None)
+    failed = [w.exitcode for w in workers if w.exitcode not in (0, -signal.SIGTERM)]
+    if failed:
+        raise SystemExit(f"a {name} worker exited with {failed[0]}; see the log above")
+
+
+def _worker(target: Callable[..., None], args: tuple[Any, ...]) -> None:
+    """One worker: ``target(*args)``; an interrupt (Ctrl-C reaches the whole process group,
+    and uvicorn raises it again once it has shut down) ends it as a stop, not a failure."""
+    with contextlib.suppress(KeyboardInterrupt):
+        target(*args)
