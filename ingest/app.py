@@ -20,6 +20,7 @@ import base64
 import binascii
 import json
 import logging
+import os
 import time
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -28,7 +29,6 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from prometheus_client import generate_latest
 
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
@@ -125,9 +125,11 @@ def create_app(
         )
         state["suppressions"] = suppressions or SuppressionList(settings.kafka)
         await _await_suppressions(state["suppressions"], limits.suppressions_wait_s)
+        refresh = asyncio.create_task(_observe_every_second(metrics, state))
         log_event(
             _log,
             "collector.started",
+            pid=os.getpid(),
             dlq=dlq_topic,
             routes={
                 source: [r.pipeline, r.topic, r.intake.contract.ref]
@@ -135,10 +137,11 @@ def create_app(
             },
         )
         yield
+        refresh.cancel()
         if suppressions is None:
             state["suppressions"].close()
         left = state["producer"].close()
-        log_event(_log, "collector.stopped", undelivered=left)
+        log_event(_log, "collector.stopped", pid=os.getpid(), undelivered=left)
 
     app = FastAPI(
         title="Web activity collector",
@@ -226,6 +229,7 @@ def create_app(
                 metrics.request_errors.labels(refused.reason).inc()
             response = refused.response
         metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        metrics.worker_requests.inc()
         return response
 
     async def _deliver(records: list[tuple[str, Any]], calls: int) -> JSONResponse | None:
@@ -371,28 +375,33 @@ def create_app(
 
     @app.get("/health", summary="Kafka reachable?")
     async def health() -> JSONResponse:
-        p = state["producer"]
         # A metadata round trip off the event loop: a slow or absent cluster delays this
         # answer, never the others; a success clears librdkafka's "all brokers down".
-        ok = await p.probe(timeout_s=2.0)
+        ok = await state["producer"].probe(timeout_s=2.0)
+        own = state["suppressions"].status()
+        metrics.observe(state["producer"].queue_depth, own)
+        service = metrics.figures()  # every worker's, as their gauges say
         return JSONResponse(
             {
                 "status": "ok" if ok else "unavailable",
                 "kafka": "reachable" if ok else "down",
-                "queue_depth": p.queue_depth,
+                "queue_depth": service.queue_depth,
+                "workers": service.workers,
                 "contract": contract.ref,
-                "suppressions": state["suppressions"].status(),
+                "suppressions": own
+                | {
+                    "size": service.suppressions_size,
+                    "lag": service.suppressions_lag,
+                    "loaded": service.suppressions_loaded,
+                },
             },
             200 if ok else 503,
         )
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:
-        metrics.queue_depth.set(state["producer"].queue_depth)
-        metrics.suppressions.set(state["suppressions"].size)
-        lag = state["suppressions"].lag
-        metrics.suppressions_lag.set(-1 if lag is None else lag)
-        return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4")
+        metrics.observe(state["producer"].queue_depth, state["suppressions"].status())
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     library_dir = limits.browser_library_dir or settings.local.state_dir / "npm" / "node_modules"
     add_browser_routes(app, settings.collector, library_dir)
@@ -413,6 +422,14 @@ async def _await_suppressions(suppressions: SuppressionList, wait_s: float) -> N
         why="serving anyway; events of users suppressed but not loaded yet get through until "
         "the list is read (silver drops them; see docs/operations.md, Forgetting a user)",
     )
+
+
+async def _observe_every_second(metrics: CollectorMetrics, state: dict[str, Any]) -> None:
+    """Keep this worker's gauges current, so a scrape another worker answers sums fresh
+    values (:mod:`ingest.metrics`)."""
+    while True:
+        metrics.observe(state["producer"].queue_depth, state["suppressions"].status())
+        await asyncio.sleep(1.0)
 
 
 def _encoded(body: dict[str, Any]) -> bytes:

@@ -1,13 +1,53 @@
-"""The collector's Prometheus metrics, on a registry of its own (no globals), with the
-standard process metrics (``process_*``)."""
+"""The collector's Prometheus metrics, on a registry of its own (no globals).
+
+With several workers (:mod:`ingest.server`), prometheus_client's multiprocess
+mode is on (``PROMETHEUS_MULTIPROC_DIR``, set by :mod:`core.workers`): every
+worker writes its values to files there and whichever worker a scrape or a
+``/health`` reaches answers for the whole service:
+
+- counters and the histogram are summed over the workers;
+- ``collector_producer_queue_depth`` is the sum of the workers' producer queues;
+- ``collector_suppressions`` is the smallest list a worker holds,
+  ``collector_suppressions_lag`` the largest lag, and
+  ``collector_suppressions_loaded`` 1 only when every worker loaded its list;
+- ``collector_worker_requests{pid}``: the requests each worker answered since it
+  started (one series per live worker: how evenly the kernel spreads connections).
+
+Every worker refreshes its gauges each second (:meth:`CollectorMetrics.observe`),
+so the sums are at most that old for the workers a request did not reach. The
+standard process metrics (``process_*``) are exported by a single process only
+(in multiprocess mode they would be the answering worker's alone).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
 
-__all__ = ["CollectorMetrics"]
+from core.workers import multiprocess_dir
+
+__all__ = ["CollectorMetrics", "ServiceFigures"]
+
+
+@dataclass(frozen=True)
+class ServiceFigures:
+    """What ``/health`` says of the whole service (every worker)."""
+
+    workers: int
+    queue_depth: int
+    suppressions_size: int
+    suppressions_lag: int | None
+    suppressions_loaded: bool
 
 
 @dataclass
@@ -16,7 +56,8 @@ class CollectorMetrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        ProcessCollector(registry=r)  # process_cpu_seconds_total, resident memory, open fds
+        if multiprocess_dir() is None:
+            ProcessCollector(registry=r)  # process_cpu_seconds_total, resident memory, open fds
         self.accepted = Counter(
             "collector_events_accepted",
             "Events validated and acknowledged by Kafka, by the pipeline they went to",
@@ -41,18 +82,35 @@ class CollectorMetrics:
             registry=r,
         )
         self.suppressions = Gauge(
-            "collector_suppressions", "Ids on the suppression list held in memory", registry=r
+            "collector_suppressions",
+            "Ids on the suppression list held in memory (the smallest of the workers' lists)",
+            registry=r,
+            multiprocess_mode="livemin",
         )
         self.suppressions_lag = Gauge(
             "collector_suppressions_lag",
-            "Records of the suppressions topic not applied yet (-1: not measured yet)",
+            "Records of the suppressions topic not applied yet, largest of the workers' "
+            "(-1: not measured yet)",
             registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.suppressions_loaded = Gauge(
+            "collector_suppressions_loaded",
+            "1 when every worker read the suppression list to its end",
+            registry=r,
+            multiprocess_mode="livemin",
         )
         self.requests = Counter(
             "collector_requests",
             "HTTP requests by endpoint and status",
             ["endpoint", "status"],
             registry=r,
+        )
+        self.worker_requests = Gauge(
+            "collector_worker_requests",
+            "HTTP requests this worker answered since it started (label pid: the worker)",
+            registry=r,
+            multiprocess_mode="liveall",
         )
         self.request_errors = Counter(
             "collector_request_errors",
@@ -68,6 +126,42 @@ class CollectorMetrics:
         )
         self.queue_depth = Gauge(
             "collector_producer_queue_depth",
-            "Records waiting for Kafka acknowledgement",
+            "Records waiting for Kafka acknowledgement (summed over the workers)",
             registry=r,
+            multiprocess_mode="livesum",
         )
+
+    def observe(self, queue_depth: int, suppressions: dict[str, Any]) -> None:
+        """Set this worker's gauges: its producer's queue and its suppression list's
+        ``status()``."""
+        self.queue_depth.set(queue_depth)
+        self.suppressions.set(suppressions["size"])
+        lag = suppressions["lag"]
+        self.suppressions_lag.set(-1 if lag is None else lag)
+        self.suppressions_loaded.set(1 if suppressions["loaded"] else 0)
+
+    def render(self) -> bytes:
+        """The Prometheus text of the service: every worker's, summed, or this process's."""
+        return generate_latest(self._service_registry())
+
+    def figures(self) -> ServiceFigures:
+        """The service's producer queue and suppression list, as the gauges say."""
+        values: dict[str, list[float]] = {}
+        for family in self._service_registry().collect():
+            for sample in family.samples:
+                values.setdefault(sample.name, []).append(sample.value)
+        lag = int(values.get("collector_suppressions_lag", [-1])[0])
+        return ServiceFigures(
+            workers=max(1, len(values.get("collector_worker_requests", []))),
+            queue_depth=int(values.get("collector_producer_queue_depth", [0])[0]),
+            suppressions_size=int(values.get("collector_suppressions", [0])[0]),
+            suppressions_lag=None if lag < 0 else lag,
+            suppressions_loaded=values.get("collector_suppressions_loaded", [0])[0] == 1,
+        )
+
+    def _service_registry(self) -> Any:
+        if multiprocess_dir() is None:
+            return self.registry
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged)
+        return merged
