@@ -85,3 +85,11 @@ def test_environment_variables_choose_the_ip_hash_and_keep_the_key_secret(monkey
     for name, value in settings_env(settings).items():
         monkeypatch.setenv(name, value)
     assert Settings().collector == settings.collector
+
+
+def test_the_collector_runs_two_workers_unless_told_otherwise(monkeypatch) -> None:
+    assert CollectorSettings().workers == 2
+    monkeypatch.setenv("WAP_COLLECTOR__WORKERS", "4")
+    assert Settings().collector.workers == 4
+    with pytest.raises(ValidationError, match="workers"):
+        CollectorSettings(workers=0)

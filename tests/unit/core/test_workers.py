@@ -1,0 +1,59 @@
+"""core.workers: sockets that share a port, and a service that stops whole."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from core.settings import PROJECT_ROOT
+from core.workers import reuse_port_socket, run_workers
+
+
+def test_every_worker_binds_the_same_port() -> None:
+    first = reuse_port_socket("127.0.0.1", 0)
+    port = first.getsockname()[1]
+    second = reuse_port_socket("127.0.0.1", port)
+    try:
+        assert second.getsockname() == ("127.0.0.1", port)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_service_runs_at_least_one_worker() -> None:
+    with pytest.raises(ValueError, match="at least one worker"):
+        run_workers(print, (), 0, name="test", grace_s=1)
+
+
+def _service(code: str) -> subprocess.Popen:
+    """``run_workers`` in a process of its own (it takes over the signal handlers)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time\nfrom core.workers import run_workers\n{code}"],
+        cwd=PROJECT_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_worker_that_fails_takes_the_service_down_and_says_why() -> None:
+    service = _service("run_workers(sys.exit, (3,), 2, name='demo', grace_s=5)")
+    _, err = service.communicate(timeout=60)
+    assert service.returncode == 1
+    assert "a demo worker exited with 3" in err
+
+
+def test_sigterm_stops_every_worker_and_the_service_ends_cleanly() -> None:
+    service = _service(
+        "import os\n"
+        "run_workers(time.sleep, (120,), 2, name='demo', grace_s=5)\n"
+        "print('left', os.environ.get('PROMETHEUS_MULTIPROC_DIR'), file=sys.stderr)"
+    )
+    time.sleep(3)  # the workers are spawned
+    service.send_signal(signal.SIGTERM)
+    _, err = service.communicate(timeout=60)
+    assert service.returncode == 0, err
+    assert "left None" in err  # the metrics directory of the run is gone with it
