@@ -96,11 +96,14 @@ def parse_ts(value: Any, field: str) -> datetime | None:
     if not isinstance(value, str) or not value:
         raise EnrichError(f"invalid:{field}", f"{field} must be an ISO-8601 string, got {value!r}")
     try:
-        parsed = datetime.fromisoformat(_LEAP_SECOND.sub(r"\1:59", value, count=1))
-    except ValueError:
-        raise EnrichError(
-            f"invalid:{field}", f"{field} is not an ISO-8601 date-time: {value[:64]!r}"
-        ) from None
+        parsed = datetime.fromisoformat(value)
+    except ValueError:  # a leap second is no valid time for Python: read it as :59
+        try:
+            parsed = datetime.fromisoformat(_LEAP_SECOND.sub(r"\1:59", value, count=1))
+        except ValueError:
+            raise EnrichError(
+                f"invalid:{field}", f"{field} is not an ISO-8601 date-time: {value[:64]!r}"
+            ) from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
 

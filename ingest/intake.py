@@ -355,14 +355,15 @@ class Intake:
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests dicts and lists more than ``limit`` levels (no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
+    """Whether ``value`` (a dict or a list, level 1) nests dicts and lists more than
+    ``limit`` levels. It recurses at most ``limit`` calls deep (the setting allows 200) and
+    only into containers: most values of an event are leaves, looked at once."""
+    if limit < 1:
+        return True
+    for child in value.values() if type(value) is dict else value:
+        kind = type(child)
+        if (kind is dict or kind is list) and _deeper_than(child, limit - 1):
             return True
-        children = node.values() if type(node) is dict else node
-        stack.extend((c, depth + 1) for c in children if type(c) in (dict, list))
     return False
 
 
