@@ -213,11 +213,13 @@ def enrich(event: dict[str, Any], facts: RequestFacts, position: int = 0) -> dic
 
 
 def enrich_with_adjustment(
-    event: dict[str, Any], facts: RequestFacts, position: int = 0
+    event: dict[str, Any], facts: RequestFacts, position: int = 0, *, null_free: bool = False
 ) -> tuple[dict[str, Any], str | None]:
     """:func:`enrich`, and how the event time was adjusted (None: not at all).
 
     ``position``: the event's index in its request (see :func:`derived_message_id`).
+    ``null_free``: the caller walked the event already and saw no null anywhere in it, so
+    it is not looked for again.
     """
     if facts.call_type is not None:
         declared = event.get("type")
@@ -234,7 +236,7 @@ def enrich_with_adjustment(
         sent_at = facts.batch_sent_at
     moment, adjustment = corrected_time(original, sent_at, facts)
 
-    enriched = _without_nulls(event) if _has_nulls(event) else dict(event)
+    enriched = dict(event) if null_free or not _has_nulls(event) else _without_nulls(event)
     message_id = event.get("messageId")
     if message_id is None or message_id == "":
         message_id = derived_message_id(event, facts, position)

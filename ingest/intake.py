@@ -278,12 +278,13 @@ class Intake:
             raise EnrichError(
                 "invalid:event", f"an event must be a JSON object, got {_kind(event)}"
             )
-        if _deeper_than(event, self._max_depth):
+        shape = _shape(event, self._max_depth)
+        if shape == _TOO_DEEP:
             raise EnrichError(
                 "invalid:too_deep",
                 f"the event nests objects or arrays more than {self._max_depth} levels deep",
             )
-        enriched, adjustment = enrich_with_adjustment(event, facts, position)
+        enriched, adjustment = enrich_with_adjustment(event, facts, position, null_free=shape == 0)
         try:
             value = orjson.dumps(enriched)
         except TypeError as exc:  # e.g. lone surrogates in a string
@@ -329,7 +330,7 @@ class Intake:
             value = orjson.dumps(letter, default=repr)
         except TypeError:  # not valid UTF-8, too deep for orjson, or an int beyond 64 bits
             letter["payload"] = _pruned(event, self._max_depth)
-            if type(event) in (dict, list) and _deeper_than(event, self._max_depth):
+            if type(event) in (dict, list) and _shape(event, self._max_depth) == _TOO_DEEP:
                 letter["payload_truncated"] = True
             value = json.dumps(letter, default=repr, ensure_ascii=True).encode()
         if len(value) > MAX_LETTER_BYTES:  # e.g. a 500 KB event of 1e9s, each 1000000000.0
@@ -354,17 +355,28 @@ class Intake:
         )
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` (a dict or a list, level 1) nests dicts and lists more than
-    ``limit`` levels. It recurses at most ``limit`` calls deep (the setting allows 200) and
-    only into containers: most values of an event are leaves, looked at once."""
+_HOLDS_NULL, _TOO_DEEP = 1, 2
+
+
+def _shape(value: Any, limit: int) -> int:
+    """What one walk over ``value`` (a dict or a list, level 1) finds: ``_TOO_DEEP`` when it
+    nests dicts and lists more than ``limit`` levels, else ``_HOLDS_NULL`` when a null lies
+    anywhere in it, else 0. It recurses at most ``limit`` calls deep (the setting allows
+    200) and only into containers: most values of an event are leaves, looked at once."""
     if limit < 1:
-        return True
+        return _TOO_DEEP
+    found = 0
     for child in value.values() if type(value) is dict else value:
+        if child is None:
+            found = _HOLDS_NULL
+            continue
         kind = type(child)
-        if (kind is dict or kind is list) and _deeper_than(child, limit - 1):
-            return True
-    return False
+        if kind is dict or kind is list:
+            inner = _shape(child, limit - 1)
+            if inner == _TOO_DEEP:
+                return inner
+            found |= inner
+    return found
 
 
 def _encoded(value: Any) -> bytes:

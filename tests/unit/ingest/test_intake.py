@@ -296,3 +296,23 @@ def test_a_suppressed_users_events_are_dropped_not_dead_lettered(intake):
     # Only the other user's invalid event is dead-lettered, still under its own index.
     assert [r.index for r in routed.rejections] == [3]
     assert len(routed.dead_letters) == 1 and b"gone" not in routed.dead_letters[0].value
+
+
+def test_exactly_the_depth_limit_is_accepted_and_one_level_more_is_not(intake):
+    at_limit = {"type": "page", "anonymousId": "a", "properties": {"x": _nested(62, 1, "array")}}
+    beyond = {"type": "page", "anonymousId": "a", "properties": {"x": _nested(63, 1, "array")}}
+    routed = intake.route([at_limit, beyond], FACTS)
+    assert [(r.index, r.reason) for r in routed.rejections] == [(1, "invalid:too_deep")]
+
+
+def test_nulls_are_dropped_wherever_the_walk_finds_them_and_kept_in_traits(intake):
+    events = [
+        {"type": "page", "anonymousId": "a", "userId": None, "context": {"page": {"x": None}}},
+        {"type": "identify", "userId": "u", "traits": {"plan": None}, "context": {"a": [None]}},
+        {"type": "page", "anonymousId": "a", "properties": {"path": "/p"}},
+    ]
+    routed = intake.route(events, FACTS)
+    written = [json.loads(r.value) for r in routed.accepted]
+    assert "userId" not in written[0] and written[0]["context"]["page"] == {}
+    assert written[1]["traits"] == {"plan": None} and written[1]["context"]["a"] == [None]
+    assert written[2]["properties"] == {"path": "/p"}
