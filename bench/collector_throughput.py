@@ -3,19 +3,23 @@
 Runs on the local platform (``make up`` first, or it brings Kafka up). In one
 run it measures:
 
-1. **collector**: a real collector process (``python -m ingest``) on a
-   bench-only topic, driven by concurrent HTTP clients posting Segment
-   ``/v1/batch`` requests; events/s acknowledged and request latency p50/p99.
-2. **raw**: a confluent-kafka produce loop of the same enriched records with
+1. **collector, 1 worker**: a real collector process (``python -m ingest``,
+   ``collector.workers=1``) on a bench-only topic, driven by concurrent HTTP
+   clients posting Segment ``/v1/batch`` requests; events/s acknowledged and
+   request latency p50/p99;
+2. **collector, N workers** (``--workers``): the same with N worker processes
+   on the port (``SO_REUSEPORT``, one producer each), the same clients;
+3. **raw**: a confluent-kafka produce loop of the same enriched records with
    the same producer settings (idempotent, acks=all, lz4, linger), waiting for
    every acknowledgement; events/s.
 
-The collector side runs once per body encoding (``--encodings plain,gzip``:
-the same batches as JSON and gzip-compressed, as RudderStack's libraries send
-them), against the same collector process, so the cost of inflating is
-measured next to plain JSON in the same run. Timings are printed, never asserted.
+Each collector runs once per body encoding (``--encodings plain,gzip``: the
+same batches as JSON and gzip-compressed, as RudderStack's libraries send
+them). The collector's CPU is that of all its processes; how its requests
+spread over the workers is read from its ``collector_worker_requests{pid}``.
+Timings are printed, never asserted.
 
-    .venv/bin/python -m bench.collector_throughput --seconds 20 --batch 100 --concurrency 8
+    .venv/bin/python -m bench.collector_throughput --seconds 20 --concurrency 8 --workers 2
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ from datetime import UTC, datetime
 
 import httpx
 
+from bench.procs import group_cpu_seconds
 from core.settings import CollectorSettings, KafkaSettings, child_env, load_settings
 from ingest.producer import producer_config
 from platformctl import platform
-from platformctl.process import port_open
 
 WRITE_KEY = "bench-write-key"
 
@@ -80,19 +84,38 @@ def _events(count: int, run: str) -> list[dict]:
 
 
 def _start_collector(settings, port: int) -> subprocess.Popen:
+    """``python -m ingest`` in a process group of its own (its workers join it)."""
     env = child_env(settings)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ingest", "--instance", f"bench-{port}"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=True,
     )
-    deadline = time.monotonic() + 30
-    while not port_open(port):
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"bench collector did not start: {proc.stderr.read().decode()}")
-        time.sleep(0.1)
-    return proc
+        time.sleep(0.2)
+
+
+def _requests_per_worker(port: int) -> list[int]:
+    """The requests each worker answered, most first (``collector_worker_requests``)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return sorted(
+        (
+            int(float(line.rsplit(" ", 1)[1]))
+            for line in text.splitlines()
+            if line.startswith("collector_worker_requests")
+        ),
+        reverse=True,
+    )
 
 
 async def _drive(
@@ -142,13 +165,6 @@ async def _drive(
     }
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _raw_loop(settings, values: list[tuple[bytes, bytes]], seconds: float) -> dict:
     from confluent_kafka import Producer
 
@@ -178,6 +194,38 @@ def _raw_loop(settings, values: list[tuple[bytes, bytes]], seconds: float) -> di
     return {"events_per_s": acked / elapsed, "events": acked}
 
 
+def _measure_collector(settings, args, encoded: dict) -> dict[str, dict]:
+    """Drive one collector process with each encoding; its figures per encoding."""
+    sides: dict[str, dict] = {}
+    proc = _start_collector(settings, args.port)
+    try:
+        for encoding in args.encodings.split(","):
+            payloads, headers = encoded[encoding]
+            cpu_before = group_cpu_seconds(proc.pid)
+            side = asyncio.run(
+                _drive(
+                    f"http://127.0.0.1:{args.port}",
+                    payloads,
+                    args.batch,
+                    args.seconds,
+                    args.concurrency,
+                    headers,
+                )
+            )
+            cpu = group_cpu_seconds(proc.pid) - cpu_before
+            acknowledged = side["events_per_s"] * args.seconds
+            side["cpu_us_per_event"] = 1e6 * cpu / max(1.0, acknowledged)
+            side["cpu_cores_used"] = cpu / args.seconds
+            side["body_kb"] = len(payloads[0]) / 1024
+            sides[encoding] = side
+        for side in sides.values():
+            side["requests_per_worker"] = _requests_per_worker(args.port)
+    finally:
+        proc.terminate()
+        proc.wait(90)
+    return sides
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -186,6 +234,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=100, help="events per HTTP request")
     parser.add_argument("--concurrency", type=int, default=8, help="concurrent HTTP clients")
     parser.add_argument("--port", type=int, default=18188)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="the collector's workers on the second side (the first runs one)",
+    )
     parser.add_argument(
         "--encodings", default="plain,gzip", help="body encodings to drive: plain, gzip"
     )
@@ -200,22 +254,24 @@ def main(argv: list[str] | None = None) -> None:
     base = load_settings()
     platform.up(base, ("kafka",))
     run = uuid.uuid4().hex[:8]
-    settings = base.model_copy(
-        update={
-            "kafka": KafkaSettings(
-                **(
-                    base.kafka.model_dump()
-                    | {"events_topic": f"bench.events.{run}", "dlq_topic": f"bench.dlq.{run}"}
-                )
-            ),
-            "collector": CollectorSettings(
-                port=args.port,
-                write_keys={"bench": WRITE_KEY},
-                ip_anonymisation=args.ip_anonymisation,
-                hash_key="bench-only-hash-key-" + "0" * 32,
-            ),
-        }
+    kafka = KafkaSettings(
+        **(
+            base.kafka.model_dump()
+            | {"events_topic": f"bench.events.{run}", "dlq_topic": f"bench.dlq.{run}"}
+        )
     )
+
+    def with_workers(workers: int):
+        collector = CollectorSettings(
+            port=args.port,
+            workers=workers,
+            write_keys={"bench": WRITE_KEY},
+            ip_anonymisation=args.ip_anonymisation,
+            hash_key="bench-only-hash-key-" + "0" * 32,
+        )
+        return base.model_copy(update={"kafka": kafka, "collector": collector})
+
+    settings = with_workers(1)
     from confluent_kafka.admin import AdminClient
 
     from ingest.topics import ensure_topics, platform_topics
@@ -227,7 +283,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"[bench] {len(events)} distinct events, {len(bodies)} request bodies of "
         f"{args.batch} events (~{len(bodies[0]) // 1024} KB), {args.concurrency} clients, "
-        f"{args.seconds:.0f}s per side, IP addresses: {args.ip_anonymisation}",
+        f"{args.seconds:.0f}s per side, IP addresses: {args.ip_anonymisation}; "
+        f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
         flush=True,
     )
 
@@ -235,32 +292,10 @@ def main(argv: list[str] | None = None) -> None:
         "plain": (bodies, {}),
         "gzip": ([gzip.compress(b, 6) for b in bodies], {"content-encoding": "gzip"}),
     }
-    sides: dict[str, dict] = {}
-    proc = _start_collector(settings, args.port)
-    try:
-        for encoding in args.encodings.split(","):
-            payloads, headers = encoded[encoding]
-            cpu_before = _cpu_seconds(proc.pid)
-            side = asyncio.run(
-                _drive(
-                    f"http://127.0.0.1:{args.port}",
-                    payloads,
-                    args.batch,
-                    args.seconds,
-                    args.concurrency,
-                    headers,
-                )
-            )
-            cpu = _cpu_seconds(proc.pid) - cpu_before
-            acknowledged = side["events_per_s"] * args.seconds
-            side["cpu_us_per_event"] = 1e6 * cpu / max(1.0, acknowledged)
-            side["cpu_cores_used"] = cpu / args.seconds
-            side["body_kb"] = len(payloads[0]) / 1024
-            sides[encoding] = side
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    collector = sides[next(iter(sides))]
+    collectors = {
+        workers: _measure_collector(with_workers(workers), args, encoded)
+        for workers in sorted({1, args.workers})
+    }
 
     # The raw loop produces the same enriched records the collector writes.
     from data_contracts import load_contract
@@ -275,19 +310,33 @@ def main(argv: list[str] | None = None) -> None:
     raw = _raw_loop(settings, [(r.key, r.value) for r in records], args.seconds)
     admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
 
-    ratio = collector["events_per_s"] / raw["events_per_s"]
-    for encoding, side in sides.items():
-        print(
-            f"[bench] collector ({encoding} bodies, {side['body_kb']:.0f} KB): "
-            f"{side['events_per_s']:,.0f} events/s acknowledged "
-            f"({side['requests']} requests, {side['errors']} errors), "
-            f"request p50 {side['p50_ms']:.1f} ms, p99 {side['p99_ms']:.1f} ms; "
-            f"collector CPU {side['cpu_us_per_event']:.0f} us/event "
-            f"({side['cpu_cores_used']:.2f} cores)"
-        )
+    for workers, sides in collectors.items():
+        for encoding, side in sides.items():
+            print(
+                f"[bench] collector, {workers} worker(s), {encoding} bodies "
+                f"({side['body_kb']:.0f} KB): {side['events_per_s']:,.0f} events/s acknowledged "
+                f"({side['requests']} requests, {side['errors']} errors), "
+                f"request p50 {side['p50_ms']:.1f} ms, p99 {side['p99_ms']:.1f} ms; "
+                f"collector CPU {side['cpu_us_per_event']:.0f} us/event "
+                f"({side['cpu_cores_used']:.2f} cores); ratio to raw "
+                f"{side['events_per_s'] / raw['events_per_s']:.0%}"
+            )
+        print(f"[bench] requests per worker ({workers}): {sides[encoding]['requests_per_worker']}")
     print(f"[bench] raw confluent-kafka loop: {raw['events_per_s']:,.0f} events/s acknowledged")
-    print(f"[bench] ratio collector/raw: {ratio:.0%}")
-    print(json.dumps({"collector": sides, "raw": raw, "ratio": ratio, "cores": os.cpu_count()}))
+    first = next(iter(args.encodings.split(",")))
+    one, many = collectors[1][first], collectors[max(collectors)][first]
+    speedup = many["events_per_s"] / one["events_per_s"]
+    print(f"[bench] {max(collectors)} workers / 1 worker ({first} bodies): {speedup:.2f}x")
+    print(
+        json.dumps(
+            {
+                "collector": {str(w): sides for w, sides in collectors.items()},
+                "raw": raw,
+                "speedup": speedup,
+                "cores": os.cpu_count(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

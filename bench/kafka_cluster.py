@@ -27,13 +27,8 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.collector_throughput import (
-    WRITE_KEY,
-    _cpu_seconds,
-    _drive,
-    _start_collector,
-    request_bodies,
-)
+from bench.collector_throughput import WRITE_KEY, _drive, _start_collector, request_bodies
+from bench.procs import group_cpu_seconds
 from core.settings import CollectorSettings, KafkaSettings, LocalSettings, Settings, load_settings
 from platformctl import platform
 from platformctl.install import install_jars, jars_dir
@@ -61,7 +56,10 @@ def _side_settings(base: Settings, root: Path, nodes: int, port: int) -> Setting
                 suppressions_topic=f"bench.suppressions.{run}",
             ),
             "collector": CollectorSettings(
-                port=port + 20, write_keys={"bench": WRITE_KEY}, delivery_timeout_s=30
+                port=port + 20,
+                workers=1,  # one process, as when the figures in docs/benchmarks.md were taken
+                write_keys={"bench": WRITE_KEY},
+                delivery_timeout_s=30,
             ),
             "local": LocalSettings(
                 state_dir=state, kafka_nodes=nodes, kafka_controller_port=port + 1
@@ -141,12 +139,12 @@ def main(argv: list[str] | None = None) -> None:
             asyncio.run(_drive(url, bodies, args.batch, 3, args.concurrency))
         for round_ in range(args.rounds):
             for nodes, settings in sides.items():
-                cpu = _cpu_seconds(pids[nodes])
+                cpu = group_cpu_seconds(pids[nodes])
                 url = f"http://127.0.0.1:{settings.collector.port}"
                 window = asyncio.run(
                     _drive(url, bodies, args.batch, args.seconds, args.concurrency)
                 )
-                cpu = _cpu_seconds(pids[nodes]) - cpu
+                cpu = group_cpu_seconds(pids[nodes]) - cpu
                 window["cpu_us_per_event"] = (
                     1e6 * cpu / max(1.0, window["events_per_s"] * args.seconds)
                 )
