@@ -1,9 +1,11 @@
 """The collector as its real process (``python -m ingest``) with two workers on one port:
 requests reach both, every acknowledged event is in Kafka once, the metrics are the
-service's, and SIGTERM under load loses no acknowledged event."""
+service's, a worker that dies takes the service down, and SIGTERM under load loses no
+acknowledged event."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -146,6 +148,11 @@ def test_two_workers_share_the_port_and_answer_for_the_service(
 
         ids = _message_ids(settings, 400)
         assert ids == Counter({f"r{r}-{i}": 1 for r in range(40) for i in range(10)})
+
+        # A worker that dies takes the service down, so its supervisor restarts it whole.
+        os.kill(int(next(iter(per_worker))), signal.SIGKILL)
+        assert proc.wait(120) != 0
+        assert "a collector worker exited with -9" in (tmp_path / "collector.log").read_text()
 
 
 def test_sigterm_under_load_loses_no_acknowledged_event(local_platform, unique_name, tmp_path):
