@@ -19,6 +19,10 @@ one worker while the others idle.
 - **SIGTERM / SIGINT** are passed to every worker, which stops accepting,
   finishes its requests and runs its shutdown (the collector flushes its
   producer there); the parent waits up to ``grace_s`` for each.
+- **A worker whose parent is gone stops itself** (SIGTERM to itself, so the
+  same shutdown runs): a parent killed alone (``kill -9`` of its pid, not of
+  its group) would otherwise leave workers holding the port with no
+  supervisor, beside the ones its restart starts.
 
 Only the collector and serving use this (uvicorn is theirs).
 """
@@ -106,5 +110,22 @@ def run_workers(
 def _worker(target: Callable[..., None], args: tuple[Any, ...]) -> None:
     """One worker: ``target(*args)``; an interrupt (Ctrl-C reaches the whole process group,
     and uvicorn raises it again once it has shut down) ends it as a stop, not a failure."""
+    _stop_when_orphaned()
     with contextlib.suppress(KeyboardInterrupt):
         target(*args)
+
+
+def _stop_when_orphaned(poll_s: float = 1.0) -> None:
+    """SIGTERM this process once its parent is gone (a watching daemon thread)."""
+    import signal
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()

@@ -57,3 +57,35 @@ def test_sigterm_stops_every_worker_and_the_service_ends_cleanly() -> None:
     _, err = service.communicate(timeout=60)
     assert service.returncode == 0, err
     assert "left None" in err  # the metrics directory of the run is gone with it
+
+
+def test_workers_whose_parent_was_killed_alone_stop_themselves(tmp_path) -> None:
+    """``kill -9`` of the service's pid (not its group): its workers do not serve on."""
+    import os
+
+    pids = tmp_path / "pids"
+    record = f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')"
+    work = f"import os, time\n{record}\ntime.sleep(120)"
+    service = _service(f"run_workers(exec, ({work!r},), 2, name='demo', grace_s=5)")
+    deadline = time.monotonic() + 60
+    while len(pids.read_text().split() if pids.exists() else []) < 2:
+        assert time.monotonic() < deadline and service.poll() is None, service.stderr.read()
+        time.sleep(0.2)
+    workers = [int(p) for p in pids.read_text().split()]
+    service.kill()
+    service.wait(10)
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [pid for pid in workers if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
