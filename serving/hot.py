@@ -40,6 +40,7 @@ import orjson
 from fastapi.security.utils import get_authorization_scheme_param
 
 from serving import questions
+from serving.lru import Lru
 from serving.merge import DEFAULT_QUANTILES
 from serving.metrics import ServingMetrics
 from serving.questions import WHOLE_SITE, ReachView, Tokens, token_owner
@@ -47,13 +48,15 @@ from serving.questions import WHOLE_SITE, ReachView, Tokens, token_owner
 __all__ = ["ROUTES", "HotPath", "Param", "Route"]
 
 _REQUIRED = object()
+_QUERIES = 1024
+"""Query strings whose arguments a worker keeps."""
 _DECIMAL = re.compile(r"[0-9]{1,17}(?:\.[0-9]{1,17})?")
 _COUNT = re.compile(r"[1-9][0-9]{0,8}")
 
 
 @dataclass(frozen=True)
 class Param:
-    """One query parameter of a route: how its text is read, whether it repeats (a list),
+    """One query parameter of a route: how its text is read, whether it repeats (a tuple),
     its default (``_REQUIRED``: none). ``read`` raises ValueError for a text it cannot be
     certain FastAPI reads as it does."""
 
@@ -108,22 +111,22 @@ class Route:
     ask: Callable[..., Awaitable[dict[str, Any] | None]]
 
     def arguments(self, query_string: bytes) -> dict[str, Any] | None:
-        """The route's arguments from the query string, read as Starlette splits it; None
-        when one is unknown, repeated, missing or not certain."""
+        """The route's arguments from the query string, read as Starlette splits it (lists as
+        tuples); None when one is unknown, repeated, missing or not certain."""
         given: dict[str, Any] = {}
         for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
             param = self.params.get(name)
             if param is None or (name in given and not param.many):
                 return None
             if param.many:
-                given.setdefault(name, []).append(param.read(value))
+                given[name] = (*given.get(name, ()), param.read(value))
             else:
                 given[name] = param.read(value)
         for name, param in self.params.items():
             if name not in given:
                 if param.default is _REQUIRED:
                     return None
-                given[name] = list(param.default) if param.many else param.default
+                given[name] = param.default
         return given
 
 
@@ -141,7 +144,7 @@ ROUTES = {
                 "start": _START,
                 "end": _END,
                 "granularity": Param(_choice("minute", "hour", "day"), default="minute"),
-                "quantile": Param(_decimal(), many=True, default=DEFAULT_QUANTILES),
+                "quantile": Param(_decimal(), many=True, default=tuple(DEFAULT_QUANTILES)),
                 "measure": Param(_text(), many=True, default=()),
             },
             questions.timeseries,
@@ -197,6 +200,8 @@ class HotPath:
         self.state = state
         self.metrics = metrics
         self.routes = ROUTES if answer else {}
+        self._arguments = Lru(_QUERIES)
+        """Arguments by route and query string: a dashboard sends the same few."""
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -235,9 +240,13 @@ class HotPath:
         if queries is None or not self._authorised(scope["headers"]):
             return None
         try:
-            arguments = route.arguments(scope["query_string"])
+            asked = (route.path, scope["query_string"])
+            arguments = self._arguments.get(asked)
             if arguments is None:
-                return None
+                arguments = route.arguments(asked[1])
+                if arguments is None:
+                    return None
+                self._arguments.put(asked, arguments)
             answer = await route.ask(queries, **arguments, cached_only=True)
         except Exception:  # refused, malformed or failing: the framework answers and says why
             return None
