@@ -114,10 +114,15 @@ def _settings(hot_path: bool, port: int = 18091) -> Settings:
 def app_factory():
     """The app of the HTTP phase's uvicorn worker, on a :class:`MemoryStore` (an entry point:
     settings from ``WAP_*``)."""
+    import gc
+
     from serving.app import create_app
     from serving.query import Queries
 
-    return create_app(load_settings(), Queries(MemoryStore(int(time.time() * 1000))))
+    app = create_app(load_settings(), Queries(MemoryStore(int(time.time() * 1000))))
+    gc.freeze()  # as serving.__main__.app_factory does
+    gc.set_threshold(20_000, 20, 20)
+    return app
 
 
 def _dashboard() -> list[str]:
