@@ -213,17 +213,9 @@ class HotPath:
             return
         started = time.perf_counter()
         route = self.routes.get(scope["path"]) if scope["method"] == "GET" else None
+        body = None
         if route is not None and not scope.get("root_path"):
             body = await self._kept(route, scope)
-            if body is not None:
-                headers = [
-                    (b"content-length", str(len(body)).encode()),
-                    (b"content-type", b"application/json"),
-                ]
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
-                self.metrics.observe_request(route.path, 200, time.perf_counter() - started)
-                return
         status = 500
 
         async def sending(message: dict) -> None:
@@ -233,10 +225,18 @@ class HotPath:
             await send(message)
 
         try:
-            await self.app(scope, receive, sending)
+            if body is None:
+                await self.app(scope, receive, sending)
+            else:
+                headers = [
+                    (b"content-length", str(len(body)).encode()),
+                    (b"content-type", b"application/json"),
+                ]
+                await sending({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
         finally:
-            path = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.observe_request(path, status, time.perf_counter() - started)
+            path = route.path if body is not None else getattr(scope.get("route"), "path", None)
+            self.metrics.observe_request(path or "unmatched", status, time.perf_counter() - started)
 
     async def _kept(self, route: Route, scope: dict) -> bytes | None:
         """The body of the kept answer to this request, or None: FastAPI answers it."""
