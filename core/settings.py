@@ -292,6 +292,9 @@ class ServingSettings(_Section):
     block_cache_entries: int = Field(default=2048, ge=0)
     """Merged immutable top-N blocks kept per worker (runs of batch windows, closed speed
     hours)."""
+    hot_path: bool = True
+    """Answer kept answers of the dashboard's routes in front of FastAPI (``serving/hot.py``);
+    false sends every request through the framework (same answers, more CPU per request)."""
     max_boundary_age_s: float = Field(default=24 * 3600, gt=0)
     """A batch boundary older than this makes ``/health`` answer ``degraded`` (status 200).
     Keep it well below ``speed.ttl_s`` (3 days): once a boundary is older than the TTL,

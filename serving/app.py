@@ -13,10 +13,8 @@ versions and speed progress are cached per worker for
 ``settings.serving.pointer_cache_s`` (``pointers_age_s`` in each answer).
 """
 
-import hmac
 import time
 from contextlib import asynccontextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -31,16 +29,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.log import get_logger, log_event
 from core.settings import Settings
-from pipelines import declared_views, pipeline_of_view
+from pipelines import pipeline_of_view
+from serving import questions
 from serving.errors import QueryError
 from serving.freshness import FreshnessRules
+from serving.hot import HotPath
 from serving.merge import DEFAULT_QUANTILES
 from serving.metrics import ServingMetrics
 from serving.query import CacheRules, Limits, Queries
+from serving.questions import VIEWS, WHOLE_SITE, ReachView, token_owner
 from serving.sql_http import FORMATS, SqlEndpoint
 from serving.store import ServingStore
-from serving.timerange import parse_instant
-from views.kinds import kind
 
 __all__ = ["create_app"]
 
@@ -50,18 +49,6 @@ _bearer = HTTPBearer(
     auto_error=False,
     description="A read-only analyst token from settings.serving.api_tokens.",
 )
-
-
-VIEWS = declared_views()
-"""Every declared pipeline's views: what the API serves."""
-
-ReachView = StrEnum(  # type: ignore[misc]
-    "ReachView",
-    [(s.name, s.name) for s in VIEWS if any(kind(m.kind).distinct for m in s.measures)],
-)
-"""The views /v1/reach can answer: those with a distinct-count (hll) measure."""
-_WHOLE_SITE = next(ReachView(s.name) for s in VIEWS if s.name in set(ReachView) and s.constant_key)
-"""What /v1/reach answers when no view is named: the view keyed by a constant (the site)."""
 
 
 class SqlRequest(BaseModel):
@@ -102,29 +89,6 @@ def _error(status: int, code: str, message: str, **headers: str) -> _Json:
 class _Unauthorized(Exception):
     def __init__(self, message: str) -> None:
         self.message = message
-
-
-def _keys(view: str, raw: list[str]) -> list[tuple[str, ...]]:
-    spec = next((s for s in VIEWS if s.name == view), None)
-    if spec is None:
-        return [(k,) for k in raw]  # the query core names the unknown view
-    if not raw and spec.constant_key is not None:
-        return [spec.constant_key]
-    if len(spec.keys) == 1:
-        return [(k,) for k in raw]
-    keys = []
-    for text in raw:
-        try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            value = None
-        if not isinstance(value, list):
-            raise QueryError(
-                "invalid_key",
-                f"View {view!r} is keyed by {list(spec.keys)}: pass each key as a JSON array.",
-            )
-        keys.append(tuple(value))
-    return keys
 
 
 def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
@@ -176,18 +140,10 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         openapi_url=None,
     )
 
-    @app.middleware("http")
-    async def _measure(request: Request, call_next) -> Response:
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            route = request.scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            metrics.observe_request(path, status, time.perf_counter() - started)
+    # Counts and times every request; answers kept for the dashboard's routes at once.
+    app.add_middleware(
+        HotPath, tokens=tokens, state=state, metrics=metrics, answer=serving.hot_path
+    )
 
     @app.exception_handler(QueryError)
     async def _query_error(_: Request, error: QueryError) -> Response:
@@ -210,11 +166,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     ) -> str:
         if credentials is None:
             raise _Unauthorized("Send a read-only analyst token: Authorization: Bearer <token>.")
-        given = credentials.credentials.encode()
-        found = None
-        for name, token in tokens:  # compare with every token, in constant time
-            if hmac.compare_digest(given, token):
-                found = name
+        found = token_owner(tokens, credentials.credentials)
         if found is None:
             raise _Unauthorized("Unknown token.")
         return found
@@ -225,13 +177,6 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         str, Query(description="Range start: ISO 8601 or now-<n>{s,m,h,d}", max_length=64)
     ]
     End = Annotated[str, Query(description="Range end (exclusive)", max_length=64)]
-
-    def _range(start: str, end: str, q: Queries) -> tuple[int, int]:
-        now = q.now_ms()
-        return (
-            parse_instant(start, now_ms=now, name="start"),
-            parse_instant(end, now_ms=now, name="end"),
-        )
 
     @app.get("/v1/views", summary="The views of every pipeline, their keys and measures")
     async def views(_: Analyst) -> Response:
@@ -269,10 +214,11 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             list[str], Query(description="Only these measures (default: all); reads less")
         ] = [],  # noqa: B006
     ) -> Response:
-        q: Queries = state["queries"]
-        lo, hi = _range(start, end, q)
-        keys = _keys(view, key)
-        return _Json(await q.timeseries(view, keys, lo, hi, granularity, quantile, measure))
+        return _Json(
+            await questions.timeseries(
+                state["queries"], view, key, start, end, granularity, quantile, measure
+            )
+        )
 
     @app.get("/v1/top", summary="Top-N keys of a view over a range, ranked on merged values")
     async def top(
@@ -285,26 +231,23 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         quantile: Annotated[float, Query(ge=0, le=1, description="For kll measures")] = 0.95,
         min_samples: Annotated[int, Query(ge=1, description="For kll measures")] = 1,
     ) -> Response:
-        q: Queries = state["queries"]
-        lo, hi = _range(start, end, q)
-        return _Json(await q.top(view, measure, lo, hi, n, quantile, min_samples))
+        return _Json(
+            await questions.top(
+                state["queries"], view, measure, start, end, n, quantile, min_samples
+            )
+        )
 
     @app.get("/v1/reach", summary="Distinct visitors over a range, for a page or the site")
     async def reach(
         _: Analyst,
         view: Annotated[
             ReachView, Query(description="A view with a distinct-count measure")
-        ] = _WHOLE_SITE,
+        ] = WHOLE_SITE,
         key: Annotated[str | None, Query(description="The page path (site: 'all')")] = None,
         start: Start = "now-1h",
         end: End = "now",
     ) -> Response:
-        q: Queries = state["queries"]
-        lo, hi = _range(start, end, q)
-        keys = _keys(view.value, [] if key is None else [key])
-        if not keys:
-            raise QueryError("missing_key", "Name the page: key=<path>.")
-        return _Json(await q.reach(view.value, keys[0], lo, hi))
+        return _Json(await questions.reach(state["queries"], view.value, key, start, end))
 
     @app.post("/v1/sql", summary="One read-only Spark SQL statement over the views")
     async def sql(

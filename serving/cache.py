@@ -81,6 +81,20 @@ class SharedCache:
     def __len__(self) -> int:
         return len(self._done)
 
+    def peek(self, key: Hashable, max_age_s: float | None = None) -> tuple[Any, How, float] | None:
+        """``(value, "cached", age_s)`` of ``key`` when a value at most ``max_age_s`` old is
+        kept (counted as :meth:`get` counts it), else None: nothing is computed or counted."""
+        found = self._done.get(key)
+        if found is None:
+            return None
+        value, at = found
+        age = self.clock() - at
+        if age > (self.max_age_s if max_age_s is None else max_age_s):
+            return None
+        self._done.move_to_end(key)
+        self.stats.cached += 1
+        return value, "cached", age
+
     async def get(
         self,
         key: Hashable,
@@ -96,15 +110,11 @@ class SharedCache:
         question without the speed progress); while ``key`` is computed, the family's
         newest value, if at most ``stale_s`` old, is answered at once (``stale``).
         """
+        kept = self.peek(key, max_age_s)
+        if kept is not None:
+            return kept
         now = self.clock()
-        found = self._done.get(key)
-        if found is not None:
-            value, at = found
-            if now - at <= (self.max_age_s if max_age_s is None else max_age_s):
-                self._done.move_to_end(key)
-                self.stats.cached += 1
-                return value, "cached", now - at
-            del self._done[key]
+        self._done.pop(key, None)  # too old, if there
         running = self._running.get(key)
         how: How = "shared"
         if running is None:

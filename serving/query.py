@@ -8,7 +8,11 @@ boundary it used per view and how old it is, how fresh the speed side is
 provisional (some from speed), and which windows are unavailable (after the
 boundary and older than the speed TTL: null, never zero).
 
-Answers are plain dicts ready for JSON; times in them are ISO 8601 UTC.
+Answers are plain dicts ready for JSON; times in them are ISO 8601 UTC. Asked with
+``encoded=True``, the shared part of an answer (a timeseries' ``series``, a top-N's
+``items``) is the JSON kept with it (an :class:`orjson.Fragment`), encoded once when it
+was computed; with ``cached_only=True``, a question whose answer is not kept is
+answered None instead of being computed (the hot path, :mod:`serving.hot`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import orjson
 
 from serving.cache import How, SharedCache
 from serving.errors import QueryError
@@ -124,10 +130,16 @@ class Queries:
         }
 
     async def _shared(
-        self, question: tuple, view: ViewPointers, rq: RangeQuery, now: int, compute
-    ) -> tuple[Any, dict[str, Any]]:
+        self,
+        question: tuple,
+        view: ViewPointers,
+        rq: RangeQuery,
+        now: int,
+        compute,
+        cached_only: bool = False,
+    ) -> tuple[Any, dict[str, Any]] | None:
         """``compute()``'s value for ``question`` over ``rq``, shared with identical requests,
-        and the answer's ``cache`` note.
+        and the answer's ``cache`` note; None when ``cached_only`` and no value is kept.
 
         The key holds the range's windows, the windows expired from speed (they
         move with the clock), the batch pointers' generation and, when the range
@@ -146,7 +158,13 @@ class Queries:
         )
         max_age = self.cache_rules.max_age_s if speed else self.cache_rules.final_max_age_s
         family = key[:-1] if speed else None  # the same question over older speed progress
-        value, how, age = await self.results.get(key, compute, max_age, family)
+        if cached_only:
+            kept = self.results.peek(key, max_age)
+            if kept is None:
+                return None
+            value, how, age = kept
+        else:
+            value, how, age = await self.results.get(key, compute, max_age, family)
         return value, _cache_note(how, age)
 
     def _key_reads(self, view: ViewPointers, rq: RangeQuery, coarsest: Grain):
@@ -187,7 +205,10 @@ class Queries:
         granularity: str = "minute",
         quantiles: Sequence[float] = DEFAULT_QUANTILES,
         measures: Sequence[str] = (),
-    ) -> dict[str, Any]:
+        *,
+        encoded: bool = False,
+        cached_only: bool = False,
+    ) -> dict[str, Any] | None:
         """Per key, one bucket per ``granularity`` step of ``[lo, hi)``, zeros included.
 
         ``measures`` limits the answer (and the columns read) to those measures;
@@ -214,11 +235,15 @@ class Queries:
         p = pointers.views[view]
         keys = [tuple(k) for k in keys]
 
-        async def compute() -> list[dict[str, Any]]:
-            return await self._series(spec, keys, rq, p, now, chosen, names, quantiles, step)
+        async def compute() -> tuple[list[dict[str, Any]], orjson.Fragment]:
+            series = await self._series(spec, keys, rq, p, now, chosen, names, quantiles, step)
+            return series, orjson.Fragment(orjson.dumps(series))
 
         question = ("timeseries", view, tuple(keys), first, step, names, quantiles)
-        series, note = await self._shared(question, p, rq, now, compute)
+        shared = await self._shared(question, p, rq, now, compute, cached_only)
+        if shared is None:
+            return None
+        (series, body), note = shared
         return {
             "view": view,
             "granularity": granularity,
@@ -227,7 +252,7 @@ class Queries:
             **self._context(pointers, [view], now),
             "unavailable": unavailable(p.boundary, now, self.rules, rq.lo, rq.hi),
             "cache": note,
-            "series": series,
+            "series": body if encoded else series,
         }
 
     async def _series(
@@ -294,7 +319,10 @@ class Queries:
         n: int = 10,
         quantile: float = 0.95,
         min_samples: int = 1,
-    ) -> dict[str, Any]:
+        *,
+        encoded: bool = False,
+        cached_only: bool = False,
+    ) -> dict[str, Any] | None:
         """The ``n`` keys with the largest merged ``measure`` over ``[lo, hi)``.
 
         Ranks on merged values: counts summed over the range, HLL sketches
@@ -317,7 +345,7 @@ class Queries:
         now = self.now_ms()
         p = pointers.views[view]
 
-        async def compute() -> tuple[list[dict[str, Any]], bool]:
+        async def compute() -> tuple[list[dict[str, Any]], orjson.Fragment, bool]:
             reads = window_reads(rq.lo, rq.hi, p.boundary, p.versions, p.speed_version, p.rolled_up)
             if len(reads) > self.limits.max_top_partitions:
                 raise QueryError(
@@ -341,10 +369,13 @@ class Queries:
                 elif ranking.integral:
                     item["value"] = round(value)
                 items.append(item)
-            return items, provisional
+            return items, orjson.Fragment(orjson.dumps(items)), provisional
 
         question = ("top", view, measure, n, quantile, min_samples)
-        (items, provisional), note = await self._shared(question, p, rq, now, compute)
+        shared = await self._shared(question, p, rq, now, compute, cached_only)
+        if shared is None:
+            return None
+        (items, body, provisional), note = shared
         return {
             "view": view,
             "measure": measure,
@@ -356,12 +387,15 @@ class Queries:
             **self._context(pointers, [view], now),
             "unavailable": unavailable(p.boundary, now, self.rules, rq.lo, rq.hi),
             "cache": note,
-            "items": items,
+            "items": body if encoded else items,
         }
 
-    async def reach(self, view: str, key: tuple[str, ...], lo: int, hi: int) -> dict[str, Any]:
+    async def reach(
+        self, view: str, key: tuple[str, ...], lo: int, hi: int, *, cached_only: bool = False
+    ) -> dict[str, Any] | None:
         """Distinct visitors of one key over ``[lo, hi)``: the union of every window's sketch
-        (whole days and hours of batch windows from the rollups)."""
+        (whole days and hours of batch windows from the rollups). Its answer holds three
+        numbers: nothing to keep encoded."""
         spec = view_spec(self.store, view)
         hll = [i for i, m in enumerate(spec.measures) if kind(m.kind).distinct]
         if not hll:
@@ -401,7 +435,10 @@ class Queries:
                 return round(estimate.estimate), round(estimate.lower), round(estimate.upper)
 
             question = ("reach", view, key)
-            found, answer["cache"] = await self._shared(question, p, rq, now, compute)
+            shared = await self._shared(question, p, rq, now, compute, cached_only)
+            if shared is None:
+                return None
+            found, answer["cache"] = shared
             answer["visitors"], answer["lower_bound"], answer["upper_bound"] = found
         return answer
 

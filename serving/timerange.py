@@ -99,17 +99,18 @@ def iso(ms: int | None) -> str | None:
     """``2024-01-01T10:00:00Z`` (milliseconds shown only when not zero)."""
     if ms is None:
         return None
-    if ms % MINUTE_MS == 0:
-        text = _ISO_MINUTES.get(ms)
-        if text is None:
-            if len(_ISO_MINUTES) > 200_000:
-                _ISO_MINUTES.clear()
-            text = _ISO_MINUTES[ms] = from_ms(ms).strftime("%Y-%m-%dT%H:%M:%SZ")
+    minute = ms - ms % MINUTE_MS
+    text = _ISO_MINUTES.get(minute)
+    if text is None:
+        if len(_ISO_MINUTES) > 200_000:
+            _ISO_MINUTES.clear()
+        text = _ISO_MINUTES[minute] = from_ms(minute).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if minute == ms:
         return text
-    moment = from_ms(ms)
-    if ms % 1000:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    second, milli = divmod(ms - minute, 1000)  # the minute's text ends in "00Z"
+    if milli:
+        return f"{text[:-3]}{second:02d}.{milli:03d}Z"
+    return f"{text[:-3]}{second:02d}Z"
 
 
 def day_of(ms: int) -> date:

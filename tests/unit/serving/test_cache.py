@@ -186,3 +186,17 @@ def test_a_stale_answer_too_old_or_of_another_family_is_not_answered() -> None:
 
     late, other = asyncio.run(run())
     assert late[1] == "computed" and other[1] == "computed"
+
+
+def test_peek_answers_only_what_is_kept_and_counts_it_as_get_does() -> None:
+    clock = Clock()
+    cache = SharedCache(entries=8, max_age_s=10, clock=clock)
+    compute, calls = _counting()
+    assert cache.peek("q") is None and cache.stats.cached == 0
+    asyncio.run(cache.get("q", compute))
+    clock.now = 4.0
+    assert cache.peek("q") == ("answer#1", "cached", 4.0)
+    assert cache.peek("q", max_age_s=3) is None  # too old for this caller, kept for others
+    clock.now = 11.0
+    assert cache.peek("q") is None
+    assert (len(calls), cache.stats.cached, cache.stats.computed) == (1, 1, 1)

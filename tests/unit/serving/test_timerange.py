@@ -13,6 +13,7 @@ from serving.timerange import (
     MINUTE_MS,
     days_between,
     floor,
+    from_ms,
     iso,
     parse_instant,
     to_ms,
@@ -97,3 +98,19 @@ def test_the_edges_of_the_accepted_range_parse() -> None:
     assert parse_instant("1970-01-01T00:00:00Z", now_ms=NOW) == 0
     last = parse_instant("9998-12-31T23:59:59.999Z", now_ms=NOW)
     assert iso(last) == "9998-12-31T23:59:59.999Z"
+
+
+def test_iso_agrees_with_strftime_at_every_precision() -> None:
+    import random
+
+    rng = random.Random(5)
+    for ms in [
+        0,
+        -1,
+        -60_001,
+        59_999,
+        *(rng.randrange(-(10**13), 2 * 10**14) for _ in range(2000)),
+    ]:
+        moment = from_ms(ms)
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "")
+        assert iso(ms) == text + "Z", ms

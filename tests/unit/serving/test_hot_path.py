@@ -1,0 +1,293 @@
+"""The hot path (``serving/hot.py``) answers exactly as the FastAPI routes do, or lets them answer.
+
+Two apps share one query core on a store of known rows, with a clock that
+stands still: one with the hot path (``serving.hot_path``, the default), one
+without. Each request is made to both and the responses (status, headers,
+body) compared byte for byte; the scope tells which path answered (the
+router sets ``scope["route"]``; the hot path never reaches it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from fastapi.routing import APIRoute
+
+from core.settings import ServingSettings, Settings
+from serving.app import create_app
+from serving.hot import _REQUIRED, ROUTES
+from serving.query import Queries
+from serving.store import Pointers, ViewPointers
+from serving.timerange import HOUR_MS, MINUTE_MS
+
+TOKEN = "hot-path-token"
+NOW_MS = 1_764_000_000_000 + 17_345  # not on a minute: start and end carry milliseconds
+BOUNDARY = NOW_MS - NOW_MS % HOUR_MS - HOUR_MS
+SITE_TS = (
+    "/v1/timeseries?view=site_activity&start=now-60m&end=now&granularity=minute"
+    "&measure=events&measure=page_views&measure=visitors"
+)
+TOP = "/v1/top?view=page_activity&measure=page_views&n=10&start=now-60m&end=now"
+HITS = [
+    SITE_TS,
+    "/v1/timeseries?view=page_activity&key=/a&key=/b&start=now-3h&granularity=hour",
+    "/v1/timeseries?view=page_activity&key=/a&quantile=0.5&quantile=0.99",
+    "/v1/timeseries?view=site_activity",
+    "/v1/reach?view=site_activity&start=now-60m&end=now",
+    "/v1/reach?view=page_activity&key=/a&start=now-1d",
+    "/v1/reach",
+    TOP,
+    "/v1/top?view=page_activity&measure=load_sketch&n=5&start=now-1m&end=now",
+    "/v1/top?view=page_activity&measure=load_sketch&quantile=0.5&min_samples=2",
+    "/v1/top?view=search_terms&measure=searches",
+]
+
+
+class _Store:
+    """Every key has a row in every window: counts, and no sketches (null)."""
+
+    def __init__(self) -> None:
+        from pipelines import declared_views
+
+        self.views = {spec.name: spec for spec in declared_views()}
+        view = ViewPointers(
+            BOUNDARY,
+            newest_event=NOW_MS - 5_000,
+            watermark=NOW_MS - 600_000,
+            heartbeat=NOW_MS - 2_000,
+            kafka_lag=3,
+            speed_run=1,
+            batch_generation=1,
+            speed_generation=1,
+        )
+        self._pointers = Pointers(dict.fromkeys(self.views, view), NOW_MS - 400, 0.0)
+
+    def spec(self, view: str):
+        return self.views[view]
+
+    async def pointers(self) -> Pointers:
+        return self._pointers
+
+    def _value(self, view: str, measure: str, n: int):
+        return None if self.views[view].measure(measure).kind in ("hll", "kll") else n
+
+    async def key_rows(self, view, layer, keys, day, version, lo, hi, measures, grain="minute"):
+        step = {"minute": MINUTE_MS, "hour": HOUR_MS, "day": 24 * HOUR_MS}[grain]
+        first = lo + (-lo) % step
+        return [
+            (t, *(self._value(view, m, t // step % 7) for m in measures))
+            for t in range(first, hi, step)
+        ]
+
+    async def window_rows(self, view, layer, measure, start, version, grain="minute"):
+        return [(f"/p/{p}", self._value(view, measure, 50 - p)) for p in range(40)]
+
+
+def _queries() -> Queries:
+    queries = Queries(_Store(), clock=lambda: NOW_MS / 1000)
+    queries.results.clock = lambda: 1000.0  # every kept answer the same age
+    return queries
+
+
+def _settings(hot_path: bool) -> Settings:
+    base = Settings()
+    serving = base.serving.model_dump() | {"api_tokens": {"tester": TOKEN}, "hot_path": hot_path}
+    return base.model_copy(update={"serving": ServingSettings(**serving)})
+
+
+def _scope(path: str, headers: list[tuple[bytes, bytes]] | None) -> dict:
+    route, _, query = path.partition("?")
+    auth = [(b"authorization", f"Bearer {TOKEN}".encode())]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": route,
+        "raw_path": route.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [(b"host", b"test"), *(auth if headers is None else headers)],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8090),
+    }
+
+
+class Apps:
+    """The two apps, started, and a way to ask both."""
+
+    def __init__(self, hot, framework) -> None:
+        self.hot, self.framework = hot, framework
+        self.loop = asyncio.new_event_loop()
+
+    def call(self, app, path: str, headers=None) -> tuple[int, list, bytes, bool]:
+        """``(status, headers, body, by_framework)`` of one request."""
+        scope = _scope(path, headers)
+        sent: list[dict] = []
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        self.loop.run_until_complete(app(scope, receive, send))
+        start, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
+        return start["status"], start["headers"], body, "route" in scope
+
+    def both(self, path: str, headers=None):
+        """The response of each app: (hot app's, framework app's)."""
+        return self.call(self.hot, path, headers), self.call(self.framework, path, headers)
+
+
+@contextmanager
+def _started(queries_hot: Queries, queries_framework: Queries) -> Iterator[Apps]:
+    apps = Apps(
+        create_app(_settings(True), queries_hot), create_app(_settings(False), queries_framework)
+    )
+    contexts = [app.router.lifespan_context(app) for app in (apps.hot, apps.framework)]
+    for context in contexts:
+        apps.loop.run_until_complete(context.__aenter__())
+    try:
+        yield apps
+    finally:
+        for context in contexts:
+            apps.loop.run_until_complete(context.__aexit__(None, None, None))
+        apps.loop.close()
+
+
+@pytest.fixture
+def apps() -> Iterator[Apps]:
+    """Both apps on one query core: an answer one keeps, the other finds."""
+    queries = _queries()
+    with _started(queries, queries) as apps:
+        yield apps
+
+
+@pytest.mark.parametrize("path", HITS)
+def test_a_kept_answer_is_the_same_bytes_on_both_paths(apps, path) -> None:
+    first = apps.call(apps.hot, path)
+    assert first[0] == 200 and first[3], "a question asked first is computed by the route"
+    assert b'"cache":{"hit":false' in first[2]
+    hot, framework = apps.both(path)
+    assert not hot[3] and framework[3], "the hot path answered, the framework the other"
+    assert hot[:3] == framework[:3]
+    assert b'"cache":{"hit":true' in hot[2]
+    assert dict(hot[1])[b"content-type"] == b"application/json"
+
+
+def test_an_answer_not_kept_goes_to_the_framework(apps) -> None:
+    path = "/v1/top?view=page_activity&measure=visitors&n=3"  # hll: ranked, nothing kept yet
+    assert apps.call(apps.hot, path)[3]
+    assert not apps.call(apps.hot, path)[3]
+
+
+REFUSED = {
+    "no token": (TOP, []),
+    "unknown token": (TOP, [(b"authorization", b"Bearer nope")]),
+    "empty token": (TOP, [(b"authorization", b"Bearer ")]),
+    "another scheme": (TOP, [(b"authorization", f"Basic {TOKEN}".encode())]),
+    "token twice, the first wrong": (
+        TOP,
+        [(b"authorization", b"Bearer nope"), (b"authorization", f"Bearer {TOKEN}".encode())],
+    ),
+}
+ODD = [
+    TOP + "&n=abc",
+    TOP + "&n=0",
+    TOP + "&n=101",
+    TOP + "&n=010",
+    TOP + "&quantile=1.5",
+    TOP + "&quantile=nan",
+    TOP + "&quantile=.5",
+    TOP + "&min_samples=0",
+    TOP + "&view=search_terms",  # a scalar given twice
+    TOP + "&unknown=1",  # FastAPI ignores it (200): the framework's answer still
+    TOP.replace("now-60m", "now-" + "1" * 62 + "m"),  # 65 characters
+    TOP.replace("now-60m", "yesterday"),
+    TOP.replace("end=now", "end=now-2h"),  # before start
+    TOP.replace("page_views", "nope"),
+    "/v1/top?view=page_activity&n=10",  # no measure
+    SITE_TS + "&granularity=week",
+    SITE_TS + "&quantile=2",
+    SITE_TS.replace("site_activity", "nope"),
+    "/v1/timeseries?view=page_activity",  # no key
+    "/v1/reach?view=search_terms",
+    "/v1/reach?view=page_activity",
+    "/v1/reach?key=",
+    "/v1/reach?view=site_activity&start=now-60m&end=now&view=site_activity",
+]
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
+def test_a_request_without_a_valid_token_is_refused_as_before(apps, case) -> None:
+    path, headers = REFUSED[case]
+    apps.call(apps.hot, path)  # kept: only the token stands in the way
+    hot, framework = apps.both(path, headers)
+    assert hot[3] and framework[3]
+    assert hot[:3] == framework[:3]
+    assert hot[0] == 401 and (b"www-authenticate", b"Bearer") in hot[1]
+
+
+@pytest.mark.parametrize("path", ODD)
+def test_an_odd_parameter_goes_to_the_framework(apps, path) -> None:
+    for kept in (TOP, SITE_TS, "/v1/reach?view=site_activity&start=now-60m&end=now", path):
+        apps.call(apps.framework, kept)  # kept, as is any question the odd one asks
+    hot, framework = apps.both(path)
+    assert hot[3], "answered by the framework"
+    assert hot[:3] == framework[:3]
+
+
+def test_requests_are_counted_as_the_framework_counted_them() -> None:
+    paths = [*HITS, *HITS, *ODD[:6], "/v1/nowhere", "/health"]
+    refused = [REFUSED[case] for case in REFUSED]
+    counted = []
+    for hot in (True, False):
+        with _started(_queries(), _queries()) as apps:
+            app = apps.hot if hot else apps.framework
+            by_hot_path = [not apps.call(app, p)[3] for p in paths[:-2]]
+            by_hot_path += [not apps.call(app, p, h)[3] for p, h in refused]
+            assert sum(by_hot_path) >= len(HITS) if hot else not any(by_hot_path)
+            apps.call(app, paths[-2])
+            apps.call(app, paths[-1])
+            text = apps.call(app, "/metrics")[2].decode()
+        counted.append(
+            sorted(
+                line
+                for line in text.splitlines()
+                if line.startswith(
+                    (
+                        "wap_serving_requests_total",
+                        "wap_serving_request_duration_seconds_count",
+                        'wap_serving_cache_lookups{cache="answers"',
+                    )
+                )
+            )
+        )
+    assert counted[0] == counted[1]
+    # 4 x 2 of HITS and n=010 (FastAPI reads 10); five odd ones refused, five tokens.
+    assert 'wap_serving_requests_total{route="/v1/top",status="200"} 9.0' in counted[0]
+    assert 'wap_serving_requests_total{route="/v1/top",status="400"} 5.0' in counted[0]
+    assert 'wap_serving_requests_total{route="/v1/top",status="401"} 5.0' in counted[0]
+    assert 'wap_serving_cache_lookups{cache="answers",how="cached"} 13.0' in counted[0]
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_the_hot_path_reads_the_parameters_the_route_declares(path) -> None:
+    app = create_app(_settings(True), _queries())
+    route = next(r for r in app.routes if isinstance(r, APIRoute) and r.path == path)
+    declared = {
+        field.alias: None if field.field_info.is_required() else field.field_info.default
+        for field in route.dependant.query_params
+    }
+    hot = {
+        name: None if param.default is _REQUIRED else param.default
+        for name, param in ROUTES[path].params.items()
+    }
+    assert set(hot) == set(declared)
+    for name, default in declared.items():
+        assert hot[name] == (tuple(default) if isinstance(default, list) else default), name
