@@ -29,7 +29,8 @@ rows the API reads (a run whose gate has not passed yet), never older.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,16 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["gold_frame", "register_views", "speed_frame", "speed_rows", "view_schema"]
+__all__ = [
+    "FinalRows",
+    "gold_frame",
+    "read_speed_rows",
+    "register_views",
+    "rows_since",
+    "speed_frame",
+    "speed_rows",
+    "view_schema",
+]
 
 
 def view_schema(spec: ViewSpec) -> StructType:
@@ -76,6 +86,13 @@ def speed_rows(settings: Settings, spec: ViewSpec, lo: int, hi: int) -> list[tup
     """Speed rows of windows ``[lo, hi)`` read from Cassandra, one window partition each, in
     the version of the speed tables ``speed_versions`` names: ``(window_start, *keys,
     *measures)`` with ``window_start`` an aware UTC datetime."""
+    return read_speed_rows(settings, spec, lo, hi)[1]
+
+
+def read_speed_rows(
+    settings: Settings, spec: ViewSpec, lo: int, hi: int
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """:func:`speed_rows` and the version of the speed tables they were read from."""
     from cassandra.concurrent import execute_concurrent_with_args
 
     from core.cassandra import connect
@@ -99,7 +116,62 @@ def speed_rows(settings: Settings, spec: ViewSpec, lo: int, hi: int) -> list[tup
             rows += [(start, *row) for row in result]
     finally:
         cluster.shutdown()
-    return rows
+    return version, rows
+
+
+@dataclass(frozen=True)
+class FinalRows:
+    """Speed rows already read that can no longer change: those of the minutes before
+    ``until``, in speed tables ``version``."""
+
+    version: int
+    until: int
+    rows: tuple[tuple[Any, ...], ...] = ()
+
+
+def rows_since(
+    read: Callable[[int, int], tuple[int, list[tuple[Any, ...]]]],
+    final: FinalRows | None,
+    lo: int,
+    hi: int,
+    watermark: int,
+) -> tuple[list[tuple[Any, ...]], FinalRows]:
+    """Speed rows of ``[lo, hi)``: ``final``'s rows kept, the minutes after them read
+    (``read(lo, hi) -> (version, rows)``); and what the next call may keep.
+
+    The speed layer counts an event only at or after its watermark, which only moves
+    forward within a run, so a minute that ended a minute before ``watermark`` (ms, read
+    before the rows) no longer changes. A new version of the speed tables (a replay's
+    switch) is read whole, and kept from the call after, when its watermark is its own.
+
+    >>> rows = {0: [(0, "a")], 60_000: [(60_000, "b")], 120_000: [(120_000, "c")]}
+    >>> def read(lo, hi):
+    ...     print("read", lo, hi)
+    ...     return 1, [r for m in range(lo, hi, 60_000) for r in rows.get(m, [])]
+    >>> got, final = rows_since(read, None, 0, 180_000, watermark=150_000)
+    read 0 180000
+    >>> final
+    FinalRows(version=1, until=60000, rows=((0, 'a'),))
+    >>> rows_since(read, final, 0, 180_000, watermark=150_000)[0]
+    read 60000 180000
+    [(0, 'a'), (60000, 'b'), (120000, 'c')]
+    """
+
+    def minute(row: tuple[Any, ...]) -> int:
+        start = row[0]
+        return start if isinstance(start, int) else to_ms(start)
+
+    start = lo if final is None else max(lo, final.until)
+    version, fresh = read(start, hi)
+    if final is not None and final.version != version:
+        if start > lo:
+            version, fresh = read(lo, hi)
+        return fresh, FinalRows(version, lo)
+    kept = [r for r in final.rows if minute(r) >= lo] if final else []
+    rows = kept + fresh
+    closed = watermark // MINUTE_MS * MINUTE_MS - MINUTE_MS
+    until = max(closed, final.until if final else lo)
+    return rows, FinalRows(version, until, tuple(r for r in rows if minute(r) < until))
 
 
 def speed_frame(

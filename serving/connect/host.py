@@ -33,6 +33,7 @@ import os
 import shutil
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,8 @@ from views import ViewSpec
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
+
+    from serving.sql import FinalRows
 
 __all__ = ["ANALYST_POOLS", "PLATFORM_POOL", "SqlServer", "server_conf", "start_spark"]
 
@@ -192,6 +195,7 @@ class SqlServer:
         """Per pipeline, the silver version its events view was made from."""
         self.views: list[str] = []
         self._speed: dict[str, str] = {}
+        self._final: dict[str, FinalRows] = {}
         self._retired: list[tuple[float, Path]] = []
 
     # --- the catalog --------------------------------------------------------------------------
@@ -206,11 +210,12 @@ class SqlServer:
         names = [spec.name for spec in views]
         published = read_boundaries(self.settings.cassandra, names)
         boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
+        # Read before the speed rows: a minute closed by this watermark is final in them.
         streamed = read_watermarks(self.settings.cassandra, names)  # views with speed rows
         now = int(time.time() * 1000)
         for spec in views:
             self._gold(spec)
-            self._speed_snapshot(spec, boundaries[spec.name], now, spec.name in streamed)
+            self._speed_snapshot(spec, boundaries[spec.name], now, streamed.get(spec.name))
             self.spark.sql(catalog.serving_sql(spec, boundaries[spec.name]))
         self.spark.sql(catalog.boundaries_sql(boundaries, now))
         for pipeline in PIPELINES:
@@ -231,15 +236,26 @@ class SqlServer:
             self.spark.sql(catalog.empty_view_sql(f"gold_{spec.name}", view_schema(spec)))
 
     def _speed_snapshot(
-        self, spec: ViewSpec, boundary: int | None, now: int, streamed: bool = True
+        self, spec: ViewSpec, boundary: int | None, now: int, watermark: datetime | None
     ) -> None:
         """A new Parquet folder of the speed rows when they changed, and ``speed_<view>`` on it
-        (no rows, and no read, for a view no speed layer ever streamed)."""
-        from serving.sql import speed_rows, view_schema
-        from serving.timerange import MINUTE_MS
+        (no rows, and no read, for a view no speed layer ever streamed). Minutes the speed
+        watermark had closed when a refresh read them are not read again
+        (:func:`serving.sql.rows_since`): without a boundary the range is the speed rows'
+        lifetime, three days of minute partitions per view."""
+        from functools import partial
+
+        from serving.sql import read_speed_rows, rows_since, view_schema
+        from serving.timerange import MINUTE_MS, to_ms
 
         lo = boundary if boundary is not None else now - self.settings.speed.ttl_s * 1000
-        rows = speed_rows(self.settings, spec, lo, now + MINUTE_MS) if streamed else []
+        rows: list = []
+        if watermark is not None:
+            read = partial(read_speed_rows, self.settings, spec)
+            final = self._final.get(spec.name)
+            rows, self._final[spec.name] = rows_since(
+                read, final, lo, now + MINUTE_MS, to_ms(watermark)
+            )
         digest = hashlib.sha256(repr(sorted(rows, key=repr)).encode()).hexdigest()
         if self._speed.get(spec.name, "").endswith(digest):
             return
