@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from cassandra.query import PreparedStatement
 
 __all__ = [
+    "PROTOCOL_VERSION",
     "SCHEMA_PROFILE",
     "connect",
     "ensure_keyspace",
@@ -33,6 +34,13 @@ __all__ = [
 ]
 
 _SESSIONS: dict[str, Session] = {}
+PROTOCOL_VERSION = 4
+"""The native protocol every session speaks. Not 5: the Python driver's v5 reader
+(3.30.1) drops the bytes of a segment header that a socket read splits (fewer than its
+six bytes at the end of one read), so the next header is read misaligned and the
+connection fails with "CRC mismatch on header". Large responses, such as the schema
+read of a node holding many keyspaces, cross many reads and meet it. Version 4 frames
+carry the same statements; TCP's own checksum covers what v5's segments add."""
 SCHEMA_PROFILE = "schema"
 """The execution profile of every session :func:`connect` opens that schema changes run
 with (:func:`execute_schema`): ``cassandra.schema_timeout_s`` instead of a request's."""
@@ -83,7 +91,7 @@ def connect(
                 request_timeout=cassandra.schema_timeout_s,
             ),
         },
-        protocol_version=5,
+        protocol_version=PROTOCOL_VERSION,
         # Back within seconds of a node restart (the default backs off to 10 minutes).
         reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
         connect_timeout=connect_timeout_s,
