@@ -126,7 +126,11 @@ def _raw_phase(repeats: int, params: dict) -> dict[str, dict]:
     spark = build_spark_session(
         settings.model_copy(update={"spark": spark_settings}), app_name="bench-sql-raw"
     )
-    SqlServer(settings, spark).refresh()
+    server = SqlServer(settings, spark)
+    try:
+        server.refresh()
+    finally:
+        server.close()
     results = {}
     for name, sql in doc_queries().items():
         # Literals in the text: with Delta's parser a plain session cannot bind parameters

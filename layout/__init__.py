@@ -34,9 +34,11 @@ from layout.pointers import (
 )
 from layout.reads import (
     Boundary,
+    SpeedProgress,
     read_boundaries,
     read_live_floor,
     read_reconcile_results,
+    read_speed_progress,
     read_speed_versions,
     read_watermarks,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "Layer",
     "LayerShape",
     "PointerTables",
+    "SpeedProgress",
     "ViewTables",
     "apply_ttl",
     "create_statements",
@@ -72,6 +75,7 @@ __all__ = [
     "read_boundaries",
     "read_live_floor",
     "read_reconcile_results",
+    "read_speed_progress",
     "read_speed_versions",
     "read_watermarks",
     "view_tables",

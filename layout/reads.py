@@ -4,6 +4,8 @@
 - :func:`read_speed_versions`: the version of the speed tables serving reads;
 - :func:`read_watermarks`: the speed layer's watermark per view (what publish
   never moves a boundary past);
+- :func:`read_speed_progress`: that watermark with when the speed layer last wrote
+  rows and the run that wrote them (what tells a reader of the speed rows they changed);
 - :func:`read_live_floor`: the live speed run's floor;
 - :func:`read_reconcile_results`: each view's last speed-vs-batch comparison.
 
@@ -24,9 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Boundary",
+    "SpeedProgress",
     "read_boundaries",
     "read_live_floor",
     "read_reconcile_results",
+    "read_speed_progress",
     "read_speed_versions",
     "read_watermarks",
 ]
@@ -114,12 +118,39 @@ def read_watermarks(
             return read_watermarks(cassandra, views, session=own)
         finally:
             cluster.shutdown()
+    progress = read_speed_progress(session, cassandra.keyspace, views)
+    return {name: row.watermark for name, row in progress.items()}
+
+
+@dataclass(frozen=True)
+class SpeedProgress:
+    """What the speed layer last recorded for a view (``speed_progress``)."""
+
+    watermark: datetime
+    """As :func:`read_watermarks` reads it (the epoch when none)."""
+    written_at: datetime | None
+    """When the last micro-batch that had rows finished writing them (None: none yet). It
+    is recorded after the batch's rows are written, so the speed rows read after this value
+    was read hold every row written before it."""
+    run_generation: int | None
+    """The run that recorded it (a replay's switch makes another run the live one)."""
+
+
+def read_speed_progress(
+    session: Any, keyspace: str, views: Iterable[str]
+) -> dict[str, SpeedProgress]:
+    """Per view the speed layer ever recorded progress for, its :class:`SpeedProgress`; a
+    view without a row is left out. Read before the speed rows, the same value read again
+    later means no micro-batch finished writing rows in between."""
     from core.cassandra import prepare
 
     wanted = set(views)
-    select = prepare(session, PointerTables(cassandra.keyspace).select_progress(("watermark",)))
+    columns = ("watermark", "written_at", "run_generation")
+    select = prepare(session, PointerTables(keyspace).select_progress(columns))
     return {
-        row.view_name: _utc(row.watermark) or _EPOCH
+        row.view_name: SpeedProgress(
+            _utc(row.watermark) or _EPOCH, _utc(row.written_at), row.run_generation
+        )
         for row in session.execute(select)
         if row.view_name in wanted
     }

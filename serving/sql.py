@@ -29,7 +29,7 @@ rows the API reads (a run whose gate has not passed yet), never older.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -47,9 +47,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FinalRows",
+    "SpeedRows",
     "gold_frame",
     "read_speed_rows",
     "register_views",
+    "row_minute",
     "rows_since",
     "speed_frame",
     "speed_rows",
@@ -90,33 +92,42 @@ def speed_rows(settings: Settings, spec: ViewSpec, lo: int, hi: int) -> list[tup
 
 
 def read_speed_rows(
-    settings: Settings, spec: ViewSpec, lo: int, hi: int
+    settings: Settings, spec: ViewSpec, lo: int, hi: int, *, session: Any = None
 ) -> tuple[int, list[tuple[Any, ...]]]:
-    """:func:`speed_rows` and the version of the speed tables they were read from."""
+    """:func:`speed_rows` and the version of the speed tables they were read from; on
+    ``session`` when given, else on a connection of its own."""
     from cassandra.concurrent import execute_concurrent_with_args
 
-    from core.cassandra import connect
+    from core.cassandra import connect, prepare
 
+    if session is None:
+        cluster, own = connect(settings.cassandra, schema=False)  # no metadata needed
+        try:
+            return read_speed_rows(settings, spec, lo, hi, session=own)
+        finally:
+            cluster.shutdown()
     first = -(-lo // MINUTE_MS) * MINUTE_MS
     minutes = [(m,) for m in range(first, hi, MINUTE_MS)]
     rows: list[tuple[Any, ...]] = []
-    cluster, session = connect(settings.cassandra, schema=False)  # no metadata needed
-    try:
-        keyspace = settings.cassandra.keyspace
-        (version,) = read_speed_versions(session, keyspace, [spec.name]).values()
-        tables = ViewTables(spec, keyspace, "speed", table_version=version)
-        select = session.prepare(tables.select_minute([m.name for m in spec.measures]))
-        results = execute_concurrent_with_args(
-            session, select, minutes, concurrency=128, raise_on_first_error=True
-        )
-        for (minute,), (ok, result) in zip(minutes, results, strict=True):
-            if not ok:
-                raise result
-            start = from_ms(minute)  # aware: Spark reads naive datetimes as local time
-            rows += [(start, *row) for row in result]
-    finally:
-        cluster.shutdown()
+    keyspace = settings.cassandra.keyspace
+    (version,) = read_speed_versions(session, keyspace, [spec.name]).values()
+    tables = ViewTables(spec, keyspace, "speed", table_version=version)
+    select = prepare(session, tables.select_minute([m.name for m in spec.measures]))
+    results = execute_concurrent_with_args(
+        session, select, minutes, concurrency=128, raise_on_first_error=True
+    )
+    for (minute,), (ok, result) in zip(minutes, results, strict=True):
+        if not ok:
+            raise result
+        start = from_ms(minute)  # aware: Spark reads naive datetimes as local time
+        rows += [(start, *row) for row in result]
     return version, rows
+
+
+def row_minute(row: tuple[Any, ...]) -> int:
+    """The window start (epoch ms) of a speed row, its first value (ms or a datetime)."""
+    start = row[0]
+    return start if isinstance(start, int) else to_ms(start)
 
 
 @dataclass(frozen=True)
@@ -157,21 +168,95 @@ def rows_since(
     [(0, 'a'), (60000, 'b'), (120000, 'c')]
     """
 
-    def minute(row: tuple[Any, ...]) -> int:
-        start = row[0]
-        return start if isinstance(start, int) else to_ms(start)
-
     start = lo if final is None else max(lo, final.until)
     version, fresh = read(start, hi)
     if final is not None and final.version != version:
         if start > lo:
             version, fresh = read(lo, hi)
         return fresh, FinalRows(version, lo)
-    kept = [r for r in final.rows if minute(r) >= lo] if final else []
+    kept = [r for r in final.rows if row_minute(r) >= lo] if final else []
     rows = kept + fresh
     closed = watermark // MINUTE_MS * MINUTE_MS - MINUTE_MS
     until = max(closed, final.until if final else lo)
-    return rows, FinalRows(version, until, tuple(r for r in rows if minute(r) < until))
+    return rows, FinalRows(version, until, tuple(r for r in rows if row_minute(r) < until))
+
+
+class SpeedRows:
+    """One view's speed rows across a server's refreshes, read only where they can have
+    changed (:meth:`rows`); :attr:`reads` and :attr:`kept` count the refreshes that read
+    and those that did not need to; :attr:`changed` says whether the last call's rows may
+    differ from those of the call :meth:`shown` was last called after."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.kept = 0
+        self.changed = True
+        self._final: FinalRows | None = None
+        self._last: tuple[Hashable, int, list[tuple[Any, ...]]] | None = None
+        self._range = (0, 0)
+        self._shown: tuple[int, int, int] | None = None
+
+    def shown(self) -> None:
+        """The last call's rows are what readers see now (:attr:`changed` compares with them)."""
+        self._shown = (self.reads, *self._range)
+
+    def rows(
+        self,
+        read: Callable[[int, int], tuple[int, list[tuple[Any, ...]]]],
+        mark: Hashable,
+        watermark: int,
+        lo: int,
+        hi: int,
+        ahead: int = 0,
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``[lo, hi)``.
+
+        ``mark`` is what was read of the speed layer's progress (and the speed tables'
+        version) before the rows. A micro-batch's progress is recorded after its rows are
+        written, so the same mark as at the last read means no row was written since:
+        nothing is read, the last rows are kept. Otherwise the minutes ``watermark`` had not
+        closed are read (:func:`rows_since`) up to ``hi + ahead``: a row written before the
+        mark was read starts at most ``ahead`` (the speed layer's future tolerance) after
+        now, so what is kept holds every row a later ``hi`` reaches. A range that starts
+        earlier than the last one read is read whole.
+
+        >>> written = {0: [(0, "a")], 60_000: [(60_000, "b")]}
+        >>> def read(lo, hi):
+        ...     print("read", lo, hi)
+        ...     return 1, [r for m in range(lo, hi, 60_000) for r in written.get(m, [])]
+        >>> speed = SpeedRows()
+        >>> speed.rows(read, "batch 7", watermark=0, lo=0, hi=60_000, ahead=60_000)
+        read 0 120000
+        [(0, 'a')]
+        >>> speed.shown()
+        >>> speed.rows(read, "batch 7", watermark=0, lo=0, hi=120_000, ahead=60_000)
+        [(0, 'a'), (60000, 'b')]
+        >>> speed.reads, speed.kept, speed.changed
+        (1, 1, True)
+        >>> speed.shown()
+        >>> speed.rows(read, "batch 7", watermark=0, lo=0, hi=120_000, ahead=60_000)
+        [(0, 'a'), (60000, 'b')]
+        >>> speed.changed
+        False
+        """
+        last, shown = self._last, self._shown
+        if last is not None and lo < last[1]:
+            self._final = last = None
+        self._range = (lo, hi)
+        if last is not None and last[0] == mark:
+            self.kept += 1
+            minutes = [row_minute(r) for r in last[2]]
+            self.changed = (
+                shown is None
+                or shown[0] != self.reads
+                or any(shown[1] <= m < lo or shown[2] <= m < hi for m in minutes)
+            )
+            return [r for r, m in zip(last[2], minutes, strict=True) if lo <= m < hi]
+        fresh, self._final = rows_since(read, self._final, lo, hi + ahead, watermark)
+        self.reads += 1
+        self.changed = True
+        self._last = (mark, lo, fresh)
+        return [r for r in fresh if lo <= row_minute(r) < hi]
 
 
 def speed_frame(

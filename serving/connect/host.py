@@ -33,7 +33,6 @@ import os
 import shutil
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +49,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-    from serving.sql import FinalRows
+    from layout import SpeedProgress
+    from serving.sql import SpeedRows
 
 __all__ = ["ANALYST_POOLS", "PLATFORM_POOL", "SqlServer", "server_conf", "start_spark"]
 
@@ -195,27 +195,50 @@ class SqlServer:
         """Per pipeline, the silver version its events view was made from."""
         self.views: list[str] = []
         self._speed: dict[str, str] = {}
-        self._final: dict[str, FinalRows] = {}
+        self.speed_rows: dict[str, SpeedRows] = {}
+        """Per view, its speed rows across refreshes (and how many refreshes read them)."""
         self._retired: list[tuple[float, Path]] = []
+        self._cluster: Any = None
+        self._session: Any = None
+
+    def _cassandra(self) -> Any:
+        """The server's Cassandra session, opened once (no schema metadata: a refresh reads
+        pointers and view rows, never the schema of every keyspace)."""
+        if self._session is None:
+            from core.cassandra import connect
+
+            self._cluster, self._session = connect(self.settings.cassandra, schema=False)
+        return self._session
+
+    def close(self) -> None:
+        """Close the Cassandra session (the Spark session is the caller's)."""
+        if self._cluster is not None:
+            self._cluster.shutdown()
+        self._cluster = self._session = None
 
     # --- the catalog --------------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Re-read boundaries, speed rows and silver; re-create the views that changed."""
-        from layout import read_boundaries, read_watermarks
+        from layout import read_boundaries, read_speed_progress, read_speed_versions
         from serving.timerange import to_ms
 
         began = time.monotonic()
         views = declared_views()
         names = [spec.name for spec in views]
-        published = read_boundaries(self.settings.cassandra, names)
+        session, keyspace = self._cassandra(), self.settings.cassandra.keyspace
+        published = read_boundaries(self.settings.cassandra, names, session=session)
         boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
-        # Read before the speed rows: a minute closed by this watermark is final in them.
-        streamed = read_watermarks(self.settings.cassandra, names)  # views with speed rows
+        # Read before the speed rows: a minute closed by its watermark is final in them, and
+        # the same progress and version next time mean no row was written in between.
+        streamed = read_speed_progress(session, keyspace, names)  # views with speed rows
+        versions = read_speed_versions(session, keyspace, names)
         now = int(time.time() * 1000)
         for spec in views:
             self._gold(spec)
-            self._speed_snapshot(spec, boundaries[spec.name], now, streamed.get(spec.name))
+            progress = streamed.get(spec.name)
+            mark = None if progress is None else (progress, versions[spec.name])
+            self._speed_snapshot(spec, boundaries[spec.name], now, mark)
             self.spark.sql(catalog.serving_sql(spec, boundaries[spec.name]))
         self.spark.sql(catalog.boundaries_sql(boundaries, now))
         for pipeline in PIPELINES:
@@ -236,28 +259,38 @@ class SqlServer:
             self.spark.sql(catalog.empty_view_sql(f"gold_{spec.name}", view_schema(spec)))
 
     def _speed_snapshot(
-        self, spec: ViewSpec, boundary: int | None, now: int, watermark: datetime | None
+        self,
+        spec: ViewSpec,
+        boundary: int | None,
+        now: int,
+        mark: tuple[SpeedProgress, int] | None,
     ) -> None:
-        """A new Parquet folder of the speed rows when they changed, and ``speed_<view>`` on it
-        (no rows, and no read, for a view no speed layer ever streamed). Minutes the speed
-        watermark had closed when a refresh read them are not read again
-        (:func:`serving.sql.rows_since`): without a boundary the range is the speed rows'
+        """A new Parquet folder of the speed rows when they changed, and ``speed_<view>`` on it.
+
+        ``mark`` is the view's speed progress and speed version, read before the rows (None:
+        no speed layer ever streamed it: no rows, and no read). The rows are read only when
+        it changed, and then only the minutes the watermark had not closed
+        (:class:`serving.sql.SpeedRows`): without a boundary the range is the speed rows'
         lifetime, three days of minute partitions per view."""
         from functools import partial
 
-        from serving.sql import read_speed_rows, rows_since, view_schema
+        from serving.sql import SpeedRows, read_speed_rows, view_schema
         from serving.timerange import MINUTE_MS, to_ms
 
         lo = boundary if boundary is not None else now - self.settings.speed.ttl_s * 1000
         rows: list = []
-        if watermark is not None:
-            read = partial(read_speed_rows, self.settings, spec)
-            final = self._final.get(spec.name)
-            rows, self._final[spec.name] = rows_since(
-                read, final, lo, now + MINUTE_MS, to_ms(watermark)
-            )
+        if mark is not None:
+            read = partial(read_speed_rows, self.settings, spec, session=self._cassandra())
+            tolerance = self.settings.event_time.future_tolerance_s
+            ahead = int(min(tolerance, self.settings.speed.ttl_s) * 1000) + MINUTE_MS
+            speed = self.speed_rows.setdefault(spec.name, SpeedRows())
+            rows = speed.rows(read, mark, to_ms(mark[0].watermark), lo, now + MINUTE_MS, ahead)
+            if not speed.changed and spec.name in self._speed:
+                return
         digest = hashlib.sha256(repr(sorted(rows, key=repr)).encode()).hexdigest()
         if self._speed.get(spec.name, "").endswith(digest):
+            if mark is not None:
+                speed.shown()
             return
         folder = _root(self.settings) / "speed" / spec.name / f"g{time.time_ns()}"
         _write_parquet(rows, view_schema(spec), folder / "part-0.parquet")
@@ -268,6 +301,8 @@ class SqlServer:
         if previous:
             self._retired.append((time.time(), Path(previous.rsplit("#", 1)[0])))
         self._speed[spec.name] = f"{folder}#{digest}"
+        if mark is not None:
+            speed.shown()
         log_event(_log, "sql.speed.snapshot", view=spec.name, rows=len(rows), folder=str(folder))
 
     def _events(self, pipeline: PipelineSpec) -> None:
@@ -324,14 +359,17 @@ class SqlServer:
     def run(self, stop: threading.Event) -> None:
         """Refresh every ``sql.refresh_s`` until ``stop``; a failed refresh keeps the old views."""
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", PLATFORM_POOL)
-        while not stop.is_set():
-            try:
-                self.refresh()
-                log_event(_log, "sql.refreshed", seconds=round(self.refresh_seconds or 0, 2))
-            except Exception as error:  # reported by /health, retried
-                self.error = f"{type(error).__name__}: {error}"[:2000]
-                log_event(_log, "sql.refresh_failed", level=40, error=self.error)
-            stop.wait(self.settings.sql.refresh_s)
+        try:
+            while not stop.is_set():
+                try:
+                    self.refresh()
+                    log_event(_log, "sql.refreshed", seconds=round(self.refresh_seconds or 0, 2))
+                except Exception as error:  # reported by /health, retried
+                    self.error = f"{type(error).__name__}: {error}"[:2000]
+                    log_event(_log, "sql.refresh_failed", level=40, error=self.error)
+                stop.wait(self.settings.sql.refresh_s)
+        finally:
+            self.close()
 
     # --- health -------------------------------------------------------------------------------
 
@@ -346,6 +384,8 @@ class SqlServer:
             "catalog_age_s": age,
             "refresh_s": self.refresh_seconds and round(self.refresh_seconds, 2),
             "silver_versions": dict(self.silver_versions),
+            # Per view, refreshes that read speed rows and those that kept the last ones.
+            "speed_reads": {name: [r.reads, r.kept] for name, r in dict(self.speed_rows).items()},
             "error": self.error,
         }
         if age is None:

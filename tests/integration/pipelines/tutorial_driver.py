@@ -64,7 +64,11 @@ def main(events_file: str, forget: str) -> dict:
     gold = spark.read.format("delta").load(gold_path(settings, view))
     out["gold_signups"] = gold.groupBy().sum("signups").first()[0]
 
-    SqlServer(settings, spark).refresh()
+    server = SqlServer(settings, spark)
+    try:
+        server.refresh()
+    finally:
+        server.close()
     rows = spark.sql("SELECT * FROM signups_events")
     out["sql_columns"] = rows.columns
     out["sql_events"] = rows.count()
