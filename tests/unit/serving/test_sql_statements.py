@@ -72,13 +72,11 @@ def test_nesting_is_counted_outside_literals_and_comments(sql, depth):
     assert nesting_depth(sql) == depth
 
 
-def test_a_statement_nested_200_deep_is_a_clear_400_in_microseconds():
-    import time
-
-    began = time.monotonic()
+def test_a_statement_nested_200_deep_is_a_clear_400_before_any_parse():
+    # Counted in one scan of the text, so 20,000 levels are refused as 200 are (a parser
+    # would recurse into them).
     with pytest.raises(QueryError) as refused:
         check_statement("SELECT " + "(" * 200 + "1" + ")" * 200)
-    assert time.monotonic() - began < 0.1
     assert refused.value.code == "statement_too_deep" and refused.value.status == 400
     assert "deeper than the limit of 40" in refused.value.message
     with pytest.raises(QueryError) as deeper:
