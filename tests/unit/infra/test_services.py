@@ -33,6 +33,17 @@ def test_the_collector_and_serving_are_deployed(terraform_root, parse_dir, label
         assert "local.service_common" in service["platform"]
 
 
+def test_each_service_runs_one_process_per_vcpu_of_its_task(
+    terraform_root, parse_dir, labelled, unquote
+):
+    services = _services(terraform_root, parse_dir, labelled, unquote)
+    for name, service in services.items():
+        environment = {k: unquote(v) for k, v in service.get("environment", {}).items()}
+        workers = f"WAP_{name.upper()}__WORKERS"
+        # The settings' default (two, for a laptop's cores) would share one vCPU.
+        assert environment.get(workers) == str(max(1, int(service["cpu"]) // 1024)), name
+
+
 def _resources(parsed: dict, kind: str, unquote) -> dict[str, dict]:
     return {unquote(name): body for block in parsed.get("resource", [])
             for t, named in block.items() if unquote(t) == kind

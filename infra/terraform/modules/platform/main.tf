@@ -204,6 +204,7 @@ module "collector" {
   port              = 8088
   cpu               = 1024
   memory            = 2048
+  environment       = { WAP_COLLECTOR__WORKERS = "1" } # one process per vCPU of the task
   min_tasks         = var.collector_tasks.min
   max_tasks         = var.collector_tasks.max
   load_balanced     = true
@@ -223,6 +224,7 @@ module "serving" {
   port              = 8090
   cpu               = 1024
   memory            = 2048
+  environment       = { WAP_SERVING__WORKERS = "1" } # one process per vCPU of the task
   min_tasks         = var.serving_tasks.min
   max_tasks         = var.serving_tasks.max
   load_balanced     = true

@@ -8,8 +8,11 @@
 data "aws_region" "current" {}
 
 locals {
-  lb_count    = var.load_balanced ? 1 : 0
-  environment = [for name, value in var.platform.settings_env : { name = name, value = value }]
+  lb_count = var.load_balanced ? 1 : 0
+  environment = [
+    for name, value in merge(var.platform.settings_env, var.environment) :
+    { name = name, value = value }
+  ]
   secrets = [
     for name, secret in var.platform.secret_env :
     { name = name, valueFrom = "${secret.secret_arn}:${secret.json_key}::" }

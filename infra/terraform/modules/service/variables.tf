@@ -17,6 +17,12 @@ variable "platform" {
   })
 }
 
+variable "environment" {
+  description = "WAP_* settings of this service alone, over the platform's (e.g. its worker processes, sized to its task's vCPUs)."
+  type        = map(string)
+  default     = {}
+}
+
 variable "command" {
   description = "The container's command, e.g. [\"python\", \"-m\", \"ingest\"]."
   type        = list(string)
