@@ -274,24 +274,30 @@ class SqlServer:
         lifetime, three days of minute partitions per view."""
         from functools import partial
 
-        from serving.sql import SpeedRows, read_speed_rows, view_schema
+        from serving.sql import SpeedRows, read_speed_rows
         from serving.timerange import MINUTE_MS, to_ms
 
         lo = boundary if boundary is not None else now - self.settings.speed.ttl_s * 1000
         rows: list = []
+        speed: SpeedRows | None = None
         if mark is not None:
+            speed = self.speed_rows.setdefault(spec.name, SpeedRows())
             read = partial(read_speed_rows, self.settings, spec, session=self._cassandra())
             tolerance = self.settings.event_time.future_tolerance_s
             ahead = int(min(tolerance, self.settings.speed.ttl_s) * 1000) + MINUTE_MS
-            speed = self.speed_rows.setdefault(spec.name, SpeedRows())
             rows = speed.rows(read, mark, to_ms(mark[0].watermark), lo, now + MINUTE_MS, ahead)
             if not speed.changed and spec.name in self._speed:
                 return
         digest = hashlib.sha256(repr(sorted(rows, key=repr)).encode()).hexdigest()
-        if self._speed.get(spec.name, "").endswith(digest):
-            if mark is not None:
-                speed.shown()
-            return
+        if not self._speed.get(spec.name, "").endswith(digest):
+            self._new_snapshot(spec, rows, digest)
+        if speed is not None:
+            speed.shown()
+
+    def _new_snapshot(self, spec: ViewSpec, rows: list, digest: str) -> None:
+        """``rows`` in a new Parquet folder, ``speed_<view>`` on it, the old folder retired."""
+        from serving.sql import view_schema
+
         folder = _root(self.settings) / "speed" / spec.name / f"g{time.time_ns()}"
         _write_parquet(rows, view_schema(spec), folder / "part-0.parquet")
         self.spark.sql(
@@ -301,8 +307,6 @@ class SqlServer:
         if previous:
             self._retired.append((time.time(), Path(previous.rsplit("#", 1)[0])))
         self._speed[spec.name] = f"{folder}#{digest}"
-        if mark is not None:
-            speed.shown()
         log_event(_log, "sql.speed.snapshot", view=spec.name, rows=len(rows), folder=str(folder))
 
     def _events(self, pipeline: PipelineSpec) -> None:
