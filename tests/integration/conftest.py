@@ -87,9 +87,10 @@ def cassandra_session(local_platform: Settings):
 def laid_out_keyspaces(local_platform: Settings) -> Iterator[LaidOutKeyspaces]:
     """Keyspaces with every table of the layout, lent to one test at a time (per worker)."""
     from core.cassandra import connect
+    from platformctl.services.base import logs_dir
 
     cluster, session = connect(local_platform.cassandra)
-    pool = LaidOutKeyspaces(session)
+    pool = LaidOutKeyspaces(session, log=logs_dir(local_platform) / "cassandra.log")
     yield pool
     pool.close()
     cluster.shutdown()

@@ -7,6 +7,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from core.settings import Settings
 
@@ -24,31 +25,48 @@ _TABLES = (
 _COLUMNS = (
     "SELECT table_name, column_name, type, kind FROM system_schema.columns WHERE keyspace_name = %s"
 )
+_WRITES = "SELECT table_name, count FROM system_views.local_write_latency WHERE keyspace_name = %s"
+"""Writes (inserts, updates, deletes) each table of a keyspace took since the node started:
+a table whose count did not move while it was lent holds neither a row nor a tombstone."""
+_BUSY_POOLS = (
+    "SELECT name, active_tasks, pending_tasks, blocked_tasks FROM system_views.thread_pools"
+)
 
 
 class LaidOutKeyspaces:
     """Keyspaces holding every table of the layout, lent to one test at a time.
 
     Creating the layout's tables costs the node about 14 CPU seconds and dropping them 11,
-    against 2 to empty them: a keyspace given back with its schema as it was made is
-    truncated and lent again; one whose schema a test changed (a replay's new version, a
-    dropped table, another TTL, a new column) is dropped, and so is an idle one when another
-    comes back (tests that need another TTL alternate with the rest). Keyspaces are per
-    process and per run (``t_pool_<run>_<n>``) and dropped by :meth:`close`.
+    against 2 to empty them: a keyspace given back with its schema as it was made has the
+    tables the test wrote to truncated, and is lent again; one whose schema a test changed
+    (a replay's new version, a dropped table, another TTL, a new column) is dropped, and so
+    is an idle one when another comes back (tests that need another TTL alternate with the
+    rest). Keyspaces are per process and per run (``t_pool_<run>_<n>``) and dropped by
+    :meth:`close`.
     """
 
-    def __init__(self, session) -> None:
+    def __init__(self, session, log: Path | None = None) -> None:
         self.session = session
+        self.log = log
+        """The node's own log, whose last warnings a failed schema change reports."""
+        self.stalled: str | None = None
+        """Why the node's schema changes stalled, once one timed out: later tests fail at
+        once with it, instead of each waiting out the timeout behind the first."""
         self.prefix = f"t_pool_{uuid.uuid4().hex[:8]}"
         self._made = 0
         self._free: dict[int, list[str]] = defaultdict(list)
         self._made_as: dict[str, tuple[int, frozenset]] = {}
+        self._writes_at_lend: dict[str, dict[str, int]] = {}
+        self.truncated = 0
+        """Tables truncated on the way back, over the run (the rest had no write to undo)."""
 
     def take(self, settings: Settings) -> str:
         """A keyspace with every table ``create_tables(settings)`` makes, and no rows."""
         ttl_s = settings.speed.ttl_s
         if self._free[ttl_s]:
             return self._free[ttl_s].pop()
+        if self.stalled:
+            raise RuntimeError(f"an earlier schema change timed out; {self.stalled}")
         from core.cassandra import ensure_keyspace
         from layout import create_tables
 
@@ -58,7 +76,13 @@ class LaidOutKeyspaces:
             ensure_keyspace(self.session, name, _ONE_REPLICA)
             cassandra = settings.cassandra.model_copy(update={"keyspace": name})
             create_tables(settings.model_copy(update={"cassandra": cassandra}))
-        except BaseException:
+        except BaseException as failed:
+            from cassandra import OperationTimedOut
+
+            if isinstance(failed, OperationTimedOut):
+                self.stalled = self.node_state()
+                failed.add_note(self.stalled)
+                raise  # a drop would wait out its timeout behind the stalled change
             # A keyspace half made (a timeout the node went on with) would stay for the rest
             # of the run, and every later schema change would be slower for it.
             self._drop(name)
@@ -73,6 +97,7 @@ class LaidOutKeyspaces:
         from tests.support.speed import kill_leftover_jobs
 
         name = self.take(settings)
+        self._writes_at_lend[name] = self._writes(name)
         try:
             cassandra = settings.cassandra.model_copy(update={"keyspace": name})
             yield settings.model_copy(update={"cassandra": cassandra})
@@ -83,19 +108,26 @@ class LaidOutKeyspaces:
     def give_back(self, name: str) -> None:
         """Empty the keyspace for the next test, or drop it if its schema changed."""
         ttl_s, schema = self._made_as[name]
+        writes_at_lend = self._writes_at_lend.pop(name, {})
         if self._schema(name) != schema:
             del self._made_as[name]
             self._drop(name)
             return
-        # Four at a time: a truncation flushes its table and waits for its compactions, and
-        # all ~50 at once held every write thread of the node while other tests waited. (All
-        # of them, not only those holding rows: a row deleted leaves a tombstone that would
-        # hide the next test's older-stamped writes.)
+        # Only the tables the test wrote to: each truncation flushes its table, records its
+        # time in the node's own tables and waits for its compactions, and most tests write
+        # to a few of the ~50. Every table written to, not only those holding rows: a row
+        # deleted leaves a tombstone that would hide the next test's older-stamped writes.
+        # Four at a time: all at once held every write thread of the node.
         from cassandra.concurrent import execute_concurrent
 
         from core.cassandra import SCHEMA_PROFILE
 
-        tables = sorted(table for table, _ in self._tables(name))
+        tables = sorted(
+            table
+            for table, count in self._writes(name).items()
+            if count != writes_at_lend.get(table, 0)
+        )
+        self.truncated += len(tables)
         execute_concurrent(
             self.session,
             [(f"TRUNCATE {name}.{table}", ()) for table in tables],
@@ -114,6 +146,29 @@ class LaidOutKeyspaces:
             self._drop(name)
         self._made_as.clear()
         self._free.clear()
+
+    def node_state(self) -> str:
+        """What the node is busy with (its thread pools with work queued or running) and how
+        many tables it holds: the note a failed schema change carries."""
+        try:
+            busy = [
+                f"{r.name} {r.active_tasks} active/{r.pending_tasks} pending"
+                f"/{r.blocked_tasks} blocked"
+                for r in self.session.execute(_BUSY_POOLS)
+                if r.active_tasks or r.pending_tasks or r.blocked_tasks
+            ]
+            tables = len(list(self.session.execute("SELECT table_name FROM system_schema.tables")))
+            state = f"cassandra: {tables} tables; busy pools: {'; '.join(busy) or 'none'}"
+        except Exception as unknown:  # the node may not answer at all
+            state = f"cassandra's state could not be read: {unknown!r}"
+        if self.log is not None and self.log.exists():
+            with self.log.open(errors="replace") as lines:
+                warnings = [line for line in lines if line.startswith(("WARN", "ERROR"))]
+            state += "\nthe last warnings of its log:\n" + "".join(warnings[-8:])
+        return state
+
+    def _writes(self, name: str) -> dict[str, int]:
+        return {r.table_name: r.count for r in self.session.execute(_WRITES, (name,))}
 
     def _drop(self, name: str) -> None:
         self.session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=SCHEMA_TIMEOUT_S)

@@ -1,0 +1,41 @@
+"""The suite's pool of laid-out keyspaces lends each test an empty one: what a test wrote,
+rows and tombstones alike, is gone for the next, and tables it never wrote to are left
+alone (no truncation to pay for them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cassandra import LaidOutKeyspaces
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_keyspace_lent_again_holds_no_row_and_no_tombstone_of_the_last_test(
+    local_platform, cassandra_session
+):
+    pool = LaidOutKeyspaces(cassandra_session)
+    try:
+        with pool.lend(local_platform) as first:
+            keyspace = first.cassandra.keyspace
+            cassandra_session.execute(
+                f"INSERT INTO {keyspace}.batch_boundary (view_name, version) VALUES ('v', 1)"
+            )
+            # A delete stamped later than the next test's insert: only a truncation undoes it.
+            cassandra_session.execute(
+                f"DELETE FROM {keyspace}.batch_days USING TIMESTAMP 2000 WHERE view_name = 'v'"
+            )
+        assert pool.truncated == 2, "only the two tables written to are truncated"
+
+        with pool.lend(local_platform) as second:
+            assert second.cassandra.keyspace == keyspace, "the same keyspace is lent again"
+            assert not list(cassandra_session.execute(f"SELECT * FROM {keyspace}.batch_boundary"))
+            cassandra_session.execute(
+                f"INSERT INTO {keyspace}.batch_days (view_name, day, rows) "
+                "VALUES ('v', '2026-01-01', 7) USING TIMESTAMP 1000"
+            )
+            rows = list(cassandra_session.execute(f"SELECT rows FROM {keyspace}.batch_days"))
+            assert [r.rows for r in rows] == [7], "the last test's tombstone is gone"
+        assert pool.truncated == 3
+    finally:
+        pool.close()
