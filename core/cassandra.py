@@ -47,13 +47,16 @@ with (:func:`execute_schema`): ``cassandra.schema_timeout_s`` instead of a reque
 
 
 def connect(
-    cassandra: CassandraSettings, *, connect_timeout_s: float = 10, schema: bool = True
+    cassandra: CassandraSettings, *, connect_timeout_s: float = 10, schema: bool | None = None
 ) -> tuple[Cluster, Session]:
     """Open a cluster connection; the caller shuts the cluster down.
 
-    ``schema=False`` skips the driver's schema and token metadata (a status probe's few
-    reads): connecting then costs no read of every keyspace's tables, which a busy node
-    holding hundreds of them can take seconds to answer."""
+    ``schema`` (by default ``cassandra.token_aware``): the driver reads the schema and token
+    metadata, so that requests go to a replica of their partition. ``schema=False`` skips
+    them (a status probe's few reads): connecting then costs no read of every keyspace's
+    tables, which a busy node holding hundreds of them can take seconds to answer."""
+    if schema is None:
+        schema = cassandra.token_aware
     from cassandra import ConsistencyLevel
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile

@@ -181,6 +181,12 @@ class CassandraSettings(_Section):
     """Client-side timeout of one schema change (a keyspace or table created, altered or
     dropped, a truncation): a node applies schema changes one at a time and rewrites its
     schema tables for each, so on a busy node one may wait far longer than a read."""
+    token_aware: bool = True
+    """Send each request to a replica of its partition. The driver then reads the cluster's
+    token ring and the schema of every keyspace when it connects (and a table's again after
+    each schema change). Off, the node a request reaches coordinates it: the same on one
+    node, and a connect reads no schema (a node holding thousands of tables answers that
+    read slowly)."""
 
     @model_validator(mode="after")
     def _check(self) -> CassandraSettings:

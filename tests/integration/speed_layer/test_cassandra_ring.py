@@ -74,7 +74,8 @@ def _ring_settings(base: Settings, state_dir: Path) -> Settings:
         **sections
         | {
             "local": LocalSettings(**local),
-            "cassandra": CassandraSettings(keyspace="ring_views"),
+            # Requests go to a replica of their partition, as on any cluster.
+            "cassandra": CassandraSettings(keyspace="ring_views", token_aware=True),
             "speed": SpeedSettings(ttl_s=SPEED_TTL_S, pipelines=["web_events"]),
         }
     )

@@ -48,3 +48,18 @@ def test_sessions_run_schema_changes_with_the_schema_timeout(monkeypatch):
     [(statement, kwargs)] = session.calls
     assert statement.startswith("CREATE KEYSPACE IF NOT EXISTS ks ")
     assert kwargs == {"execution_profile": SCHEMA_PROFILE}
+
+
+@pytest.mark.parametrize("token_aware", [True, False])
+def test_sessions_read_the_schema_only_to_route_by_token(monkeypatch, token_aware):
+    from cassandra.cluster import Cluster
+
+    from core.cassandra import connect
+    from core.settings import CassandraSettings
+
+    monkeypatch.setattr(Cluster, "connect", lambda self: self)  # no node needed
+    cluster, _ = connect(CassandraSettings(token_aware=token_aware))
+    assert cluster.schema_metadata_enabled is token_aware
+    assert cluster.token_metadata_enabled is token_aware
+    probe, _ = connect(CassandraSettings(token_aware=True), schema=False)
+    assert not probe.schema_metadata_enabled and not probe.token_metadata_enabled
