@@ -22,8 +22,10 @@ own drain-on-shutdown hook.
 With ``local.cassandra_nodes=3`` the platform runs a ring: ``cassandra`` (the
 single node's service, the seed), then ``cassandra-2`` and ``cassandra-3``,
 each on an address of its own (``local.cassandra_ring_addresses``, 127.0.0.1-3)
-with the same ports, and each joining only once the one before is up and
-normal, as Cassandra wants nodes to bootstrap one at a time.  The keyspace
+with the same ports.  The two join together once the seed is up: a new ring
+holds no rows to stream, so the rule that nodes bootstrap one at a time (which
+keeps the replicas of rows already written consistent) is lifted for them
+(``cassandra.consistent.rangemovement=false``).  The keyspace
 then keeps three replicas of every row (:data:`core.settings.RING_REPLICATION`),
 so ``LOCAL_QUORUM``, the level of every read and write of the platform
 (:mod:`layout.consistency`), still has its two replicas when one node is down.
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import ipaddress
 import shutil
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -257,6 +260,8 @@ def server_command(
         # is loaded before the commit log is replayed) and answer "keyspace ... does not
         # exist", while its peers keep sending it the keyspace's writes.
         argv.append(f"-Dcassandra.ring_delay_ms={RING_DELAY_MS}")
+        # Nodes 2 and 3 bootstrap at the same time (see the module's docstring).
+        argv.append("-Dcassandra.consistent.rangemovement=false")
     else:
         argv += [
             # Single node: no peers to tell about shutdown, skip the 2 s wait.
@@ -384,13 +389,34 @@ def _ring_node_healthy(settings: Settings, number: int) -> tuple[bool, str]:
     )
 
 
+def _joining(settings: Settings, number: int) -> tuple[bool, str]:
+    """What ``up`` waits for after starting node ``number`` (2 or more) of a ring: that it is
+    up and normal; or, while the ring forms (no other joining node is normal yet), that it
+    listens to gossip, so that the next one starts while it joins. :func:`_provision` then
+    waits for all of them. A node restarted in a ring that works is waited for whole."""
+    answers, detail = healthy(settings, number)
+    if answers:
+        return answers, detail
+    others = [n for n in range(2, len(RING) + 1) if n != number]
+    if any(healthy(settings, n)[0] for n in others):
+        return False, detail  # the ring works: this node has to join it
+    address, port = node_address(settings, number), settings.local.cassandra_storage_port
+    if port_open(port, address):
+        return True, f"listening to gossip on {address}:{port}, joining"
+    return False, detail
+
+
 def _provision(settings: Settings, number: int = 1) -> None:
     """The platform's keyspace and the speed and batch tables, before any job writes: once
-    the last node is up (a keyspace of three replicas is made with three nodes to hold them)."""
+    every node is up and normal (a keyspace of three replicas is made with three nodes to
+    hold them)."""
     if number != settings.local.cassandra_nodes:
         return
     from core.cassandra import connect, ensure_keyspace
     from layout import create_tables
+
+    if _ring(settings):
+        _wait_all_normal(settings)
 
     cluster, session = connect(settings.cassandra)
     try:
@@ -399,6 +425,18 @@ def _provision(settings: Settings, number: int = 1) -> None:
         cluster.shutdown()
     create_tables(settings)
     log_event(_log, "cassandra.provisioned", keyspace=settings.cassandra.keyspace)
+
+
+def _wait_all_normal(settings: Settings) -> None:
+    deadline = time.monotonic() + settings.local.start_timeout_s
+    while True:
+        states = [healthy(settings, n) for n in range(1, len(RING) + 1)]
+        if all(ok for ok, _ in states):
+            return
+        if time.monotonic() > deadline:
+            details = "; ".join(f"{node_name(n)}: {d}" for n, (_, d) in enumerate(states, 1))
+            raise TimeoutError(f"the ring's nodes did not all join: {details}")
+        time.sleep(1)
 
 
 _INSTALL = partial(install_jars, component="cassandra")
@@ -410,14 +448,15 @@ def _node(number: int) -> Service:
         name=node_name(number),
         process=process_of,
         probe=partial(healthy, number=number),
-        requires=() if number == 1 else (node_name(number - 1),),
+        requires=() if number == 1 else (node_name(1),),
         install=_INSTALL,  # one object: ``up`` runs it once for the whole ring
         provision=partial(_provision, number=number),
         enabled=None if number == 1 else _ring,
+        ready=None if number == 1 else partial(_joining, number=number),
     )
 
 
 SERVICE = _node(1)
 """The single node, and the ring's first node (its seed)."""
 SERVICES: tuple[Service, ...] = (SERVICE, *(_node(n) for n in range(2, len(RING) + 1)))
-"""Every node, in the order they join; nodes 2 and 3 only with ``local.cassandra_nodes=3``."""
+"""Every node, in the order they start; nodes 2 and 3 only with ``local.cassandra_nodes=3``."""

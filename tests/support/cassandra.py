@@ -33,16 +33,28 @@ _BUSY_POOLS = (
 )
 
 
+_IDLE_KEPT = 3
+"""Idle keyspaces kept per process: each holds ~50 tables of the node's heap (~0.4 MB each)."""
+
+
+def _by_table(schema: frozenset) -> dict[str, frozenset]:
+    """A keyspace's schema (its tables' TTLs and columns) table by table."""
+    tables: dict[str, set] = defaultdict(set)
+    for entry in schema:
+        tables[entry[0]].add(entry)
+    return {table: frozenset(entries) for table, entries in tables.items()}
+
+
 class LaidOutKeyspaces:
     """Keyspaces holding every table of the layout, lent to one test at a time.
 
     Creating the layout's tables costs the node about 14 CPU seconds and dropping them 11,
-    against 2 to empty them: a keyspace given back with its schema as it was made has the
-    tables the test wrote to truncated, and is lent again; one whose schema a test changed
-    (a replay's new version, a dropped table, another TTL, a new column) is dropped, and so
-    is an idle one when another comes back (tests that need another TTL alternate with the
-    rest). Keyspaces are per process and per run (``t_pool_<run>_<n>``) and dropped by
-    :meth:`close`.
+    against 2 to empty them: a keyspace given back has the tables the test wrote to
+    truncated, the tables it created dropped and those it dropped created again (a replay
+    switches to tables of a new version), and is lent again. One whose tables a test
+    changed (another TTL, a new column) is dropped, and so is the oldest idle one past
+    three (tests that need another TTL alternate with the rest). Keyspaces are per process
+    and per run (``t_pool_<run>_<n>``) and dropped by :meth:`close`.
     """
 
     def __init__(self, session, log: Path | None = None) -> None:
@@ -56,9 +68,13 @@ class LaidOutKeyspaces:
         self._made = 0
         self._free: dict[int, list[str]] = defaultdict(list)
         self._made_as: dict[str, tuple[int, frozenset]] = {}
+        self._made_with: dict[str, Settings] = {}
         self._writes_at_lend: dict[str, dict[str, int]] = {}
         self.truncated = 0
         """Tables truncated on the way back, over the run (the rest had no write to undo)."""
+        self.restored = 0
+        """Keyspaces given back with tables made or dropped, whose first tables were made
+        again instead of the whole keyspace."""
 
     def take(self, settings: Settings) -> str:
         """A keyspace with every table ``create_tables(settings)`` makes, and no rows."""
@@ -88,6 +104,7 @@ class LaidOutKeyspaces:
             self._drop(name)
             raise
         self._made_as[name] = (ttl_s, self._schema(name))
+        self._made_with[name] = settings.model_copy(update={"cassandra": cassandra})
         return name
 
     @contextmanager
@@ -106,11 +123,15 @@ class LaidOutKeyspaces:
             self.give_back(name)
 
     def give_back(self, name: str) -> None:
-        """Empty the keyspace for the next test, or drop it if its schema changed."""
-        ttl_s, schema = self._made_as[name]
+        """Empty the keyspace for the next test; undo the tables it created or dropped (a
+        replay's new version); drop the keyspace if it changed one of its tables."""
+        ttl_s, made = self._made_as[name]
         writes_at_lend = self._writes_at_lend.pop(name, {})
-        if self._schema(name) != schema:
-            del self._made_as[name]
+        now = self._schema(name)
+        made_tables, now_tables = _by_table(made), _by_table(now)
+        changed = any(now_tables[t] != made_tables[t] for t in made_tables.keys() & now_tables)
+        if changed:  # a column added, another TTL: only a new keyspace undoes it
+            self._forget(name)
             self._drop(name)
             return
         # Only the tables the test wrote to: each truncation flushes its table, records its
@@ -125,7 +146,7 @@ class LaidOutKeyspaces:
         tables = sorted(
             table
             for table, count in self._writes(name).items()
-            if count != writes_at_lend.get(table, 0)
+            if count != writes_at_lend.get(table, 0) and table in made_tables
         )
         self.truncated += len(tables)
         execute_concurrent(
@@ -134,17 +155,37 @@ class LaidOutKeyspaces:
             concurrency=4,
             execution_profile=SCHEMA_PROFILE,
         )
-        # One idle keyspace at most: every client that connects reads the whole schema,
-        # and a node holding hundreds of idle tables answers that slower for everyone.
-        for idle in [n for names in self._free.values() for n in names]:
-            self._free[self._made_as.pop(idle)[0]].remove(idle)
-            self._drop(idle)
+        if now != made:
+            # A replay made a version of its own and dropped the first one's tables: a few
+            # tables to drop and create again, against the ~50 of a new keyspace.
+            from layout import create_tables
+
+            for table in sorted(now_tables.keys() - made_tables.keys()):
+                self.session.execute(f"DROP TABLE {name}.{table}", timeout=SCHEMA_TIMEOUT_S)
+            create_tables(self._made_with[name])
+            self.restored += 1
+            if self._schema(name) != made:
+                self._forget(name)
+                self._drop(name)
+                return
+        # A few idle keyspaces: tests that need another TTL alternate with the rest, and a
+        # keyspace dropped is ~50 tables to create again for the next of them.
+        idle = [n for names in self._free.values() for n in names]
+        for oldest in idle[: max(0, len(idle) + 1 - _IDLE_KEPT)]:
+            self._free[self._made_as[oldest][0]].remove(oldest)
+            self._forget(oldest)
+            self._drop(oldest)
         self._free[ttl_s].append(name)
+
+    def _forget(self, name: str) -> None:
+        del self._made_as[name]
+        del self._made_with[name]
 
     def close(self) -> None:
         for name in list(self._made_as):
             self._drop(name)
         self._made_as.clear()
+        self._made_with.clear()
         self._free.clear()
 
     def node_state(self) -> str:

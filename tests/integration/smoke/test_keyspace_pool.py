@@ -39,3 +39,32 @@ def test_a_keyspace_lent_again_holds_no_row_and_no_tombstone_of_the_last_test(
         assert pool.truncated == 3
     finally:
         pool.close()
+
+
+def test_tables_a_test_made_or_dropped_are_undone_and_a_changed_table_costs_the_keyspace(
+    local_platform, cassandra_session
+):
+    pool = LaidOutKeyspaces(cassandra_session)
+    try:
+        with pool.lend(local_platform) as first:
+            keyspace = first.cassandra.keyspace
+            made = pool._schema(keyspace)
+            # What a replay's switch does: tables of a new version, the old ones dropped.
+            cassandra_session.execute(f"CREATE TABLE {keyspace}.speed_v1_x (k int PRIMARY KEY)")
+            cassandra_session.execute(f"DROP TABLE {keyspace}.speed_clicks")
+        assert pool.restored == 1
+
+        with pool.lend(local_platform) as second:
+            assert second.cassandra.keyspace == keyspace, "the same keyspace is lent again"
+            assert pool._schema(keyspace) == made
+            cassandra_session.execute(f"ALTER TABLE {keyspace}.speed_clicks ADD extra text")
+
+        with pool.lend(local_platform) as third:
+            assert third.cassandra.keyspace != keyspace, "a changed table costs the keyspace"
+        names = {
+            r.keyspace_name
+            for r in cassandra_session.execute("SELECT keyspace_name FROM system_schema.keyspaces")
+        }
+        assert keyspace not in names
+    finally:
+        pool.close()

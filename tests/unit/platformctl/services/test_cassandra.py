@@ -49,6 +49,7 @@ def test_a_single_node_listens_on_127_0_0_1_and_seeds_itself(tmp_path):
     assert "-Dcassandra.shutdown_announce_in_ms=0" in node.argv
     assert "-Dcassandra.test.flush_local_schema_changes=false" in node.argv
     assert _option(node, "-Dcassandra.ring_delay_ms=") is None
+    assert _option(node, "-Dcassandra.consistent.rangemovement=") is None
 
 
 def test_a_ring_is_three_nodes_on_their_own_addresses_seeded_by_the_first(tmp_path):
@@ -65,6 +66,8 @@ def test_a_ring_is_three_nodes_on_their_own_addresses_seeded_by_the_first(tmp_pa
         assert node.host == address and node.ports == (19042, 7000)
         assert "-Xmx1024m" in node.argv  # the ring's heap per node unless set
         assert _option(node, "-Dcassandra.ring_delay_ms=") == str(cassandra.RING_DELAY_MS)
+        # Nodes 2 and 3 of a new ring bootstrap together.
+        assert _option(node, "-Dcassandra.consistent.rangemovement=") == "false"
         assert "-Dcassandra.shutdown_announce_in_ms=0" not in node.argv
         # A node killed before a schema flush would restart without the keyspace.
         assert _option(node, "-Dcassandra.test.flush_local_schema_changes=") is None
@@ -99,14 +102,51 @@ def test_the_keyspace_is_provisioned_once_the_last_node_is_up(tmp_path, monkeypa
         raise RuntimeError("provisioned")
 
     monkeypatch.setattr(core.cassandra, "connect", connect)
-    single, ring = _settings(tmp_path), _settings(tmp_path, 3)
+    joined: set[int] = set()
+    monkeypatch.setattr(cassandra, "healthy", lambda settings, n: (n in joined, f"node {n}"))
+    single = _settings(tmp_path)
+    ring = _settings(tmp_path, 3).model_copy(
+        update={"local": LocalSettings(cassandra_nodes=3, start_timeout_s=1)}
+    )
     first, second, third = cassandra.SERVICES
     with pytest.raises(RuntimeError, match="provisioned"):
         first.provision(single)
     first.provision(ring)  # two nodes to come: nothing yet
     second.provision(ring)
+    # Nodes 2 and 3 join together: the last one started waits for every node to be normal.
+    joined.update({1, 3})
+    with pytest.raises(TimeoutError, match=r"did not all join: .*cassandra-2: node 2"):
+        third.provision(ring)
+    joined.add(2)
     with pytest.raises(RuntimeError, match="provisioned"):
         third.provision(ring)
+
+
+def test_a_ring_node_is_ready_for_the_next_to_start_once_it_listens_while_the_ring_forms(
+    tmp_path, monkeypatch
+):
+    port = free_port()
+    addresses = ("127.0.0.2", "127.0.0.1", "127.0.0.4")
+    settings = _settings(tmp_path, 3, cassandra_ring_addresses=addresses).model_copy(
+        update={
+            "local": LocalSettings(
+                cassandra_nodes=3, cassandra_ring_addresses=addresses, cassandra_storage_port=port
+            )
+        }
+    )
+    normal: set[int] = set()
+    monkeypatch.setattr(cassandra, "healthy", lambda settings, n: (n in normal, f"node {n}"))
+    second = cassandra.SERVICES[1]
+    assert second.ready(settings) == (False, "node 2")  # nothing listens yet
+    import socket
+
+    with socket.create_server(("127.0.0.1", port)):
+        assert second.ready(settings) == (True, f"listening to gossip on 127.0.0.1:{port}, joining")
+        # Restarted in a ring whose third node works: it joins before up goes on.
+        normal.update({1, 3})
+        assert second.ready(settings) == (False, "node 2")
+        normal.add(2)
+        assert second.ready(settings) == (True, "node 2")
 
 
 def test_a_ring_node_probe_says_where_nothing_listens(tmp_path):

