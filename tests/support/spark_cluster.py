@@ -55,12 +55,21 @@ def on_cluster(cluster: Settings, settings: Settings) -> Settings:
     return settings.model_copy(update={"spark": cluster.spark, "local": cluster.local})
 
 
-def finished_applications(cluster: Settings) -> set[str]:
-    """Names of the applications that ran on the cluster and ended (the master's page)."""
+def finished_applications(cluster: Settings, expected: str, timeout_s: float = 60) -> set[str]:
+    """Names of the applications that ran on the cluster and ended (the master's page), once
+    ``expected`` is among them or ``timeout_s`` passed: the master lists an application as
+    ended a moment after its driver went away."""
+    import time
+
     import httpx
 
-    page = httpx.get(f"http://127.0.0.1:{cluster.spark.master_ui_port}/json/", timeout=10)
-    return {app["name"] for app in page.json()["completedapps"]}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page = httpx.get(f"http://127.0.0.1:{cluster.spark.master_ui_port}/json/", timeout=10)
+        ended = {app["name"] for app in page.json()["completedapps"]}
+        if expected in ended or time.monotonic() > deadline:
+            return ended
+        time.sleep(1)
 
 
 def worker_pid(cluster: Settings, number: int) -> int:

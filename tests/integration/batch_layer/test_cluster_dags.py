@@ -138,4 +138,4 @@ def test_a_worker_killed_during_steps_changes_no_published_number(
     health = httpx.get(f"{step_server_process.url}/health", timeout=10).json()
     assert health["spark"]["master"] == cluster.spark.master
     step_server_process.stop()
-    assert "batch-steps" in finished_applications(cluster)
+    assert "batch-steps" in finished_applications(cluster, "batch-steps")

@@ -77,4 +77,4 @@ def test_a_worker_killed_mid_stream_loses_and_doubles_nothing(
     assert drain.wait(600) == 0, speed_job.log_tail(drain)
     views_match_truth(build_truth(events), settings)
     # It ran as an application of the cluster, not in a local driver.
-    assert "speed-layer" in finished_applications(cluster)
+    assert "speed-layer" in finished_applications(cluster, "speed-layer")
