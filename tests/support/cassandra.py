@@ -131,8 +131,7 @@ class LaidOutKeyspaces:
         made_tables, now_tables = _by_table(made), _by_table(now)
         changed = any(now_tables[t] != made_tables[t] for t in made_tables.keys() & now_tables)
         if changed:  # a column added, another TTL: only a new keyspace undoes it
-            self._forget(name)
-            self._drop(name)
+            self._discard(name)
             return
         # Only the tables the test wrote to: each truncation flushes its table, records its
         # time in the node's own tables and waits for its compactions, and most tests write
@@ -165,21 +164,21 @@ class LaidOutKeyspaces:
             create_tables(self._made_with[name])
             self.restored += 1
             if self._schema(name) != made:
-                self._forget(name)
-                self._drop(name)
+                self._discard(name)
                 return
         # A few idle keyspaces: tests that need another TTL alternate with the rest, and a
         # keyspace dropped is ~50 tables to create again for the next of them.
         idle = [n for names in self._free.values() for n in names]
         for oldest in idle[: max(0, len(idle) + 1 - _IDLE_KEPT)]:
             self._free[self._made_as[oldest][0]].remove(oldest)
-            self._forget(oldest)
-            self._drop(oldest)
+            self._discard(oldest)
         self._free[ttl_s].append(name)
 
-    def _forget(self, name: str) -> None:
+    def _discard(self, name: str) -> None:
+        """Drop the keyspace and forget it."""
         del self._made_as[name]
         del self._made_with[name]
+        self._drop(name)
 
     def close(self) -> None:
         for name in list(self._made_as):
