@@ -9,6 +9,7 @@ refused with 400 and dead-lettered, and nothing reaches its topic.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -48,12 +49,14 @@ def _pipelines(name: str) -> tuple[PipelineSpec, ...]:
 
 
 def _page(n: int) -> dict:
+    """A page call from a minute ago: the live endpoints take events up to seven days old."""
+    sent = datetime.now(UTC) - timedelta(minutes=1)
     return {
         "type": "page",
         "messageId": f"route-{n}",
         "anonymousId": f"visitor-{n}",
         "properties": {"path": "/"},
-        "originalTimestamp": "2026-11-21T10:00:00.000Z",
+        "originalTimestamp": sent.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
     }
 
 
