@@ -54,6 +54,13 @@ def _started_by(parent: str) -> str:
     return next((name for mark, name in _STARTERS if mark in parent), "another process")
 
 
+def _launcher(cmdline: str) -> bool:
+    """``spark-submit`` or ``spark-class`` (which ``exec`` the JVM), however they are run."""
+    return any(
+        os.path.basename(word) in ("spark-submit", "spark-class") for word in cmdline.split()[:3]
+    )
+
+
 def role(cmdline: str, parent: str = "") -> str:
     """The role of a process, from its command line and its parent's.
 
@@ -62,6 +69,8 @@ def role(cmdline: str, parent: str = "") -> str:
     >>> role("/usr/lib/jvm/java/bin/java -cp /v/pyspark/jars/* org.apache.spark.deploy.SparkSubmit "
     ...      "pyspark-shell", "/v/bin/python -m batch_layer serve")
     'Spark driver of a batch step server'
+    >>> role("env bash /v/bin/spark-submit --conf x pyspark-shell", "/v/bin/python -m speed_layer")
+    'Spark driver of a speed job'
     >>> role("/v/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))")
     'test workers (Python)'
     >>> role("/v/bin/python -m pyspark.daemon pyspark.worker")
@@ -76,7 +85,7 @@ def role(cmdline: str, parent: str = "") -> str:
             return name
     if "java" in cmdline.split(" ", 1)[0] and "pyspark" in cmdline:
         return f"Spark driver of a {_started_by(parent)}"
-    if "pyspark/bin/spark-" in cmdline:  # the launcher script, before it becomes the JVM
+    if _launcher(cmdline):  # Spark's launcher script, before it becomes the driver's JVM
         return f"Spark driver of a {_started_by(parent)}"
     starter = _started_by(cmdline)
     if starter == "test worker":
@@ -132,7 +141,7 @@ def _sample(seen: dict[tuple[int, int], _Seen], started_tick: float) -> None:
         else:
             process = seen[key]
             process.cpu = cpu
-            if "pyspark/bin/spark-" in process.cmdline:  # the script became the JVM
+            if _launcher(process.cmdline):  # the script has become the JVM since
                 process.cmdline = _cmdline(entry) or process.cmdline
 
 

@@ -32,6 +32,13 @@ def test_a_spark_driver_is_named_by_what_started_it(parent, expected):
     assert role(PYSPARK_JVM, parent) == expected
 
 
+def test_the_launcher_script_is_the_driver_it_becomes():
+    launcher = "env bash /v/bin/spark-submit --conf spark.app.name=x pyspark-shell"
+    assert role(launcher, "/v/bin/python -m batch_layer serve") == (
+        "Spark driver of a batch step server"
+    )
+
+
 def test_services_and_workers_are_named_whatever_started_them():
     assert role("java -Xms512m kafka.Kafka /p/server.properties", "bash") == "Kafka"
     assert role("java -cp x org.apache.spark.deploy.worker.Worker spark://h:7077") == (
