@@ -24,6 +24,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from bench.procs import all_stats
+
 __all__ = ["role"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -103,16 +105,6 @@ class _Seen:
     cpu: float
 
 
-def _read(pid: str) -> tuple[int, float, int] | None:
-    """(parent pid, CPU seconds, start time in ticks since boot) of a process."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK, int(fields[19])
-
-
 def _cmdline(pid: int | str) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as raw:
@@ -130,19 +122,18 @@ def _busy() -> tuple[float, float]:
 
 
 def _sample(seen: dict[tuple[int, int], _Seen], started_tick: float) -> None:
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or (stats := _read(entry)) is None:
-            continue
-        ppid, cpu, start = stats
-        key = (int(entry), start)
+    for pid, fields in all_stats():
+        ppid, start = int(fields[1]), int(fields[19])
+        cpu = (int(fields[11]) + int(fields[12])) / _TICK
+        key = (pid, start)
         if key not in seen:
             base = cpu if start < started_tick else 0.0
-            seen[key] = _Seen(_cmdline(entry), _cmdline(ppid), base, cpu)
+            seen[key] = _Seen(_cmdline(pid), _cmdline(ppid), base, cpu)
         else:
             process = seen[key]
             process.cpu = cpu
             if _launcher(process.cmdline):  # the script has become the JVM since
-                process.cmdline = _cmdline(entry) or process.cmdline
+                process.cmdline = _cmdline(pid) or process.cmdline
 
 
 def main(argv: list[str] | None = None) -> int:

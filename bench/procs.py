@@ -5,21 +5,26 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-__all__ = ["group_cpu_seconds", "group_rss_mb"]
+__all__ = ["all_stats", "group_cpu_seconds", "group_rss_mb"]
 
 
-def _group_stats(pgid: int) -> Iterator[list[str]]:
-    """The ``/proc/<pid>/stat`` fields after the command name, of each process in the group."""
+def all_stats() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, the /proc/<pid>/stat fields after the command name)`` of every process (one
+    that ends while they are read is left out): field 1 is the parent, 2 the process group,
+    11 and 12 the user and system CPU ticks, 19 the start time, 21 the resident pages."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+                yield int(entry), stat.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:
-            yield fields
+
+
+def _group_stats(pgid: int) -> Iterator[list[str]]:
+    """The ``/proc/<pid>/stat`` fields after the command name, of each process in the group."""
+    return (fields for _, fields in all_stats() if int(fields[2]) == pgid)
 
 
 def group_cpu_seconds(pgid: int) -> float:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,8 +60,6 @@ def finished_applications(cluster: Settings, expected: str, timeout_s: float = 6
     """Names of the applications that ran on the cluster and ended (the master's page), once
     ``expected`` is among them or ``timeout_s`` passed: the master lists an application as
     ended a moment after its driver went away."""
-    import time
-
     import httpx
 
     deadline = time.monotonic() + timeout_s
