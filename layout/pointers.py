@@ -288,10 +288,20 @@ class PointerTables:
         )
 
     def select_progress(self, columns: Sequence[str] | None = None) -> str:
-        """Every view's progress row: ``view_name`` and ``columns`` (None: every column)."""
+        """Every view's progress row: ``view_name`` and ``columns`` (None: every column).
+
+        A scan of the whole table: for operators' listings. A request path reads the views
+        it serves with :meth:`select_progress_of`."""
         if columns is None:
             return f"SELECT * FROM {self.progress}"
         return f"SELECT {', '.join(('view_name', *_progress(columns)))} FROM {self.progress}"
+
+    def select_progress_of(self, columns: Sequence[str]) -> str:
+        """The progress rows of the views named: ``view_name`` and ``columns``. Binds
+        ``(view_names,)``, a list. One partition read per view, which on a replicated ring
+        a replica just died under still answers: the coordinator asks another replica
+        when one is slow (speculative retry), which it never does for a scan."""
+        return f"{self.select_progress(columns)} WHERE view_name IN ?"
 
     @property
     def select_freshness_ms(self) -> str:
@@ -353,8 +363,9 @@ class PointerTables:
 
     @property
     def select_speed_versions(self) -> str:
-        """``(view_name, version)`` of every view switched at least once."""
-        return f"SELECT view_name, version FROM {self.speed_versions}"
+        """``(view_name, version)`` of the views named that were switched at least once.
+        Binds ``(view_names,)``, a list: partition reads, as :meth:`select_progress_of`."""
+        return f"SELECT view_name, version FROM {self.speed_versions} WHERE view_name IN ?"
 
     @property
     def select_speed_version(self) -> str:

@@ -87,11 +87,12 @@ def read_speed_versions(session: Any, keyspace: str, views: Iterable[str]) -> di
     """Per view name, the speed version serving reads (0 until a replay switched it)."""
     from core.cassandra import prepare
 
-    found = {
-        row.view_name: row.version or 0
-        for row in session.execute(prepare(session, PointerTables(keyspace).select_speed_versions))
-    }
-    return {name: found.get(name, 0) for name in views}
+    names = list(dict.fromkeys(views))
+    if not names:
+        return {}
+    select = prepare(session, PointerTables(keyspace).select_speed_versions)
+    found = {row.view_name: row.version or 0 for row in session.execute(select, (names,))}
+    return {name: found.get(name, 0) for name in names}
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -144,15 +145,16 @@ def read_speed_progress(
     later means no micro-batch finished writing rows in between."""
     from core.cassandra import prepare
 
-    wanted = set(views)
+    names = list(dict.fromkeys(views))
+    if not names:
+        return {}
     columns = ("watermark", "written_at", "run_generation")
-    select = prepare(session, PointerTables(keyspace).select_progress(columns))
+    select = prepare(session, PointerTables(keyspace).select_progress_of(columns))
     return {
         row.view_name: SpeedProgress(
             _utc(row.watermark) or _EPOCH, _utc(row.written_at), row.run_generation
         )
-        for row in session.execute(select)
-        if row.view_name in wanted
+        for row in session.execute(select, (names,))
     }
 
 

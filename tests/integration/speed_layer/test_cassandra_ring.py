@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cassandra import OperationTimedOut, ReadTimeout
 
 from core.settings import (
     CassandraSettings,
@@ -207,6 +208,11 @@ def test_a_node_killed_mid_fold_loses_and_doubles_nothing_and_serving_answers_th
         try:
             views_match_truth(truth, settings)
         except AssertionError:
+            return False
+        except (OperationTimedOut, ReadTimeout):
+            # This check scans whole tables: until the live nodes convict the dead one
+            # (their failure detector, seconds), a scan waits on it and times out. The
+            # platform's own reads are partition reads, which another replica answers.
             return False
         return True
 

@@ -27,6 +27,7 @@ def _pointer_statements() -> dict[str, str]:
         "insert_progress": POINTERS.insert_progress(tuple(PROGRESS_COLUMNS)),
         "select_progress": POINTERS.select_progress(tuple(PROGRESS_COLUMNS)),
         "select_progress(*)": POINTERS.select_progress(),
+        "select_progress_of": POINTERS.select_progress_of(tuple(PROGRESS_COLUMNS)),
         "update_run": POINTERS.update_run(tuple(RUNS_COLUMNS)),
     }
     callables = {

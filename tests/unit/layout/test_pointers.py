@@ -123,6 +123,11 @@ def test_progress_reads_and_writes_name_known_columns():
     )
     assert POINTERS.select_progress(()) == "SELECT view_name FROM ks.speed_progress"
     assert POINTERS.select_progress() == "SELECT * FROM ks.speed_progress"
+    assert (
+        POINTERS.select_progress_of(("watermark",))
+        == "SELECT view_name, watermark FROM ks.speed_progress WHERE view_name IN ?"
+    )
+    assert POINTERS.select_speed_versions.endswith("FROM ks.speed_versions WHERE view_name IN ?")
     with pytest.raises(ValueError, match=r"no columns \['lag'\]"):
         POINTERS.select_progress(("lag",))
 
