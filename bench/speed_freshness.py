@@ -13,7 +13,10 @@ bench-only topic, keyspace and checkpoints:
    compares the measure's total with what it produced; the age of the
    oldest event not yet reflected is the view's lag at that moment (0 when
    all is reflected). Reported per step: p50/p99/max of the worst view's lag,
-   the speed job's micro-batch durations, and its CPU (driver + JVM).
+   the speed job's micro-batch durations, and its CPU (driver + JVM). Before
+   the steps, a warm-up at the first rate (``--warmup-seconds``, 60) is
+   reported but not counted: the job's first micro-batches with data start
+   its Python workers and compile its hot code, once per job.
 2. **ceiling**: a plain Spark streaming query (same session settings, same
    ``maxOffsetsPerTrigger``) that reads everything the steps produced and
    only counts records: events/s.
@@ -107,8 +110,10 @@ def run_steps(
     seconds: float,
     target_s: float,
     also_cpu_of: tuple[int, ...] = (),
+    warmup_s: float = 0.0,
 ) -> dict:
-    """The stepped rates on the real job; ``also_cpu_of``: process groups whose CPU counts
+    """The stepped rates on the real job, after ``warmup_s`` of traffic at the first rate
+    that is reported but not counted; ``also_cpu_of``: process groups whose CPU counts
     as the job's too (a standalone cluster's workers, which run its executors)."""
     from core.cassandra import connect
 
@@ -130,52 +135,63 @@ def run_steps(
         )
     cluster, session = connect(settings.cassandra)
     keyspace = settings.cassandra.keyspace
+
+    def step_at(rate: float, seconds: float) -> dict:
+        produced, lock = Produced(), threading.Lock()
+        producer = threading.Thread(
+            target=produce_at,
+            args=(settings, made, rate, seconds, produced, lock, run, sequence),
+            daemon=True,
+        )
+        lags: list[float] = []
+        batches: list[int] = []
+        seen_batches: set[int] = set()
+        _batch_durations(session, keyspace, seen_batches, [])
+        log_offset = log.stat().st_size
+        cpu_before, wall_before, first = cpu_seconds(), time.monotonic(), sequence[0]
+        producer.start()
+        warmup = min(15.0, seconds / 4)  # the first batches of a step plan its rate's work
+        while producer.is_alive():
+            time.sleep(0.5)
+            lag = sample_lag(session, keyspace, produced, lock)
+            if time.monotonic() - wall_before > warmup:
+                lags.append(lag)
+            _batch_durations(session, keyspace, seen_batches, batches)
+            if job.poll() is not None:
+                raise RuntimeError(f"the speed job exited:\n{log.read_text()[-3000:]}")
+        cpu = cpu_seconds() - cpu_before
+        wall = time.monotonic() - wall_before
+        step = {
+            "rate": rate,
+            "events": produced.events - first,  # the sequence counts the whole run's
+            "freshness_p50_s": round(percentile(lags, 0.5), 2),
+            "freshness_p99_s": round(percentile(lags, 0.99), 2),
+            "freshness_max_s": round(max(lags, default=float("nan")), 2),
+            "batch_ms_p50": percentile(batches, 0.5),
+            "batch_ms_max": max(batches, default=None),
+            "batches": len(batches),
+            "speed_cpu_cores": round(cpu / wall, 2),
+            **fold_stages(log, log_offset),
+        }
+        _settle(session, keyspace, produced, lock)
+        return step
+
     steps = []
+    warm: dict | None = None
     sequence = [0]
     try:
         _wait_for_queries(session, keyspace, job, log)
+        if warmup_s > 0:
+            # The job's first micro-batches with data start its Python workers and compile
+            # its hot code (seconds each): reported, not counted in the steps.
+            warm = step_at(rates[0], warmup_s)
+            print(f"[bench] warm-up {json.dumps(warm)}", file=sys.stderr, flush=True)
         for rate in rates:
-            produced, lock = Produced(), threading.Lock()
-            producer = threading.Thread(
-                target=produce_at,
-                args=(settings, made, rate, seconds, produced, lock, run, sequence),
-                daemon=True,
-            )
-            lags: list[float] = []
-            batches: list[int] = []
-            seen_batches: set[int] = set()
-            _batch_durations(session, keyspace, seen_batches, [])
-            log_offset = log.stat().st_size
-            cpu_before, wall_before = cpu_seconds(), time.monotonic()
-            producer.start()
-            warmup = min(15.0, seconds / 4)  # the first batches plan and warm the JVM
-            while producer.is_alive():
-                time.sleep(0.5)
-                lag = sample_lag(session, keyspace, produced, lock)
-                if time.monotonic() - wall_before > warmup:
-                    lags.append(lag)
-                _batch_durations(session, keyspace, seen_batches, batches)
-                if job.poll() is not None:
-                    raise RuntimeError(f"the speed job exited:\n{log.read_text()[-3000:]}")
-            cpu = cpu_seconds() - cpu_before
-            wall = time.monotonic() - wall_before
-            step = {
-                "rate": rate,
-                "events": produced.events,
-                "freshness_p50_s": round(percentile(lags, 0.5), 2),
-                "freshness_p99_s": round(percentile(lags, 0.99), 2),
-                "freshness_max_s": round(max(lags, default=float("nan")), 2),
-                "batch_ms_p50": percentile(batches, 0.5),
-                "batch_ms_max": max(batches, default=None),
-                "batches": len(batches),
-                "speed_cpu_cores": round(cpu / wall, 2),
-                **fold_stages(log, log_offset),
-            }
+            step = step_at(rate, seconds)
             steps.append(step)
             print(f"[bench] {json.dumps(step)}", file=sys.stderr, flush=True)
             if step["freshness_p99_s"] > target_s:
                 break
-            _settle(session, keyspace, produced, lock)
     finally:
         os.killpg(job.pid, signal.SIGTERM)
         try:
@@ -183,7 +199,7 @@ def run_steps(
         except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
         cluster.shutdown()
-    return {"steps": steps, "events": sequence[0]}
+    return {"steps": steps, "warmup": warm, "events": sequence[0]}
 
 
 def _wait_for_queries(session, keyspace: str, job: subprocess.Popen, log: Path) -> None:
@@ -248,11 +264,16 @@ def _field(progress, name: str):
 
 
 def _run_mode(
-    settings: Settings, mode: str, rates: list[float], seconds: float, target_s: float
+    settings: Settings,
+    mode: str,
+    rates: list[float],
+    seconds: float,
+    target_s: float,
+    warmup_s: float,
 ) -> dict:
     """The stepped rates with the job in local mode or on the standalone cluster."""
     if mode == "local":
-        return run_steps(settings, rates, seconds, target_s)
+        return run_steps(settings, rates, seconds, target_s, warmup_s=warmup_s)
     if mode != "standalone":
         raise SystemExit(f"unknown mode {mode!r}: local or standalone")
     spark = settings.spark.model_copy(
@@ -284,7 +305,12 @@ def _run_mode(
     try:
         workers = [platform.processes(on_cluster)[n].pid() for n in platform.SPARK_CLUSTER[1:]]
         return run_steps(
-            on_cluster, rates, seconds, target_s, tuple(p for p in workers if p is not None)
+            on_cluster,
+            rates,
+            seconds,
+            target_s,
+            tuple(p for p in workers if p is not None),
+            warmup_s=warmup_s,
         )
     finally:
         started = tuple(n for n in platform.SPARK_CLUSTER if n not in already)
@@ -300,6 +326,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rates", default="1000,2000,3000,5000,7000", help="events/s steps")
     parser.add_argument("--step-seconds", type=float, default=120)
     parser.add_argument("--target-s", type=float, default=5.0, help="freshness p99 target")
+    parser.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=60,
+        help="traffic at the first rate before the steps, reported but not counted (the "
+        "job's first micro-batches start its Python workers and compile its code); 0: none",
+    )
     parser.add_argument(
         "--modes",
         default="local",
@@ -348,7 +381,9 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, dict] = {}
     try:
         for mode in modes:
-            runs[mode] = _run_mode(settings, mode, rates, args.step_seconds, args.target_s)
+            runs[mode] = _run_mode(
+                settings, mode, rates, args.step_seconds, args.target_s, args.warmup_seconds
+            )
         plain = ceiling(settings, sum(r["events"] for r in runs.values()))
     finally:
         admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
@@ -367,6 +402,7 @@ def main(argv: list[str] | None = None) -> None:
         within = [s for s in speed["steps"] if s["freshness_p99_s"] <= args.target_s]
         best = max((s["rate"] for s in within), default=0.0)
         figures = {
+            "warmup": speed["warmup"],
             "steps": speed["steps"],
             "best_rate_within_target": best,
             "ratio_to_plain_read": (
