@@ -236,11 +236,6 @@ class SpeedSettings(_Section):
     of its own (named after it), so one pipeline's small micro-batch is not queued behind
     every task of another's. On two cores FAIR made the smaller pipeline fresher and the
     larger one staler, no better at worst (docs/benchmarks.md)."""
-    locality_wait: str = "0s"
-    """How long a task of the job waits for the executor holding its data (a cached batch, a
-    Kafka partition's consumer) before it runs on another (``spark.locality.wait``; Spark's
-    default 3s). On a cluster a micro-batch's few tasks would otherwise wait seconds beside
-    an idle core; local mode has one executor and never waits."""
     restart_backoff_s: float = Field(default=10.0, gt=0)
     """A pipeline whose query failed while others run is restarted in the job after this
     long (doubling, at most 5 minutes); the job exits when none is left running."""

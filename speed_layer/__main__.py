@@ -85,17 +85,13 @@ def _one_pipeline(settings: Settings, name: str | None):
 def scheduler_conf(settings: Settings) -> dict[str, str]:
     """The job's Spark scheduler (``speed.scheduler``); FAIR: a pool per streamed pipeline,
     each running its jobs in order (a :class:`~speed_layer.service.SpeedService` names its
-    pool), the pools sharing the task slots equally. Its tasks' locality wait
-    (``speed.locality_wait``)."""
+    pool), the pools sharing the task slots equally."""
     import tempfile
 
     from core.spark import fair_allocations
     from speed_layer.streams import streamed
 
-    conf = {
-        "spark.scheduler.mode": settings.speed.scheduler,
-        "spark.locality.wait": settings.speed.locality_wait,
-    }
+    conf = {"spark.scheduler.mode": settings.speed.scheduler}
     if settings.speed.scheduler == "FAIR":
         pools = {spec.name: ("FIFO", 1, 0) for spec in streamed(settings)}
         with tempfile.NamedTemporaryFile(

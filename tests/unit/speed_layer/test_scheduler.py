@@ -24,4 +24,4 @@ def test_fair_gives_each_streamed_pipeline_a_pool_of_its_own():
 
 def test_fifo_is_spark_s_default_without_pools():
     conf = scheduler_conf(Settings(speed=SpeedSettings()))
-    assert conf == {"spark.scheduler.mode": "FIFO", "spark.locality.wait": "0s"}
+    assert conf == {"spark.scheduler.mode": "FIFO"}
