@@ -298,9 +298,11 @@ class PointerTables:
 
     def select_progress_of(self, columns: Sequence[str]) -> str:
         """The progress rows of the views named: ``view_name`` and ``columns``. Binds
-        ``(view_names,)``, a list. One partition read per view, which on a replicated ring
-        a replica just died under still answers: the coordinator asks another replica
-        when one is slow (speculative retry), which it never does for a scan."""
+        ``(view_names,)``, a list. Partition reads, which a replicated ring answers while
+        a replica has just died: the coordinator asks another replica when one is slow
+        (speculative retry, which Cassandra does for partition reads only) and gives up on
+        it after the read timeout (5 s), inside a client's 10 s. A scan waits on the dead
+        replica for the range timeout (10 s), as long as the client does."""
         return f"{self.select_progress(columns)} WHERE view_name IN ?"
 
     @property
