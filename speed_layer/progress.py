@@ -133,11 +133,11 @@ class ProgressRecorder:
         pointers = PointerTables(settings.cassandra.keyspace)
         session = self._session
         self._batch = prepare(session, pointers.insert_progress(_WRITTEN))
-        counts = prepare(session, pointers.select_progress((*_COUNTERS, _REJECTED)))
+        counts = prepare(session, pointers.select_progress_of((*_COUNTERS, _REJECTED)))
         self._counts: dict[str, dict[str, Any]] = {
             row.view_name: {name: getattr(row, name) or 0 for name in _COUNTERS}
             | {_REJECTED: dict(row.rejected_rows or {})}
-            for row in session.execute(counts)
+            for row in session.execute(counts, (list(self._views),))
         }
         self._touch = prepare(session, pointers.update_heartbeat)
         self._heartbeat = prepare(session, pointers.update_empty_batch)

@@ -109,11 +109,10 @@ def _refuse_if_alive(session, settings: Settings, now: datetime, views: list[str
 
     pointers = PointerTables(settings.cassandra.keyspace)
     rows = session.execute(
-        prepare(session, pointers.select_progress(("heartbeat_at", "stopped_at")))
+        prepare(session, pointers.select_progress_of(("heartbeat_at", "stopped_at"))),
+        (list(views),),  # not another pipeline's: it runs on its own
     )
     for row in rows:
-        if row.view_name not in views:  # another pipeline's: it runs on its own
-            continue
         beat = row.heartbeat_at.replace(tzinfo=UTC) if row.heartbeat_at else None
         stopped = row.stopped_at.replace(tzinfo=UTC) if row.stopped_at else None
         if beat and now - beat < ALIVE_WITHIN and (stopped is None or stopped < beat):
