@@ -74,3 +74,24 @@ def test_a_replay_that_would_leave_a_hole_before_the_boundary_is_refused(
         request_replay(settings, an_hour_ago)
     forced = request_replay(settings, an_hour_ago, force=True)
     assert forced.floor is not None and forced.floor > boundary
+
+
+def test_a_reset_under_a_live_job_is_refused_and_another_pipeline_s_job_does_not_count(
+    replay_settings, cassandra_session
+):
+    from layout import PointerTables
+    from speed_layer.reset import ResetRefused, reset
+    from views import VIEWS
+
+    settings = replay_settings
+    pointers = PointerTables(settings.cassandra.keyspace)
+    beat = cassandra_session.prepare(pointers.update_heartbeat)
+    # Another pipeline's view beating now: its job runs on its own, so no refusal.
+    cassandra_session.execute(beat, (datetime.now(UTC), "orders_by_currency"))
+    assert reset(settings, "earliest").generation >= 1
+
+    # One of this pipeline's views beating now: its job is alive.
+    cassandra_session.execute(beat, (datetime.now(UTC), VIEWS[0].name))
+    with pytest.raises(ResetRefused, match="stop the job first"):
+        reset(settings, "earliest")
+    assert reset(settings, "earliest", force=True).generation >= 1
