@@ -93,10 +93,17 @@ def _wait(settings: Settings, request: str) -> dict:
         time.sleep(0.5)
 
 
-def test_steps_run_on_the_server_with_their_logs_and_exit_codes(step_server):
-    settings = step_server
-    events = generate(SimulatorConfig(seed=41, events=300, duplicate_rate=0.05))
+def test_steps_run_with_their_logs_and_exit_codes_and_no_answer_or_log_holds_a_forgotten_id(
+    step_server_process,
+):
+    """One server's life: steps run one at a time with their logs and exit codes, a gate
+    that has not passed fails the next step, a forgotten user's id is in no answer, refusal
+    or log line, and the history keeps only the last few requests."""
+    settings = step_server_process.settings
+    events = generate(SimulatorConfig(seed=43, events=300, users=20, duplicate_rate=0.05))
     truth = build_truth(events)
+    counts = Counter(e.payload.get("userId") for e in events)
+    user = max((u for u in counts if u), key=lambda u: counts[u])
     accepted = produce_direct(events, settings)["accepted"]
 
     first = _submit(settings, "bronze")
@@ -120,6 +127,30 @@ def test_steps_run_on_the_server_with_their_logs_and_exit_codes(step_server):
 
     health = httpx.get(f"{_url(settings)}/health").json()
     assert health["spark"]["application_id"] and health["finished"] == 4
+
+    request = _submit(settings, "forget", "--user", user)
+    assert request.status_code == 202, request.text
+    # While it runs and after: no answer shows the id.
+    running = httpx.get(f"{_url(settings)}/health").text
+    assert user not in running
+    forget = _wait(settings, request.json()["id"])
+    assert forget["state"] == "success", forget["log"][-5:]
+    assert forget["args"][forget["args"].index("--user") + 1] == "[redacted]"
+    answer = _get(settings, f"/steps/{request.json()['id']}").text
+    health = httpx.get(f"{_url(settings)}/health").text
+    assert user not in answer and user not in health
+    assert "[redacted]" in health
+    # A refused request does not echo it either.
+    refused = _submit(settings, "forget", "--user", user, "--dates", "2024-02-30")
+    assert refused.status_code == 400 and user not in refused.text
+
+    # Five requests have finished, one more than the history holds: the first is gone.
+    assert HISTORY == 4
+    assert _get(settings, f"/steps/{first.json()['id']}").status_code == 404
+    assert len(httpx.get(f"{_url(settings)}/health").json()["last"]) == HISTORY
+
+    step_server_process.stop()  # the server's own log, complete
+    assert user not in step_server_process.log.read_text()
 
 
 def test_a_bad_request_is_refused_with_the_cli_message(quiet_server):
@@ -163,65 +194,6 @@ def test_only_json_with_the_token_runs_a_step(quiet_server):
 
     health = httpx.get(f"{url}/health").json()
     assert (health["running"], health["finished"]) == ([], 0)
-
-
-def test_no_answer_or_log_holds_a_forgotten_users_id_and_history_is_bounded(
-    step_server_process,
-):
-    settings = step_server_process.settings
-    events = generate(SimulatorConfig(seed=43, events=300, users=20))
-    counts = Counter(e.payload.get("userId") for e in events)
-    user = max((u for u in counts if u), key=lambda u: counts[u])
-    produce_direct(events, settings)
-    first = _submit(settings, "bronze").json()["id"]
-    assert _wait(settings, first)["state"] == "success"
-    assert _wait(settings, _submit(settings, "silver").json()["id"])["state"] == "success"
-
-    request = _submit(settings, "forget", "--user", user)
-    assert request.status_code == 202, request.text
-    # While it runs and after: no answer shows the id.
-    running = httpx.get(f"{_url(settings)}/health").text
-    assert user not in running
-    forget = _wait(settings, request.json()["id"])
-    assert forget["state"] == "success", forget["log"][-5:]
-    assert forget["args"][forget["args"].index("--user") + 1] == "[redacted]"
-    answer = _get(settings, f"/steps/{request.json()['id']}").text
-    health = httpx.get(f"{_url(settings)}/health").text
-    assert user not in answer and user not in health
-    assert "[redacted]" in health
-    # A refused request does not echo it either.
-    refused = _submit(settings, "forget", "--user", user, "--dates", "2024-02-30")
-    assert refused.status_code == 400 and user not in refused.text
-
-    for _ in range(HISTORY - 2):  # more finished requests than the history holds
-        assert _wait(settings, _submit(settings, "check_silver").json()["id"])["state"]
-    assert _get(settings, f"/steps/{first}").status_code == 404
-    assert len(httpx.get(f"{_url(settings)}/health").json()["last"]) == HISTORY
-
-    step_server_process.stop()  # the server's own log, complete
-    assert user not in step_server_process.log.read_text()
-
-
-def test_a_cancel_before_the_steps_spark_jobs_still_stops_it_and_the_retry_runs(step_server):
-    """A cancel that arrives while the step is between Spark jobs (here: before its first)
-    stops it; the server says ``cancelled`` only once it has stopped, and the retry is not
-    refused."""
-    settings = step_server
-    events = generate(SimulatorConfig(seed=47, events=200))
-    accepted = produce_direct(events, settings)["accepted"]
-
-    request = _submit(settings, "bronze").json()["id"]
-    cancel = httpx.delete(f"{_url(settings)}/steps/{request}", headers=_auth(settings))
-    assert cancel.status_code == 202 and cancel.json()["state"] in ("cancelling", "cancelled")
-    run = _wait(settings, request)
-    assert (run["state"], run["cancel_requested"]) == ("cancelled", True), run["log"][-3:]
-
-    retry = _submit(settings, "bronze")
-    assert retry.status_code == 202, retry.text
-    again = _wait(settings, retry.json()["id"])
-    assert again["state"] == "success", again["log"][-8:]
-    # The cancelled step wrote nothing: the retry ingests every event.
-    assert again["summary"]["steps"]["bronze"]["result"]["rows"] == accepted
 
 
 def test_connections_that_send_half_a_request_are_closed(quiet_server):
@@ -317,13 +289,36 @@ class _Task:
         return json.loads(answers[-1]) | {"log": self.log()}
 
 
-def test_the_operator_follows_an_earlier_attempt_and_reports_a_restart(
+def _a_cancel_before_the_steps_spark_jobs_still_stops_it_and_the_retry_runs(settings):
+    """A cancel that arrives while the step is between Spark jobs (here: before its first)
+    stops it; the server says ``cancelled`` only once it has stopped, and the retry is not
+    refused."""
+    events = generate(SimulatorConfig(seed=47, events=200))
+    accepted = produce_direct(events, settings)["accepted"]
+
+    request = _submit(settings, "bronze").json()["id"]
+    cancel = httpx.delete(f"{_url(settings)}/steps/{request}", headers=_auth(settings))
+    assert cancel.status_code == 202 and cancel.json()["state"] in ("cancelling", "cancelled")
+    run = _wait(settings, request)
+    assert (run["state"], run["cancel_requested"]) == ("cancelled", True), run["log"][-3:]
+
+    retry = _submit(settings, "bronze")
+    assert retry.status_code == 202, retry.text
+    again = _wait(settings, retry.json()["id"])
+    assert again["state"] == "success", again["log"][-8:]
+    # The cancelled step wrote nothing: the retry ingests every event.
+    assert again["summary"]["steps"]["bronze"]["result"]["rows"] == accepted
+
+
+def test_a_cancelled_step_stops_and_the_operator_follows_an_earlier_attempt_and_a_restart(
     step_server_process, tmp_path
 ):
-    """A retry whose step still runs from the task's earlier attempt follows that request
-    (no 409); a step server restarted under a running step fails the task with a message
-    that says so (not ``KeyError: 'log'``)."""
+    """A cancelled step stops and its retry runs; a retry whose step still runs from the
+    task's earlier attempt follows that request (no 409); a step server restarted under a
+    running step fails the task with a message that says so (not ``KeyError: 'log'``). One
+    server, each part over events of its own: bronze reads only what it has not read."""
     settings = step_server_process.settings
+    _a_cancel_before_the_steps_spark_jobs_still_stops_it_and_the_retry_runs(settings)
     events = generate(SimulatorConfig(seed=53, events=300))
     accepted = produce_direct(events, settings)["accepted"]
 
