@@ -1,6 +1,6 @@
 """The platform control's lifecycle on a second, isolated platform.
 
-up -> status -> up (no-op) -> down -> up -> down, with its own state
+up -> status -> up (no-op) -> down -> up (Kafka and the collector) -> down, with its own state
 directory and ports, so it never disturbs the platform the other tests use.
 """
 
@@ -73,10 +73,13 @@ def test_up_status_down_up(local_platform, isolated):
     assert _our_pids(isolated.local.state_dir) == []  # down leaves nothing of ours running
     assert not any(row.running for row in platform.status(isolated))
 
-    # A stale pid file (a pid that is not ours) does not block the next up.
+    # A stale pid file (a pid that is not ours) does not block the next up. Kafka and the
+    # collector only: Cassandra's start after a stop is test_speed_failures' (the shared node,
+    # stopped and started mid-stream), and a second Cassandra start here cost a JVM's start-up.
     (isolated.local.state_dir / "run" / "kafka.pid").write_text(f"{os.getpid()}\n")
-    platform.up(isolated, SERVICES, install_missing=False)
-    assert all(row.healthy for row in platform.status(isolated) if row.name in SERVICES)
+    again = ("kafka", "collector")
+    platform.up(isolated, again, install_missing=False)
+    assert all(row.healthy for row in platform.status(isolated) if row.name in again)
     # The topics and keyspace were provisioned from code on this platform too.
     from confluent_kafka.admin import AdminClient
 
