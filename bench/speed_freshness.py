@@ -136,8 +136,9 @@ def run_steps(
     cluster, session = connect(settings.cassandra)
     keyspace = settings.cassandra.keyspace
 
+    produced, lock = Produced(), threading.Lock()
+
     def step_at(rate: float, seconds: float) -> dict:
-        produced, lock = Produced(), threading.Lock()
         producer = threading.Thread(
             target=produce_at,
             args=(settings, made, rate, seconds, produced, lock, run, sequence),

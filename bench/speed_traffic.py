@@ -88,7 +88,9 @@ def templates(pages: int = 200) -> list[Template]:
 
 @dataclass
 class Produced:
-    """Per minute and measure: (monotonic time, cumulative count) after each tick."""
+    """Per minute and measure: (monotonic time, cumulative count) after each tick. One for a
+    whole run: the views' rows of a minute hold every step's events of that minute, so its
+    counts must too (a step's own would read as reflected while the step before's were)."""
 
     times: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
     totals: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(list))
@@ -142,7 +144,11 @@ def produce_at(
                 except BufferError:
                     producer.poll(0.01)
             for measure, count in t.counts.items():
-                running[(minute, measure)] += count
+                key = (minute, measure)
+                if key not in running:  # a minute an earlier step began: count on from it
+                    earlier = produced.totals.get(key)
+                    running[key] = earlier[-1] if earlier else 0
+                running[key] += count
             due += 1
         producer.poll(0)
         mark = time.monotonic()
