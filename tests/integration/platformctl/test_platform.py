@@ -80,7 +80,7 @@ def test_up_status_down_up(local_platform, isolated):
     again = ("kafka", "collector")
     platform.up(isolated, again, install_missing=False)
     assert all(row.healthy for row in platform.status(isolated) if row.name in again)
-    # The topics and keyspace were provisioned from code on this platform too.
+    # The topics were provisioned from code on this platform too (the keyspace by the first up).
     from confluent_kafka.admin import AdminClient
 
     topics = AdminClient(isolated.kafka.client_config()).list_topics(timeout=10).topics
