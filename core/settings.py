@@ -244,6 +244,10 @@ class SpeedSettings(_Section):
     instances and the tasks of each view's aggregation per micro-batch. Each costs a fixed
     time per micro-batch, and the four views' jobs run side by side, so keep it low
     locally (1 on two cores). A checkpoint keeps the value it was created with."""
+    parse: Literal["views", "contract"] = "views"
+    """What a record is parsed into: ``views``, only the fields the pipeline's views read
+    (:mod:`views.fields`), a record the collector did not check also with the whole
+    contract, to tell whether it is valid; ``contract``, every field of the contract."""
     replay_max_lag: int = Field(default=1000, ge=0)
     """A Kappa replay has caught up when its Kafka lag (records behind the newest, the most
     of any partition) stays at or under this ..."""

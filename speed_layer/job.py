@@ -5,7 +5,8 @@ views, in three named steps, as in the rest of the platform:
 
 1. :func:`read_events` - the events topic as a stream, parsed and checked
    by :mod:`views.input` as silver does (rejects are counted by reason,
-   :func:`count_rejects`); event time is the collector's skew-corrected
+   :func:`count_rejects`), into only the fields the views read
+   (:func:`parse_fields`); event time is the collector's skew-corrected
    ``timestamp``; records whose event time lies in the future beyond the
    tolerance are dropped (and counted) before the watermark sees them
    (:func:`bound_event_time`), so only real time moves it; a watermark bounds
@@ -39,8 +40,9 @@ from views import VIEWS, ViewSpec
 from views.input import REJECT_REASONS, check_records, valid_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.types import StructType
 
 
 __all__ = [
@@ -50,10 +52,12 @@ __all__ = [
     "bound_event_time",
     "contract_of",
     "count_rejects",
+    "parse_fields",
     "read_events",
     "reject_metric",
     "speed_sql_conf",
     "start_queries",
+    "validated_by_collector",
 ]
 
 _log = get_logger(__name__)
@@ -153,11 +157,13 @@ def read_events(
     settings: Settings,
     start: StartPosition | None = None,
     contract: Contract | None = None,
+    views: tuple[ViewSpec, ...] = VIEWS,
 ) -> DataFrame:
-    """The bounded, deduplicated, watermarked stream of events every view reads: the topic
-    ``settings.kafka.events_topic`` parsed with ``contract`` (default: the web views')."""
+    """The bounded, deduplicated, watermarked stream of events ``views`` read: the topic
+    ``settings.kafka.events_topic`` parsed with ``contract`` (default: that of the pipeline
+    declaring ``views``), into the fields they read (``speed.parse``, :func:`parse_fields`)."""
     start = start or StartPosition()
-    contract = contract or contract_of(VIEWS)
+    contract = contract or contract_of(views)
     raw = (
         spark.readStream.format("kafka")
         .options(**settings.kafka.spark_options())
@@ -165,14 +171,50 @@ def read_events(
         .option("startingOffsets", start.starting_offsets or settings.speed.starting_offsets)
         .option("maxOffsetsPerTrigger", settings.speed.max_offsets_per_trigger)
         .option("failOnDataLoss", "false")
+        .option("includeHeaders", "true")
         .load()
     )
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
-    events = valid_of(count_rejects(check_records(raw, contract, tolerance)))
+    fields = parse_fields(spark, settings, views, contract)
+    validated = validated_by_collector(contract) if fields is not None else None
+    checked = check_records(raw, contract, tolerance, fields=fields, validated=validated)
+    events = valid_of(count_rejects(checked))
     return (
         bound_event_time(events, settings.event_time.future_tolerance_s, start.floor)
         .withWatermark("event_time", settings.speed.watermark)
         .dropDuplicatesWithinWatermark(list(contract.key))
+    )
+
+
+def parse_fields(
+    spark: SparkSession, settings: Settings, views: tuple[ViewSpec, ...], contract: Contract
+) -> StructType | None:
+    """The fields the speed layer parses records into: those ``views`` read
+    (:func:`views.fields.fields_read`), or None for every field of ``contract``
+    (``speed.parse = "contract"``)."""
+    if settings.speed.parse == "contract":
+        return None
+    from views.fields import fields_read
+
+    fields = fields_read(spark, views, contract)
+    log_event(
+        _log,
+        "speed.parse_fields",
+        contract=contract.ref,
+        views=[v.name for v in views],
+        fields=fields.simpleString(),
+    )
+    return fields
+
+
+def validated_by_collector(contract: Contract) -> Column:
+    """True for a record the collector checked against ``contract``'s version: it carries
+    the ``contract`` header naming it (:class:`ingest.intake.Intake`)."""
+    from pyspark.sql import functions as F
+
+    ref = F.lit(contract.ref)
+    return F.exists(
+        "headers", lambda h: (h["key"] == "contract") & (h["value"].cast("string") == ref)
     )
 
 
@@ -199,7 +241,7 @@ def start_queries(
     tables = [ViewTables(s, keyspace, "speed", table_version=start.version) for s in views]
     checkpoint = f"{start.checkpoint_dir(settings)}/views"
     writer = (
-        read_events(spark, settings, start, contract or contract_of(views))
+        read_events(spark, settings, start, contract or contract_of(views), views)
         .writeStream.queryName(start.query_name)
         .outputMode("append")
         .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint))

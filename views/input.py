@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from views.common import EVENT_TIME
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
 
     from data_contracts import Contract
 
@@ -52,40 +53,65 @@ REJECT_REASONS = (
 _CORRUPT = "_corrupt_record"
 """Where ``from_json`` puts a record that is not JSON (it parses it into a struct of nulls)."""
 
+_VALIDATED = "_validated"
+"""Whether the collector checked a record against the contract (with ``fields`` only)."""
+
 PAYLOAD = "payload"
 """The column holding the whole event as a ``VARIANT`` (``payload:properties.revenue``)."""
 
 
-def check_records(records: DataFrame, contract: Contract, future_tolerance: timedelta) -> DataFrame:
+def check_records(
+    records: DataFrame,
+    contract: Contract,
+    future_tolerance: timedelta,
+    *,
+    fields: StructType | None = None,
+    validated: Column | None = None,
+) -> DataFrame:
     """``partition``, ``offset``, ``raw`` (the value as text), ``e`` (the parsed event), ``reason``.
 
     ``records`` has Kafka's ``value``, ``partition`` and ``offset`` columns
     (a Kafka source or bronze). ``reason`` is null for a valid event.
+
+    ``fields`` (:func:`views.fields.fields_read`) parses ``e`` into those
+    fields only. Whether a record parses at all is still a question of the
+    whole contract: a record is taken as parseable without a second parse only
+    where ``validated`` holds (the collector checked it against this contract
+    version, whose rules are stricter than the parse); any other record is
+    parsed with the whole schema once more to tell. So a record is valid or a
+    reject for the same reason whatever ``fields`` is.
     """
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     from data_contracts.derive import to_spark_schema
 
     text = F.col("value").cast("string")
     # Spark parses malformed JSON into a struct of nulls; the corrupt-record column tells.
-    schema = to_spark_schema(contract).add(_CORRUPT, "string")
+    whole = to_spark_schema(contract).add(_CORRUPT, "string")
     options = {"columnNameOfCorruptRecord": _CORRUPT}
-    parsed = records.select(
-        "partition",
-        "offset",
-        text.alias("raw"),
-        F.from_json(text, schema, options).alias("e"),
-    )
+    columns = ["partition", "offset", text.alias("raw")]
+    corrupt = F.col(f"e.{_CORRUPT}")
+    if fields is None:
+        columns.append(F.from_json(text, whole, options).alias("e"))
+    else:
+        some = T.StructType([*fields.fields, T.StructField(_CORRUPT, T.StringType())])
+        checked = F.coalesce(validated, F.lit(False)) if validated is not None else F.lit(False)
+        columns += [F.from_json(text, some, options).alias("e"), checked.alias(_VALIDATED)]
+        # The whole parse, only for a record the collector did not check.
+        whole_parse = F.from_json(F.col("raw"), whole, options).getField(_CORRUPT)
+        corrupt = F.coalesce(corrupt, F.when(~F.col(_VALIDATED), whole_parse))
+    parsed = records.select(*columns)
     ahead_us = F.unix_micros(F.col("e.timestamp")) - F.unix_micros(F.col("e.receivedAt"))
     tolerance_us = F.lit(future_tolerance // timedelta(microseconds=1))
     unparseable, no_id, no_time, future = REJECT_REASONS
     reason = (
-        F.when(F.col("e").isNull() | F.col(f"e.{_CORRUPT}").isNotNull(), F.lit(unparseable))
+        F.when(F.col("e").isNull() | corrupt.isNotNull(), F.lit(unparseable))
         .when(F.col("e.event_id").isNull(), F.lit(no_id))
         .when(F.col("e.timestamp").isNull(), F.lit(no_time))
         .when(ahead_us > tolerance_us, F.lit(future))
     )
-    return parsed.withColumn("reason", reason)
+    return parsed.withColumn("reason", reason).drop(_VALIDATED)
 
 
 def valid_of(checked: DataFrame, *, payload: bool = False) -> DataFrame:

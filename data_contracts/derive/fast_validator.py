@@ -19,7 +19,7 @@ import msgspec
 from open_data_contract_standard.model import SchemaProperty
 
 from data_contracts.contract import Contract, ContractError
-from data_contracts.derive.json_schema import ValidationFailure, compile_rule
+from data_contracts.derive.json_schema import INTEGER_RANGE, ValidationFailure, compile_rule
 
 __all__ = ["compile_fast_validator", "struct_for"]
 
@@ -43,6 +43,9 @@ def _meta(prop: SchemaProperty) -> msgspec.Meta | None:
     }
     if prop.logicalType in {"timestamp", "date"}:
         kwargs = {"tz": True} if prop.logicalType == "timestamp" else {}
+    if prop.logicalType == "integer":
+        kwargs["ge"] = max(kwargs.get("ge", INTEGER_RANGE[0]), INTEGER_RANGE[0])
+        kwargs["le"] = min(kwargs.get("le", INTEGER_RANGE[1]), INTEGER_RANGE[1])
     return msgspec.Meta(**kwargs) if kwargs else None
 
 

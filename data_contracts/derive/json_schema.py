@@ -17,7 +17,13 @@ from open_data_contract_standard.model import SchemaProperty
 
 from data_contracts.contract import Contract, ContractError
 
-__all__ = ["ValidationFailure", "compile_rule", "compile_validator", "to_json_schema"]
+__all__ = [
+    "INTEGER_RANGE",
+    "ValidationFailure",
+    "compile_rule",
+    "compile_validator",
+    "to_json_schema",
+]
 
 _JSON_TYPES = {
     "string": "string",
@@ -29,6 +35,9 @@ _JSON_TYPES = {
     "timestamp": "string",
     "date": "string",
 }
+INTEGER_RANGE = (-(2**63), 2**63 - 1)
+"""The values an ``integer`` field may hold whatever its own bounds: a 64-bit signed
+integer, the ``bigint`` both layers parse it into (a larger one would not parse there)."""
 _OPTIONS = ("minLength", "maxLength", "pattern", "minimum", "maximum", "format")
 _FORMAT_OF = {"timestamp": "date-time", "date": "date"}
 
@@ -45,6 +54,9 @@ def _property_schema(prop: SchemaProperty) -> dict[str, Any]:
     for option in _OPTIONS:
         if prop.logicalTypeOptions and option in prop.logicalTypeOptions:
             schema[option] = prop.logicalTypeOptions[option]
+    if logical == "integer":
+        schema["minimum"] = max(schema.get("minimum", INTEGER_RANGE[0]), INTEGER_RANGE[0])
+        schema["maximum"] = min(schema.get("maximum", INTEGER_RANGE[1]), INTEGER_RANGE[1])
     if prop.enum:
         schema["enum"] = [item.value for item in prop.enum]
     if logical == "object" and prop.properties:

@@ -87,6 +87,8 @@ def _mutate(path: str, value: object) -> dict:
         (_mutate("properties.engaged_ms", -1), "invalid:properties.engaged_ms"),
         (_mutate("properties.engaged_ms", "1200"), "invalid:properties.engaged_ms"),
         (_mutate("properties.results_count", "3"), "invalid:properties.results_count"),
+        # Beyond a bigint, which both layers parse it into.
+        (_mutate("properties.results_count", 2**63), "invalid:properties.results_count"),
         (_mutate("timestamp", "yesterday"), "invalid:timestamp"),
         (_mutate("event_id", KeyError), "missing:event_id"),
         (_mutate("context.page.url", 5), "invalid:context.page.url"),
