@@ -29,7 +29,8 @@ written to ``.platform/artifacts/bench_speed.json``; nothing is asserted.
 
 ``--modes local,standalone`` runs the steps twice in one run: in ``local[2]``, then on a
 Spark standalone cluster of this machine (a master and two workers; the job's CPU then
-includes the workers' executors).
+includes the workers' executors). ``--modes local,contract`` compares the speed parse of
+the fields the views read with the parse of the whole contract, in ``local[2]`` both.
 """
 
 from __future__ import annotations
@@ -264,7 +265,15 @@ def _field(progress, name: str):
     return getattr(progress, name) if hasattr(progress, name) else progress[name]
 
 
-WARMUP_S = {"local": 60.0, "standalone": 180.0}
+MODES = {
+    "local": "local[2], each record parsed into the fields the views read (the default)",
+    "contract": "local[2], each record parsed into every field of the contract (before)",
+    "executors": "local[2], each micro-batch folded on the executors (before)",
+    "standalone": "a master and two workers on this machine (started for the run if not up)",
+}
+"""Where and how the speed job runs in a mode of ``--modes``."""
+
+WARMUP_S = {"local": 60.0, "contract": 60.0, "executors": 60.0, "standalone": 180.0}
 """Seconds of traffic before the steps, by mode. The cluster's executors are JVMs of their
 own with Python workers of their own, and warm up for longer: after 60 s, its first step's
 micro-batches still took 2.1 s (p50), against 1.5 s one step later (docs/benchmarks.md)."""
@@ -278,51 +287,52 @@ def _run_mode(
     target_s: float,
     warmup_s: float,
 ) -> dict:
-    """The stepped rates with the job in local mode or on the standalone cluster."""
+    """The stepped rates with the job as ``mode`` says (:data:`MODES`)."""
     if mode == "local":
         return run_steps(settings, rates, seconds, target_s, warmup_s=warmup_s)
-    if mode != "standalone":
-        raise SystemExit(f"unknown mode {mode!r}: local or standalone")
-    spark = settings.spark.model_copy(
-        update={
-            "cluster": "standalone",
-            "master": f"spark://127.0.0.1:{settings.spark.master_port}",
-        }
-    )
-    on_cluster = settings.model_copy(
-        update={
-            "spark": spark,
-            "lake": settings.lake.model_copy(
-                update={"checkpoint_root": f"{settings.lake.checkpoint_root}-standalone"}
-            ),
-            # Views of their own, from the end of the log: the earlier mode's events are
-            # the plain read's, not this job's backlog.
-            "cassandra": settings.cassandra.model_copy(
-                update={"keyspace": f"{settings.cassandra.keyspace}_standalone"}
-            ),
-            "speed": settings.speed.model_copy(update={"starting_offsets": "latest"}),
-        }
-    )
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+    update: dict = {
+        "lake": settings.lake.model_copy(
+            update={"checkpoint_root": f"{settings.lake.checkpoint_root}-{mode}"}
+        ),
+        # Views of their own, from the end of the log: the earlier mode's events are
+        # the plain read's, not this job's backlog.
+        "cassandra": settings.cassandra.model_copy(
+            update={"keyspace": f"{settings.cassandra.keyspace}_{mode}"}
+        ),
+        "speed": settings.speed.model_copy(
+            update={"starting_offsets": "latest"}
+            | ({"parse": "contract"} if mode == "contract" else {})
+            | ({"fold": "executors"} if mode == "executors" else {})
+        ),
+    }
+    if mode == "standalone":
+        update["spark"] = settings.spark.model_copy(
+            update={
+                "cluster": "standalone",
+                "master": f"spark://127.0.0.1:{settings.spark.master_port}",
+            }
+        )
+    other = settings.model_copy(update=update)
     from core.cassandra import connect, ensure_keyspace
 
-    cluster, session = connect(on_cluster.cassandra)
-    ensure_keyspace(session, on_cluster.cassandra.keyspace, on_cluster.cassandra.replication)
-    already = {s.name for s in platform.status(on_cluster) if s.running}
-    platform.up(on_cluster, platform.SPARK_CLUSTER)
+    cluster, session = connect(other.cassandra)
+    ensure_keyspace(session, other.cassandra.keyspace, other.cassandra.replication)
+    started: tuple[str, ...] = ()
     try:
-        workers = [platform.processes(on_cluster)[n].pid() for n in platform.SPARK_CLUSTER[1:]]
-        return run_steps(
-            on_cluster,
-            rates,
-            seconds,
-            target_s,
-            tuple(p for p in workers if p is not None),
-            warmup_s=warmup_s,
-        )
+        workers: tuple[int, ...] = ()
+        if mode == "standalone":
+            already = {s.name for s in platform.status(other) if s.running}
+            started = tuple(n for n in platform.SPARK_CLUSTER if n not in already)
+            platform.up(other, platform.SPARK_CLUSTER)
+            pids = [platform.processes(other)[n].pid() for n in platform.SPARK_CLUSTER[1:]]
+            workers = tuple(p for p in pids if p is not None)
+        return run_steps(other, rates, seconds, target_s, workers, warmup_s=warmup_s)
     finally:
-        started = tuple(n for n in platform.SPARK_CLUSTER if n not in already)
-        platform.down(on_cluster, started)
-        session.execute(f"DROP KEYSPACE IF EXISTS {on_cluster.cassandra.keyspace}", timeout=120)
+        if started:
+            platform.down(other, started)
+        session.execute(f"DROP KEYSPACE IF EXISTS {other.cassandra.keyspace}", timeout=120)
         cluster.shutdown()
 
 
@@ -345,8 +355,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--modes",
         default="local",
-        help="where the job runs, in turn: local (local[2]), standalone (a master and two "
-        "workers on this machine; started for the run if not up), e.g. local,standalone",
+        help="how the job runs, in turn: "
+        + "; ".join(f"{name}: {what}" for name, what in MODES.items())
+        + " (e.g. local,contract)",
     )
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]

@@ -248,6 +248,11 @@ class SpeedSettings(_Section):
     """What a record is parsed into: ``views``, only the fields the pipeline's views read
     (:mod:`views.fields`), a record the collector did not check also with the whole
     contract, to tell whether it is valid; ``contract``, every field of the contract."""
+    fold: Literal["auto", "driver", "executors"] = "auto"
+    """Where a micro-batch's partials are folded into Cassandra: ``driver`` (collected, a
+    thread per view), ``executors`` (``foreachPartition``, the rows never leave them), or
+    ``auto``: the driver when the views have one partition (``state_partitions`` 1),
+    where it is the same single loop without a task slot or Python worker per view."""
     replay_max_lag: int = Field(default=1000, ge=0)
     """A Kappa replay has caught up when its Kafka lag (records behind the newest, the most
     of any partition) stays at or under this ..."""

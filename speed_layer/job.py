@@ -240,11 +240,13 @@ def start_queries(
     keyspace = settings.cassandra.keyspace
     tables = [ViewTables(s, keyspace, "speed", table_version=start.version) for s in views]
     checkpoint = f"{start.checkpoint_dir(settings)}/views"
+    fold = settings.speed.fold
+    on_driver = fold == "driver" or (fold == "auto" and settings.speed.state_partitions == 1)
     writer = (
         read_events(spark, settings, start, contract or contract_of(views), views)
         .writeStream.queryName(start.query_name)
         .outputMode("append")
-        .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint))
+        .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint, on_driver=on_driver))
         .option("checkpointLocation", checkpoint)
     )
     writer = (
