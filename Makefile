@@ -14,7 +14,9 @@ demo: install  ## start the platform, send traffic, print merged answers
 
 # The parallel part, then the few tests that stop a shared service, alone. Two workers: one
 # left a quarter of two cores idle while its tests waited (53 min -> 39 min for the
-# parallel part); more only pays with more cores (`make test TEST_WORKERS=4`).
+# parallel part). Three keep both cores busy and gain nothing (parallel part 28:22 against
+# 27:37 with two; its tests' time 5,012 s against 3,269 s): more only pays with more cores
+# (`make test TEST_WORKERS=4`).
 TEST_WORKERS ?= 2
 DURATIONS    := --durations=30 --durations-min=1
 PYTEST_ARGS  ?=
