@@ -2,8 +2,8 @@
 
 The speed layer parses each record only into the fields its views read
 (:func:`views.input.check_records` with ``fields``): the fewer fields
-``from_json`` builds, and the deduplication state holds, the cheaper each
-event. Which fields those are is not declared by hand, where a view could
+``from_json`` builds, and each micro-batch's cached events hold, the cheaper
+each event. Which fields those are is not declared by hand, where a view could
 read one that was left out: Spark derives it. Every view is built over an
 empty Parquet relation of the whole events schema, and the optimiser's
 column and nested-field pruning (``spark.sql.optimizer.nestedSchemaPruning``)
@@ -56,13 +56,18 @@ def events_schema(contract_schema: StructType) -> StructType:
     )
 
 
+def _struct(**fields: DataType) -> StructType:
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(name, kind) for name, kind in fields.items()])
+
+
 def union(a: DataType, b: DataType) -> DataType:
     """Two prunings of one type merged: a struct keeps the fields either keeps.
 
-    >>> from pyspark.sql.types import StructType
-    >>> a = StructType.fromDDL("p struct<x: int>, t string")
-    >>> b = StructType.fromDDL("p struct<y: int>")
-    >>> union(a, b).simpleString()
+    >>> from pyspark.sql.types import IntegerType as Int, StringType as Str
+    >>> a = _struct(p=_struct(x=Int()), t=Str())
+    >>> union(a, _struct(p=_struct(y=Int()))).simpleString()
     'struct<p:struct<x:int,y:int>,t:string>'
     """
     from pyspark.sql import types as T
@@ -86,9 +91,9 @@ def prune(whole: DataType, kept: DataType) -> DataType:
     """``whole`` with only the (nested) fields ``kept`` has, in ``whole``'s order and with
     ``whole``'s metadata.
 
-    >>> from pyspark.sql.types import StructType
-    >>> whole = StructType.fromDDL("t string, p struct<x: int, y: int, z: int>, u string")
-    >>> prune(whole, StructType.fromDDL("p struct<z: int, x: int>, t string")).simpleString()
+    >>> from pyspark.sql.types import IntegerType as Int, StringType as Str
+    >>> whole = _struct(t=Str(), p=_struct(x=Int(), y=Int(), z=Int()), u=Str())
+    >>> prune(whole, _struct(p=_struct(z=Int(), x=Int()), t=Str())).simpleString()
     'struct<t:string,p:struct<x:int,z:int>>'
     """
     from pyspark.sql import types as T
