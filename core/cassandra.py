@@ -7,6 +7,8 @@ default the sessions' default for statements prepared elsewhere.
 
 from __future__ import annotations
 
+import atexit
+import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -34,6 +36,7 @@ __all__ = [
 ]
 
 _SESSIONS: dict[str, Session] = {}
+_SESSIONS_LOCK = threading.Lock()
 PROTOCOL_VERSION = 4
 """The native protocol every session speaks. Not 5: the Python driver's v5 reader
 (3.30.1) drops the bytes of a segment header that a socket read splits (fewer than its
@@ -187,15 +190,28 @@ def execute_schema(session: Session, statement: str) -> Any:
 
 
 def process_session(cassandra: CassandraSettings) -> Session:
-    """This process's session for ``cassandra``, opened on first use and then kept.
+    """This process's session for ``cassandra``, opened on first use and then kept, and
+    closed when the process exits.
 
     For code on Spark executors: Spark reuses its Python workers, so each keeps
-    one connection instead of opening one per partition or micro-batch.
+    one connection instead of opening one per partition or micro-batch. The
+    speed job's driver folds with it too, from a thread per view: it is opened
+    once whichever thread comes first.
     """
     key = cassandra.model_dump_json()
-    if key not in _SESSIONS:
-        _SESSIONS[key] = connect(cassandra)[1]
-    return _SESSIONS[key]
+    with _SESSIONS_LOCK:
+        if key not in _SESSIONS:
+            if not _SESSIONS:
+                atexit.register(_close_process_sessions)
+            _SESSIONS[key] = connect(cassandra)[1]
+        return _SESSIONS[key]
+
+
+def _close_process_sessions() -> None:
+    with _SESSIONS_LOCK:
+        for session in _SESSIONS.values():
+            session.cluster.shutdown()
+        _SESSIONS.clear()
 
 
 def execute_all(
