@@ -123,11 +123,10 @@ def _read_by(spark: SparkSession, views: Iterable[ViewSpec], schema: StructType)
         relation = spark.read.schema(schema).parquet(Path(empty).as_uri())
         for view in views:
             leaves = view.build(relation)._jdf.queryExecution().sparkPlan().collectLeaves()
-            for i in range(leaves.size()):  # the scan: what it reads of the relation
-                if leaves.apply(i).getClass().getSimpleName() != "FileSourceScanExec":
-                    continue
-                pruned = T.StructType.fromJson(json.loads(leaves.apply(i).requiredSchema().json()))
-                read = union(read, pruned)
+            for leaf in (leaves.apply(i) for i in range(leaves.size())):
+                if leaf.getClass().getSimpleName() == "FileSourceScanExec":  # what it reads
+                    pruned = T.StructType.fromJson(json.loads(leaf.requiredSchema().json()))
+                    read = union(read, pruned)
     return read  # type: ignore[return-value]
 
 
