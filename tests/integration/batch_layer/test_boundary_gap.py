@@ -1,21 +1,19 @@
 """The boundary never hides what the speed layer counted: events late by more than the batch
 lateness but inside the speed watermark, arriving after a batch run fixed its end.
 
-The speed layer runs as the platform runs it (``python -m speed_layer``, 10-minute
-watermark); the batch pipeline runs in-process with a lateness of 5 minutes and a
-minute period. All event times lie about 40 minutes in the past, so the ``as_of`` rule
-alone would put the boundary after every event. ``/late-a`` comes 7 minutes before the
-newest event, after the first run; ``/late-c`` between the second run's bronze (which
-reads the speed watermark before fixing its end) and its publish, and a newer event then
-moves the watermark past it. Each late page has a path of its own: the merged answer
+The speed layer runs what ``python -m speed_layer`` runs (its service loop, 10-minute
+watermark) in a thread of this process; the batch pipeline runs in-process with a lateness
+of 5 minutes and a minute period. All event times lie about 40 minutes in the past, so the
+``as_of`` rule alone would put the boundary after every event. ``/late-a`` comes 7 minutes
+before the newest event, after the first run; ``/late-c`` between the second run's bronze
+(which reads the speed watermark before fixing its end) and its publish, and a newer event
+then moves the watermark past it. Each late page has a path of its own: the merged answer
 must count it once, from speed until a batch run read it from the log, from batch after.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -29,7 +27,7 @@ from core.settings import Settings
 from ingest.simulator import format_ts
 from ingest.simulator.direct import produce_payloads
 from layout import read_boundaries, read_watermarks
-from tests.support.speed import SpeedJob
+from tests.support.speed import SpeedThread
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -82,7 +80,7 @@ def _wait(job, what: str, done: Callable[[], bool], timeout_s: float = 180) -> N
     deadline = time.monotonic() + timeout_s
     while not done():
         if job.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s}s\n{SpeedJob.log_tail(job)}")
+            raise AssertionError(f"{what}: not within {timeout_s}s\n{job.log_tail()}")
         time.sleep(0.5)
 
 
@@ -127,8 +125,7 @@ def test_a_late_event_inside_the_watermark_is_counted_at_every_moment_after_it_a
     # Late events: 7 minutes before the newest event (inside the watermark, older than
     # as_of - lateness), then one arriving between a run's bronze and its publish.
     late_a, late_c = newest - 7 * MINUTE, newest + 12 * MINUTE
-    job = SpeedJob.start(settings)
-    try:
+    with SpeedThread(spark, settings) as job:
         watermark_reaches(newest - WATERMARK)
         batch_run("run-1", lambda step: None)
 
@@ -166,6 +163,3 @@ def test_a_late_event_inside_the_watermark_is_counted_at_every_moment_after_it_a
         assert counted("/late-c", late_c, "batch")
         assert counted("/late-a", late_a, "batch")
         assert _boundary(settings) == newest + 15 * MINUTE
-    finally:
-        os.killpg(job.pid, signal.SIGTERM)
-        job.wait(120)

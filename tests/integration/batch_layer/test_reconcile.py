@@ -1,11 +1,12 @@
 """The reconciliation on the real platform: the layers agree, rows lost from the speed tables
 behind the platform's back are found and alerted on, and a Kappa replay repairs them.
 
-The speed job runs as the platform runs it (``python -m speed_layer``, its own process);
-the batch pipeline and the ``reconcile`` step run in this process, as the DAG tasks'
-code. The traffic has duplicates, skewed clocks, out-of-order and invalid events, and
-events later than the speed layer's watermark when they arrive: the speed layer drops
-them, the batch layer counts them, and that is no drift.
+The speed layer runs what ``python -m speed_layer`` runs (its service loop, the replay's
+switch included) in a thread of this process; the batch pipeline and the ``reconcile``
+step run in this process too, as the DAG tasks' code. The traffic has duplicates, skewed
+clocks, out-of-order and invalid events, and events later than the speed layer's watermark
+when they arrive: the speed layer drops them, the batch layer counts them, and that is no
+drift.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from core.settings import Settings
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
 from layout import PointerTables, ViewTables, read_reconcile_results
-from tests.support.speed import SpeedJob
+from tests.support.speed import SpeedThread
 from tests.support.speed import wait_until as wait_for
 from tests.support.speed import with_short_replays as replay_settings
 from views import view
@@ -146,8 +147,7 @@ def test_rows_lost_from_the_speed_layer_are_found_and_a_replay_repairs_them(
     late_minutes = {_minute(e.time) for e in history if e.sent_at - e.time > timedelta(minutes=8)}
     assert late_minutes and second
 
-    job = SpeedJob.start(settings)
-    try:
+    with SpeedThread(spark, settings) as job:
         # The first half, then the second once the speed layer closed the first half's
         # windows: its late events (20 minutes old) are behind the watermark and dropped.
         produce_direct(first, settings)
@@ -156,7 +156,6 @@ def test_rows_lost_from_the_speed_layer_are_found_and_a_replay_repairs_them(
             300,
             "the speed layer to read the first half",
             job,
-            SpeedJob.log_tail,
         )
         produce_direct(second, settings)
         wait_for(
@@ -164,7 +163,6 @@ def test_rows_lost_from_the_speed_layer_are_found_and_a_replay_repairs_them(
             120,
             "the speed layer to read the second half",
             job,
-            SpeedJob.log_tail,
         )
         dropped = cassandra_session.execute(
             f"SELECT late_rows_dropped FROM {settings.cassandra.keyspace}.speed_progress "
@@ -192,7 +190,6 @@ def test_rows_lost_from_the_speed_layer_are_found_and_a_replay_repairs_them(
             120,
             "the speed layer to read the newer traffic",
             job,
-            SpeedJob.log_tail,
         )
         run_pipeline(settings, "batch-2")
 
@@ -229,19 +226,14 @@ def test_rows_lost_from_the_speed_layer_are_found_and_a_replay_repairs_them(
             300,
             "the replay to switch",
             job,
-            SpeedJob.log_tail,
         )
         wait_for(
             _speed_caught_up(cassandra_session, settings, _expected_watermark(recent)),
             120,
             "the replay's progress",
             job,
-            SpeedJob.log_tail,
         )
         repaired = run_step(spark, settings, "reconcile", WEB_EVENTS, "reconcile-3", None)
-    finally:
-        job.terminate()
-        job.wait(120)
 
     # The same windows compared again, against the new version: no drift left.
     assert repaired.passed
