@@ -12,7 +12,10 @@ CHECKOV := .platform/checkov-venv
 demo: install  ## start the platform, send traffic, print merged answers
 	$(BIN)/python -m platformctl demo
 
-# The parallel part, then the few tests that stop a shared service, alone. Two workers: one
+# The parallel part; then the few tests that stop a shared service, alone; then the tests that
+# bring up a cluster of their own, on two workers: the Spark standalone cluster's two tests
+# on one, the Cassandra ring's and the Kafka brokers' on the other (alone, they left a core
+# idle while nodes started or a kill was waited out). Two workers in the parallel part: one
 # left a quarter of two cores idle while its tests waited (53 min -> 39 min for the
 # parallel part). Three keep both cores busy and gain nothing (parallel part 28:22 against
 # 27:37 with two; its tests' time 5,012 s against 3,269 s): more only pays with more cores
@@ -22,11 +25,13 @@ DURATIONS    := --durations=30 --durations-min=1
 PYTEST_ARGS  ?=
 
 test: install  ## every test, against the real local Kafka, Cassandra, Spark, Delta and Airflow
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive" --keep-platform $(DURATIONS) $(PYTEST_ARGS); \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive and not cluster" --keep-platform $(DURATIONS) $(PYTEST_ARGS); \
 	  parallel=$$?; \
-	  $(BIN)/python -m pytest -m exclusive $(DURATIONS) $(PYTEST_ARGS); \
+	  $(BIN)/python -m pytest -m exclusive --keep-platform $(DURATIONS) $(PYTEST_ARGS); \
 	  alone=$$?; \
-	  exit $$(( parallel ? parallel : alone ))
+	  $(BIN)/python -m pytest -n 2 --dist loadgroup -m cluster $(DURATIONS) $(PYTEST_ARGS); \
+	  clusters=$$?; \
+	  exit $$(( parallel ? parallel : alone ? alone : clusters ))
 
 unit: install  ## only the tests that need no service (Spark runs in-process)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not integration"

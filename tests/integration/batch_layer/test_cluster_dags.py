@@ -31,11 +31,13 @@ from tests.support.spark_cluster import (
 )
 from tests.support.step_server import StepServerProcess
 
-# Three more JVMs, the step server's executors and Airflow: alone, after the parallel part.
+# Three more JVMs, the step server's executors and Airflow: after the parallel part, beside
+# the other clusters' tests; on the worker that holds the run's standalone cluster.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.exclusive,
+    pytest.mark.cluster,
+    pytest.mark.xdist_group("spark_cluster"),
     pytest.mark.timeout(2400),
 ]
 

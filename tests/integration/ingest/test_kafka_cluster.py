@@ -23,9 +23,15 @@ from platformctl.services.kafka import node_name
 from tests.support.collector import collector_settings, serve_collector
 from tests.support.ports import free_port_block
 
-# Starts three brokers of its own (three JVMs) and kills one: run alone, after the
-# parallel part of the suite.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.exclusive]
+# Starts three brokers of its own (three JVMs) and kills one: after the parallel part,
+# beside the tests of the run's Spark standalone cluster (on the worker that also runs the
+# Cassandra ring's test).
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.cluster,
+    pytest.mark.xdist_group("service_clusters"),
+]
 
 WRITE_KEY = "test-write-key"
 EVENTS_PER_REQUEST = 20

@@ -40,10 +40,13 @@ from tests.support.ports import free_port
 from tests.support.serving import served
 from tests.support.speed import SpeedJob, kill_leftover_jobs
 
+# Three more Cassandra nodes: after the parallel part, beside the tests of the run's Spark
+# standalone cluster (on the worker that also runs the Kafka brokers' tests).
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.exclusive,
+    pytest.mark.cluster,
+    pytest.mark.xdist_group("service_clusters"),
     pytest.mark.timeout(1200),
 ]
 

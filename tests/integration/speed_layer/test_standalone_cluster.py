@@ -25,11 +25,13 @@ from tests.support.spark_cluster import (
     on_cluster,
 )
 
-# Three more JVMs and each application's executors: alone, after the parallel part.
+# Three more JVMs and each application's executors: after the parallel part, beside the
+# other clusters' tests; on the worker that holds the run's standalone cluster.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.exclusive,
+    pytest.mark.cluster,
+    pytest.mark.xdist_group("spark_cluster"),
     pytest.mark.timeout(1800),
 ]
 
