@@ -133,7 +133,9 @@ def spark_conf(
             # The secret itself is read from a file only this user can read, never from a
             # command line (build_spark_session).
             "spark.authenticate": "true",
-            "spark.executor.extraJavaOptions": _log4j_option(),
+            "spark.executor.extraJavaOptions": " ".join(
+                filter(None, (_log4j_option(), spark.executor_java_options))
+            ),
         }
     if spark.driver_java_options:
         options = (conf.get("spark.driver.extraJavaOptions", ""), spark.driver_java_options)

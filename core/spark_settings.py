@@ -53,6 +53,9 @@ class SparkSettings(BaseModel):
     """Heap of each executor on a cluster."""
     executor_cores: int = Field(default=1, ge=1)
     """Cores of each executor on a cluster."""
+    executor_java_options: str = ""
+    """JVM options added to each executor's on a cluster (``spark.executor.extraJavaOptions``),
+    as :attr:`driver_java_options` for the driver."""
     max_cores: int | None = 2
     """Most cores one application takes on a cluster (``spark.cores.max``): on a
     standalone cluster the first application would otherwise take every core and the next

@@ -30,6 +30,9 @@ os.environ.setdefault(
 # suite's two cores are its limit. A pipeline's first run in a new driver: 131 -> 102 CPU
 # seconds. The ``spark`` fixture's driver lives the whole run and keeps it.
 os.environ.setdefault("WAP_SPARK__DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# The same for the executors of the Spark standalone cluster's tests, which live as long as
+# their application: those tests' executors took a third of the CPU of the cluster tests.
+os.environ.setdefault("WAP_SPARK__EXECUTOR_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 # One node: a request reaches a replica whatever the driver knows, so sessions read no schema
 # when they connect. The node holds hundreds of the tests' tables, and tests connect
 # thousands of times (a poll of a watermark opens a session): each read of every table's

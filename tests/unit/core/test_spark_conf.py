@@ -52,6 +52,16 @@ def test_driver_java_options_join_the_drivers_own():
     )
 
 
+def test_executor_java_options_join_the_executors_own_on_a_standalone_cluster():
+    spark = SparkSettings(cluster="standalone", executor_java_options="-XX:TieredStopAtLevel=1")
+    options = spark_conf(spark, app_name="job")["spark.executor.extraJavaOptions"].split()
+    assert options[0].startswith("-Dlog4j2.configurationFile=")
+    assert options[1:] == ["-XX:TieredStopAtLevel=1"]
+    assert "spark.executor.extraJavaOptions" not in spark_conf(
+        SparkSettings(executor_java_options="-Xss4m"), app_name="job"
+    )  # local mode has no executor JVM
+
+
 def test_an_installed_copy_without_the_local_log4j2_file_keeps_spark_s_own(monkeypatch, tmp_path):
     monkeypatch.setattr(core.spark, "LOCAL_LOG4J2", tmp_path / "absent" / "log4j2.properties")
     local = spark_conf(SparkSettings(driver_java_options="-Xss4m"), app_name="job")
