@@ -53,6 +53,9 @@ class LocalSettings(BaseModel):
     the platform's (tests, benchmarks), 1 GB held ~900 MB live and Cassandra ran a full GC
     every 30-60 s, spending a fifth of a core on concurrent marking. Unless set, a ring's
     nodes get 1024 MB each (:data:`RING_HEAP_MB`): they hold the platform's keyspace only."""
+    cassandra_java_options: tuple[str, ...] = ()
+    """JVM options added to each local Cassandra node's, e.g. ``-XX:TieredStopAtLevel=1``
+    for nodes that live a few minutes (the ring a test brings up)."""
     cassandra_nodes: int = 1
     """Local Cassandra nodes: 1, or a ring of 3 (``cassandra``, ``cassandra-2`` and
     ``cassandra-3`` on ``cassandra_ring_addresses``) in which one node may die and every read

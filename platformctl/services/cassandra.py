@@ -220,6 +220,7 @@ def server_command(
     *,
     jmx_port: int | None = None,
     ring: bool = False,
+    java_options: tuple[str, ...] = (),
 ) -> list[str]:
     """Return the argv that runs CassandraDaemon in the foreground.
 
@@ -234,7 +235,7 @@ def server_command(
     the child's environment, as ``cassandra-env.sh`` does.  A *ring* node
     tells its peers it is going down (a single node has none to tell),
     listens to gossip for :data:`RING_DELAY_MS` before it joins, and flushes
-    every schema change as it comes.
+    every schema change as it comes.  *java_options* come after Cassandra's own.
     """
     if not 512 <= heap_mb <= 8192:
         raise ValueError(f"heap_mb should be 512..8192, got {heap_mb}")
@@ -253,6 +254,7 @@ def server_command(
         f"-XX:HeapDumpPath={log_dir}",
         f"-XX:ErrorFile={log_dir / 'hs_err_pid%p.log'}",
         "-XX:+ExitOnOutOfMemoryError",
+        *java_options,
     ]
     if ring:
         # Every schema change is flushed (Cassandra's default): a node killed with kill -9
@@ -328,6 +330,7 @@ def process(settings: Settings, number: int = 1) -> ManagedProcess:
         home / "data",
         settings.local.cassandra_heap_mb,
         ring=_ring(settings),
+        java_options=settings.local.cassandra_java_options,
     )
     ports = (settings.cassandra.port, settings.local.cassandra_storage_port)
     env = {"MALLOC_ARENA_MAX": "4"}

@@ -72,6 +72,9 @@ def _ring_settings(base: Settings, state_dir: Path) -> Settings:
         # Less than the ring's 1024 MB: three nodes beside the suite's own on a 2-core box;
         # the ring holds one keyspace.
         "cassandra_heap_mb": 768,
+        # They live a few minutes: the optimising JIT compiler costs them more CPU than its
+        # code gives back (the suite's test drivers run so too).
+        "cassandra_java_options": ("-XX:TieredStopAtLevel=1",),
     }
     sections = {name: getattr(base, name) for name in Settings.model_fields}
     return Settings(

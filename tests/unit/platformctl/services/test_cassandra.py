@@ -155,3 +155,15 @@ def test_a_ring_node_probe_says_where_nothing_listens(tmp_path):
         update={"cassandra": CassandraSettings(port=port)}
     )
     assert cassandra.healthy(settings, 2) == (False, f"nothing listening on 127.0.0.3:{port}")
+
+
+def test_java_options_of_the_settings_come_after_cassandra_s_own(tmp_path):
+    settings = _settings(tmp_path, 3, cassandra_java_options=("-XX:TieredStopAtLevel=1",))
+    for node in ("cassandra", "cassandra-2", "cassandra-3"):
+        argv = platform.processes(settings)[node].argv
+        main = argv.index(cassandra.MAIN_CLASS)
+        assert argv.index("-XX:TieredStopAtLevel=1") < main
+        assert argv.index("-XX:TieredStopAtLevel=1") > argv.index("-XX:+UseG1GC")
+    assert (
+        "-XX:TieredStopAtLevel=1" not in platform.processes(_settings(tmp_path))["cassandra"].argv
+    )
