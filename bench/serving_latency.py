@@ -9,7 +9,8 @@ to the boundary at the start of the previous hour, speed minutes after it),
 starts a serving process of its own on that keyspace (``python -m serving
 serve``, uvicorn workers), and a speed writer process that upserts the
 current minute and the speed progress every few seconds, as the speed job
-does. Then, from load-generator processes of their own, phase by phase:
+does. Then, phase by phase, from a load generator of its own (``--generators``: the Go
+one of :mod:`bench.loadgen`, a small share of the two cores, and Python's asyncio):
 
 - **timeseries**: one hour of minutes for one page straddling the boundary,
   at a fixed rate (open loop: latency counts from when a request was due, so
@@ -25,13 +26,11 @@ does. Then, from load-generator processes of their own, phase by phase:
   over the chosen range, slowest pages of the last minute) over its range
   choices (1 hour to 30 days), for 200 viewers refreshing every 3 s (267
   requests/s), at 2,000 requests/s and at saturation;
-- **raw**: for each serving phase but the dashboard's, the same partitions
-  read with the Python driver, no HTTP, no merge, no cache: the ones the
-  planner reads (``serving.plan``), at the same rate and at saturation.
+- **raw**: for each serving phase but the dashboard's, the partitions the planner
+  reads (``serving.plan``), with the Python driver: no HTTP, merge or cache.
 
-Figures are printed (requests/s, p50, p99, max, errors, the share of
-answers served from the shared cache, the load average) and written to
-``.platform/artifacts/bench_serving.json``; nothing is asserted.
+Figures (requests/s, p50, p99, max, errors, the share of shared answers, the load
+average) are printed and written to ``.platform/artifacts/bench_serving.json``.
 
     .venv/bin/python -m bench.serving_latency                  # every phase, ~8 minutes
     .venv/bin/python -m bench.serving_latency --only top --seconds 10 --no-platform
@@ -51,6 +50,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+from bench import loadgen
 from bench.serving_data import PAGES, Layout, load, speed_writer
 from core.settings import ServingSettings, Settings, child_env, load_settings
 from platformctl import platform
@@ -164,6 +164,12 @@ def _http_run(args: tuple) -> dict:
 
     out, elapsed = uvloop.run(main())
     return _summary(name, out, elapsed, warmup)
+
+
+def _go_run(args: tuple) -> dict:
+    """:func:`_http_run`'s phase, driven by the Go generator (:mod:`bench.loadgen`)."""
+    *phase, program = args
+    return loadgen.phase(program, TOKEN, *phase)
 
 
 # -- raw Cassandra reads of the same partitions (a process of its own) ----------------------------
@@ -344,7 +350,12 @@ def _phases(args, layout: Layout, settings: Settings, host: str, port: int) -> l
     def pair(what: str, rate: float | None, raw: bool = True) -> None:
         paths, raw_questions = questions[what]
         label = f"@{rate:g}" if rate else "max"
-        phases.append((_http_run, (f"serving {what} {label}", host, port, paths, c, rate, s, w)))
+        http = (f"serving {what} {label}", host, port, paths, c, rate, s, w)
+        for generator in args.generators:
+            if generator == "go":
+                phases.append((_go_run, (*http, args.loadgen)))
+            else:
+                phases.append((_http_run, http))
         if raw and raw_questions:
             phases.append(
                 (_raw_run, (f"raw {what} {label}", sj, now, raw_questions, c, rate, s, w))
@@ -382,7 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-load", action="store_true", help="reuse the keyspace the last run loaded"
     )
+    generators = "go,python" if loadgen.available() else "python"
+    parser.add_argument("--generators", default=generators, help="each drives every phase")
     args = parser.parse_args(argv)
+    args.generators = [g for g in args.generators.split(",") if g]
 
     base = load_settings()
     up = platform.up(base, ("cassandra",) if args.no_platform else platform.SERVICES)
@@ -408,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loaded in {time.monotonic() - started:.0f} s: {counts}", flush=True)
         loaded.parent.mkdir(parents=True, exist_ok=True)
         loaded.write_text(json.dumps({"now": layout.now.isoformat(), "keyspace": args.keyspace}))
+    args.loadgen = loadgen.binary(settings.local.state_dir) if "go" in args.generators else None
     log = settings.local.state_dir / "logs" / "bench-serving.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
@@ -449,7 +464,11 @@ def main(argv: list[str] | None = None) -> int:
     _print(results)
     out = settings.local.state_dir / "artifacts" / "bench_serving.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "counts": counts, "results": results}, indent=2))
+    out.write_text(
+        json.dumps(
+            {"args": vars(args), "counts": counts, "results": results}, indent=2, default=str
+        )
+    )
     print(f"written to {out}")
     return 0
 
