@@ -101,7 +101,8 @@ class SharedCache:
         compute: Callable[[], Awaitable[Any]],
         max_age_s: float | None = None,
         family: Hashable | None = None,
-    ) -> tuple[Any, How, float]:
+        wait: bool = True,
+    ) -> tuple[Any, How, float] | None:
         """``(value, how, age_s)`` of ``key``; ``compute()`` runs only when no fresh value
         is cached and no computation of the key is under way. ``max_age_s`` overrides the
         cache's own for this lookup (a final answer may be kept longer).
@@ -109,24 +110,33 @@ class SharedCache:
         ``family``: keys that answer the same question over newer data share one (the
         question without the speed progress); while ``key`` is computed, the family's
         newest value, if at most ``stale_s`` old, is answered at once (``stale``).
+
+        ``wait=False``: None where the caller would wait for the computation. Nothing is
+        started then, unless a stale value is answered: its successor is started as for any
+        other caller.
         """
         kept = self.peek(key, max_age_s)
         if kept is not None:
             return kept
         now = self.clock()
         self._done.pop(key, None)  # too old, if there
+        stale = None
+        if family is not None and self.stale_s:
+            newest = self._newest.get(family)
+            if newest is not None and now - newest[1] <= self.stale_s:
+                stale = newest
         running = self._running.get(key)
+        if stale is None and not wait:
+            return None
         how: How = "shared"
         if running is None:
             running = asyncio.ensure_future(self._compute(key, compute, family))
             running.add_done_callback(_retrieved)
             self._running[key] = running
             how = "computed"
-        if family is not None and self.stale_s:
-            newest = self._newest.get(family)
-            if newest is not None and now - newest[1] <= self.stale_s:
-                self.stats.stale += 1
-                return newest[0], "stale", now - newest[1]
+        if stale is not None:
+            self.stats.stale += 1
+            return stale[0], "stale", now - stale[1]
         if how == "shared":
             self.stats.shared += 1
         # A caller that goes away (a closed connection) leaves the computation running for

@@ -17,7 +17,9 @@ certain of the answer:
   and written in a form whose value FastAPI would read the same (plain
   decimals, texts within their lengths, one of the choices); absent ones
   take the route's defaults;
-- the query core, asked ``cached_only``, has the answer kept.
+- the query core, asked ``cached_only``, has the answer kept, or the answer over the
+  previous speed micro-batch (``stale``) while the new one is computed (a micro-batch
+  makes every question over speed windows new, and a request must not wait for it).
 
 Anything else, a missing or unknown token, a malformed, unknown or repeated
 parameter, an answer not kept yet (it must be computed, perhaps shared with

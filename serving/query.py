@@ -11,8 +11,10 @@ boundary and older than the speed TTL: null, never zero).
 Answers are plain dicts ready for JSON; times in them are ISO 8601 UTC. Asked with
 ``encoded=True``, the shared part of an answer (a timeseries' ``series``, a top-N's
 ``items``) is the JSON kept with it (an :class:`orjson.Fragment`), encoded once when it
-was computed; with ``cached_only=True``, a question whose answer is not kept is
-answered None instead of being computed (the hot path, :mod:`serving.hot`).
+was computed; with ``cached_only=True``, a question that would wait for its answer to be
+computed is answered None (the hot path, :mod:`serving.hot`): kept answers are answered,
+and so are stale ones (the question over the previous speed micro-batch), the new one's
+computation started as for any request.
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ class Queries:
         cached_only: bool = False,
     ) -> tuple[Any, dict[str, Any]] | None:
         """``compute()``'s value for ``question`` over ``rq``, shared with identical requests,
-        and the answer's ``cache`` note; None when ``cached_only`` and no value is kept.
+        and the answer's ``cache`` note; None when ``cached_only`` and it would have to wait
+        for the computation.
 
         The key holds the range's windows, the windows expired from speed (they
         move with the clock), the batch pointers' generation and, when the range
@@ -158,13 +161,10 @@ class Queries:
         )
         max_age = self.cache_rules.max_age_s if speed else self.cache_rules.final_max_age_s
         family = key[:-1] if speed else None  # the same question over older speed progress
-        if cached_only:
-            kept = self.results.peek(key, max_age)
-            if kept is None:
-                return None
-            value, how, age = kept
-        else:
-            value, how, age = await self.results.get(key, compute, max_age, family)
+        found = await self.results.get(key, compute, max_age, family, wait=not cached_only)
+        if found is None:
+            return None
+        value, how, age = found
         return value, _cache_note(how, age)
 
     def _key_reads(self, view: ViewPointers, rq: RangeQuery, coarsest: Grain):

@@ -200,3 +200,25 @@ def test_peek_answers_only_what_is_kept_and_counts_it_as_get_does() -> None:
     clock.now = 11.0
     assert cache.peek("q") is None
     assert (len(calls), cache.stats.cached, cache.stats.computed) == (1, 1, 1)
+
+
+def test_a_caller_that_will_not_wait_gets_what_is_kept_or_stale_and_starts_no_wait() -> None:
+    clock = Clock()
+    cache = SharedCache(entries=8, max_age_s=60, clock=clock, stale_s=5)
+    old, _ = _counting("micro-batch 1")
+    new, new_calls = _counting("micro-batch 2", delay=0.01)
+
+    async def run():
+        nothing = await cache.get(("p", 1), new, family="p", wait=False)  # starts nothing
+        waited = await cache.get(("p", 1), new, family="p")
+        await cache.get(("q", 1), old, family="q")
+        clock.now = 2.0
+        during = await cache.get(("q", 2), new, family="q", wait=False)  # starts the new one
+        await asyncio.sleep(0.05)
+        after = await cache.get(("q", 2), new, family="q", wait=False)
+        return nothing, waited, during, after
+
+    nothing, waited, during, after = asyncio.run(run())
+    assert nothing is None and waited == ("micro-batch 2#1", "computed", 0.0)
+    assert during == ("micro-batch 1#1", "stale", 2.0)
+    assert after[:2] == ("micro-batch 2#2", "cached") and len(new_calls) == 2

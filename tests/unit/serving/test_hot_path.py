@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 from fastapi.routing import APIRoute
@@ -184,6 +185,25 @@ def test_an_answer_not_kept_goes_to_the_framework(apps) -> None:
     path = "/v1/top?view=page_activity&measure=visitors&n=3"  # hll: ranked, nothing kept yet
     assert apps.call(apps.hot, path)[3]
     assert not apps.call(apps.hot, path)[3]
+
+
+def test_a_stale_answer_is_answered_at_once_while_the_new_one_is_computed() -> None:
+    queries = _queries()
+    with _started(queries, queries) as apps:
+        apps.call(apps.framework, TOP)  # kept, over the speed progress of now
+        store = queries.store
+        store._pointers = replace(  # a speed micro-batch: the same question is a new key
+            store._pointers,
+            views={n: replace(p, speed_generation=2) for n, p in store._pointers.views.items()},
+        )
+        stale = apps.call(apps.hot, TOP)
+        assert not stale[3] and b'"stale":true' in stale[2], "the hot path answered it"
+        computed = queries.results.stats.computed
+        apps.loop.run_until_complete(asyncio.sleep(0.01))  # the successor, started, finishes
+        assert queries.results.stats.computed == computed + 1
+        hot, framework = apps.both(TOP)
+        assert not hot[3] and hot[:3] == framework[:3]
+        assert b'"cache":{"hit":true,"shared":false,"stale":false' in hot[2]
 
 
 REFUSED = {
