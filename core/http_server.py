@@ -10,6 +10,12 @@ when nothing came; the keep-alive timeout still rules between requests.
 
     config = uvicorn.Config(app, http=header_timeout_protocol(10.0), ...)
 
+The same protocols send a response in one write: uvicorn writes a response's head and
+its body separately, two sends on the socket (and two reads for the client) for a
+response of a few hundred bytes. Here the writes made in one turn of the event loop are
+joined and sent at its end (:class:`_OneSend`), in the order they were made; closing the
+connection sends what is pending first.
+
 Only the collector and serving import this (uvicorn is theirs).
 """
 
@@ -22,6 +28,53 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = ["header_timeout_protocol"]
+
+
+class _OneSend:
+    """A transport whose writes in one turn of the event loop leave in one send.
+
+    Everything but writing and closing is the transport's own (flow control, extra info,
+    ``is_closing``): the protocol's ``pause_writing`` still comes from it.
+    """
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self._send)
+        self._pending.append(data)
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def _send(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._send()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _HeaderDeadline:
@@ -49,6 +102,7 @@ class _HeaderDeadline:
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)  # type: ignore[misc]
+        self.transport = _OneSend(transport, self.loop)  # type: ignore[assignment]
         self._arm_header_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -3,6 +3,7 @@ idle keep-alive connections left to the keep-alive timeout (both HTTP implementa
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -97,3 +98,62 @@ def test_a_bad_timeout_or_protocol_is_refused():
         header_timeout_protocol(0)
     with pytest.raises(ValueError, match="'auto', 'httptools' or 'h11'"):
         header_timeout_protocol(5, "zttp")
+
+
+class _Transport:
+    """What a socket transport was asked to send, write by write."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.closed = self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.sent.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = self.aborted = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_extra_info(self, name: str, default=None):
+        return ("127.0.0.1", 8090) if name == "sockname" else default
+
+
+def test_the_writes_of_one_turn_of_the_loop_leave_in_one_send_in_their_order():
+    from core.http_server import _OneSend
+
+    async def run():
+        real = _Transport()
+        transport = _OneSend(real, asyncio.get_running_loop())
+        transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        transport.write(b"ok")
+        assert real.sent == [] and transport.get_write_buffer_size() == 40
+        await asyncio.sleep(0)
+        first = list(real.sent)
+        transport.writelines([b"a", b"", b"b"])
+        await asyncio.sleep(0)
+        transport.write(b"last")
+        transport.close()  # what is pending is sent before the connection closes
+        transport.write(b"after close")
+        await asyncio.sleep(0)
+        extra = transport.get_extra_info("sockname")
+        other = _Transport()
+        aborted = _OneSend(other, asyncio.get_running_loop())
+        aborted.write(b"never")
+        aborted.abort()
+        await asyncio.sleep(0)
+        return first, real, extra, other
+
+    first, real, extra, other = asyncio.run(run())
+    assert first == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]
+    assert real.sent == [*first, b"ab", b"last"] and real.closed
+    assert extra == ("127.0.0.1", 8090)  # the transport's own
+    assert other.sent == [] and other.aborted
