@@ -89,6 +89,8 @@ class ServingMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.http_registry,
         )
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
+        """Each route and status's request series, by the two (labels() costs a lock)."""
         if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
             ProcessCollector(registry=r)
         self.compared = Gauge(
@@ -192,8 +194,12 @@ class ServingMetrics:
             self.checked.labels(view).set((row["checked_at"] or 0) / 1000)
 
     def observe_request(self, route: str, status: int, seconds: float) -> None:
-        self.requests.labels(route, str(status)).inc()
-        self.latency.labels(route).observe(seconds)
+        found = self._children.get((route, status))
+        if found is None:  # a route and status seen first: look their series up once
+            found = self.requests.labels(route, str(status)), self.latency.labels(route)
+            self._children[(route, status)] = found
+        found[0].inc()
+        found[1].observe(seconds)
 
     def render(self) -> bytes:
         """This worker's gauges, and the request metrics of all workers."""
