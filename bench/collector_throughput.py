@@ -15,7 +15,10 @@ run it measures:
 
 Each collector runs once per body encoding (``--encodings plain,gzip``: the
 same batches as JSON and gzip-compressed, as RudderStack's libraries send
-them). The collector's CPU is that of all its processes; how its requests
+them) and per load generator (``--generators go,python``): the Go program of
+:mod:`bench.loadgen` (built here with the Go toolchain), which leaves the
+cores to the collector, and Python's httpx, which takes about as much CPU per
+request as the collector does. The collector's CPU is that of all its processes; how its requests
 spread over the workers is read from its ``collector_worker_requests{pid}``.
 Timings are printed, never asserted.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import gzip
 import json
 import os
@@ -38,6 +42,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from bench import loadgen
 from bench.procs import group_cpu_seconds
 from core.settings import CollectorSettings, KafkaSettings, child_env, load_settings
 from ingest.producer import producer_config
@@ -194,30 +199,55 @@ def _raw_loop(settings, values: list[tuple[bytes, bytes]], seconds: float) -> di
     return {"events_per_s": acked / elapsed, "events": acked}
 
 
+def _go_drive(program, port: int, bodies: list[bytes], per_body: int, seconds: float,
+              concurrency: int, headers: dict[str, str]) -> dict:  # fmt: skip
+    """:func:`_drive`'s figures, the requests sent by the Go generator (closed loop)."""
+    auth = "Basic " + base64.b64encode(f"{WRITE_KEY}:".encode()).decode()
+    got = loadgen.drive(program, "127.0.0.1", port, "", ["/v1/batch"], connections=concurrency,
+                        rate=None, seconds=seconds, warmup=0, bodies=bodies, sum_field="accepted",
+                        headers={"Authorization": auth, "Content-Type": "application/json",
+                                 **headers})  # fmt: skip
+    latencies = got["latencies_ms"] or [0.0]
+    return {
+        "events_per_s": got["summed"] / got["elapsed_s"],
+        "requests": got["requests"],
+        "errors": got["errors"],
+        "p50_ms": latencies[len(latencies) // 2],
+        "p99_ms": latencies[int(0.99 * (len(latencies) - 1))],
+        "events_per_request": per_body,
+    }
+
+
 def _measure_collector(settings, args, encoded: dict) -> dict[str, dict]:
-    """Drive one collector process with each encoding; its figures per encoding."""
+    """Drive one collector process with each encoding and generator; figures per
+    ``"<encoding> <generator>"``."""
     sides: dict[str, dict] = {}
     proc = _start_collector(settings, args.port)
     try:
         for encoding in args.encodings.split(","):
             payloads, headers = encoded[encoding]
-            cpu_before = group_cpu_seconds(proc.pid)
-            side = asyncio.run(
-                _drive(
-                    f"http://127.0.0.1:{args.port}",
-                    payloads,
-                    args.batch,
-                    args.seconds,
-                    args.concurrency,
-                    headers,
-                )
-            )
-            cpu = group_cpu_seconds(proc.pid) - cpu_before
-            acknowledged = side["events_per_s"] * args.seconds
-            side["cpu_us_per_event"] = 1e6 * cpu / max(1.0, acknowledged)
-            side["cpu_cores_used"] = cpu / args.seconds
-            side["body_kb"] = len(payloads[0]) / 1024
-            sides[encoding] = side
+            for generator in args.generators:
+                cpu_before = group_cpu_seconds(proc.pid)
+                if generator == "go":
+                    side = _go_drive(args.loadgen, args.port, payloads, args.batch,
+                                     args.seconds, args.concurrency, headers)  # fmt: skip
+                else:
+                    side = asyncio.run(
+                        _drive(
+                            f"http://127.0.0.1:{args.port}",
+                            payloads,
+                            args.batch,
+                            args.seconds,
+                            args.concurrency,
+                            headers,
+                        )
+                    )
+                cpu = group_cpu_seconds(proc.pid) - cpu_before
+                acknowledged = side["events_per_s"] * args.seconds
+                side["cpu_us_per_event"] = 1e6 * cpu / max(1.0, acknowledged)
+                side["cpu_cores_used"] = cpu / args.seconds
+                side["body_kb"] = len(payloads[0]) / 1024
+                sides[f"{encoding} {generator}"] = side
         for side in sides.values():
             side["requests_per_worker"] = _requests_per_worker(args.port)
     finally:
@@ -249,10 +279,17 @@ def main(argv: list[str] | None = None) -> None:
         default="truncate",
         help="the collector's IP setting (hash with a bench-only key)",
     )
+    parser.add_argument(
+        "--generators",
+        default="go,python" if loadgen.available() else "python",
+        help="each drives every side: go (bench/loadgen, built here) and python (httpx)",
+    )
     args = parser.parse_args(argv)
+    args.generators = [g for g in args.generators.split(",") if g]
 
     base = load_settings()
     platform.up(base, ("kafka",))
+    args.loadgen = loadgen.binary(base.local.state_dir) if "go" in args.generators else None
     run = uuid.uuid4().hex[:8]
     kafka = KafkaSettings(
         **(
@@ -311,9 +348,10 @@ def main(argv: list[str] | None = None) -> None:
     admin.delete_topics([settings.kafka.events_topic, settings.kafka.dlq_topic])
 
     for workers, sides in collectors.items():
-        for encoding, side in sides.items():
+        for label, side in sides.items():
+            encoding, generator = label.split()
             print(
-                f"[bench] collector, {workers} worker(s), {encoding} bodies "
+                f"[bench] collector, {workers} worker(s), {encoding} bodies, {generator} clients "
                 f"({side['body_kb']:.0f} KB): {side['events_per_s']:,.0f} events/s acknowledged "
                 f"({side['requests']} requests, {side['errors']} errors), "
                 f"request p50 {side['p50_ms']:.1f} ms, p99 {side['p99_ms']:.1f} ms; "
@@ -321,12 +359,13 @@ def main(argv: list[str] | None = None) -> None:
                 f"({side['cpu_cores_used']:.2f} cores); ratio to raw "
                 f"{side['events_per_s'] / raw['events_per_s']:.0%}"
             )
-        print(f"[bench] requests per worker ({workers}): {sides[encoding]['requests_per_worker']}")
+        print(f"[bench] requests per worker ({workers}): {side['requests_per_worker']}")
     print(f"[bench] raw confluent-kafka loop: {raw['events_per_s']:,.0f} events/s acknowledged")
-    first = next(iter(args.encodings.split(",")))
-    one, many = collectors[1][first], collectors[max(collectors)][first]
-    speedup = many["events_per_s"] / one["events_per_s"]
-    print(f"[bench] {max(collectors)} workers / 1 worker ({first} bodies): {speedup:.2f}x")
+    speedup = {}
+    for label in collectors[1]:
+        one, many = collectors[1][label], collectors[max(collectors)][label]
+        speedup[label] = many["events_per_s"] / one["events_per_s"]
+        print(f"[bench] {max(collectors)} workers / 1 worker ({label}): {speedup[label]:.2f}x")
     print(
         json.dumps(
             {

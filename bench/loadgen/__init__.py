@@ -50,26 +50,37 @@ def drive(
     rate: float | None,
     seconds: float,
     warmup: float,
+    headers: dict[str, str] | None = None,
+    bodies: list[bytes] | None = None,
+    sum_field: str | None = None,
 ) -> dict:
-    """Run the generator; its counts and the sorted latencies (ms) of the measured part."""
-    with tempfile.NamedTemporaryFile("w", suffix=".paths") as listed:
-        listed.write("\n".join(paths))
-        listed.flush()
+    """Run the generator; its counts and the sorted latencies (ms) of the measured part.
+
+    ``token``: a bearer token ("" for none); ``headers``: more headers of every request;
+    ``bodies``: POST them in turn to ``paths[0]`` instead of getting ``paths``;
+    ``sum_field``: the output's ``summed`` adds up that integer field of every answer.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        listed, posted = Path(tmp) / "paths", Path(tmp) / "bodies"
+        listed.write_text("\n".join(paths))
+        command = [
+            str(program),
+            f"-addr={host}:{port}",
+            f"-token={token}",
+            f"-paths={listed}",
+            f"-connections={connections}",
+            f"-rate={rate or 0}",
+            f"-seconds={seconds}",
+            f"-warmup={warmup}",
+            *(f"-header={name}: {value}" for name, value in (headers or {}).items()),
+        ]
+        if bodies:
+            posted.write_bytes(b"".join(b"%d\n%s" % (len(body), body) for body in bodies))
+            command.append(f"-bodies={posted}")
+        if sum_field:
+            command.append(f"-sum={sum_field}")
         done = subprocess.run(
-            [
-                str(program),
-                f"-addr={host}:{port}",
-                f"-token={token}",
-                f"-paths={listed.name}",
-                f"-connections={connections}",
-                f"-rate={rate or 0}",
-                f"-seconds={seconds}",
-                f"-warmup={warmup}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=seconds + warmup + 120,
+            command, capture_output=True, text=True, check=True, timeout=seconds + warmup + 120
         )
     return json.loads(done.stdout)
 

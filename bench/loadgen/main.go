@@ -2,12 +2,18 @@
 // when each request was due, so a stall is not hidden) or closed loop, over keep-alive
 // connections, and prints one JSON object: the latencies and what the answers said.
 //
-// It is the serving benchmark's load generator (bench/serving_latency.py --generator go):
-// the service under test and the generator share the machine's two cores, and a request
-// costs this program a small fraction of what it costs Python's asyncio.
+// It is the serving and collector benchmarks' load generator (bench/serving_latency.py,
+// bench/collector_throughput.py): the service under test and the generator share the
+// machine's two cores, and a request costs this program a small fraction of what it costs
+// Python's asyncio.
 //
 //	loadgen -addr 127.0.0.1:18090 -token T -paths paths.txt -connections 32 \
 //	    -rate 2000 -seconds 20 -warmup 3
+//	loadgen -addr 127.0.0.1:18188 -header "Authorization: Basic ..." -paths path.txt \
+//	    -bodies bodies.bin -header "Content-Type: application/json" -sum accepted -connections 8
+//
+// With -bodies (records of "<length>\n<bytes>"), each request is a POST of the next body to
+// the first path; -sum adds up the integer field of that name in every answer.
 package main
 
 import (
@@ -31,6 +37,7 @@ type result struct {
 	Errors    int       `json:"errors"`
 	FirstErr  string    `json:"first_error,omitempty"`
 	CacheHits int       `json:"cache_hits"`
+	Summed    int64     `json:"summed"`
 	Elapsed   float64   `json:"elapsed_s"`
 	Latencies []float64 `json:"latencies_ms"`
 }
@@ -39,10 +46,16 @@ type sample struct {
 	due     time.Time
 	latency time.Duration
 	hit     bool
+	summed  int64
 	err     string
 }
 
 var cacheHit = []byte(`"cache":{"hit":true`)
+
+type headerList []string
+
+func (h *headerList) String() string     { return strings.Join(*h, ", ") }
+func (h *headerList) Set(v string) error { *h = append(*h, v); return nil }
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "host:port of the service")
@@ -52,16 +65,44 @@ func main() {
 	rate := flag.Float64("rate", 0, "requests per second; 0: closed loop")
 	seconds := flag.Float64("seconds", 20, "measured seconds")
 	warmup := flag.Float64("warmup", 3, "seconds before measuring")
+	bodiesFile := flag.String("bodies", "", "file of request bodies (\"<length>\\n<bytes>\" each): POST them")
+	sum := flag.String("sum", "", "add up this integer field of every answer")
+	var headers headerList
+	flag.Var(&headers, "header", "a header of every request (\"Name: value\"), repeatable")
 	flag.Parse()
 
 	raw, err := os.ReadFile(*pathsFile)
 	if err != nil {
 		fail(err)
 	}
+	paths := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	head := ""
+	if *token != "" {
+		head += "Authorization: Bearer " + *token + "\r\n"
+	}
+	for _, h := range headers {
+		head += h + "\r\n"
+	}
 	var requests [][]byte
-	for _, path := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		requests = append(requests, []byte(fmt.Sprintf(
-			"GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, *addr, *token)))
+	if *bodiesFile == "" {
+		for _, path := range paths {
+			requests = append(requests, []byte(fmt.Sprintf(
+				"GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path, *addr, head)))
+		}
+	} else {
+		bodies, err := readBodies(*bodiesFile)
+		if err != nil {
+			fail(err)
+		}
+		for _, body := range bodies {
+			requests = append(requests, append([]byte(fmt.Sprintf(
+				"POST %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %d\r\n\r\n",
+				paths[0], *addr, head, len(body))), body...))
+		}
+	}
+	var field []byte
+	if *sum != "" {
+		field = []byte(`"` + *sum + `":`)
 	}
 
 	due := make(chan time.Time, 1<<20)
@@ -71,7 +112,7 @@ func main() {
 		workers.Add(1)
 		go func(c int) {
 			defer workers.Done()
-			connection(*addr, requests, c, due, samples)
+			connection(*addr, requests, field, c, due, samples)
 		}(c)
 	}
 
@@ -134,6 +175,7 @@ func main() {
 			continue
 		}
 		out.Requests++
+		out.Summed += s.summed
 		if s.hit {
 			out.CacheHits++
 		}
@@ -146,7 +188,7 @@ func main() {
 }
 
 // connection sends the requests due on one keep-alive connection, one at a time.
-func connection(addr string, requests [][]byte, turn int, due <-chan time.Time, samples chan<- sample) {
+func connection(addr string, requests [][]byte, field []byte, turn int, due <-chan time.Time, samples chan<- sample) {
 	var conn net.Conn
 	var reader *bufio.Reader
 	for intended := range due {
@@ -171,6 +213,8 @@ func connection(addr string, requests [][]byte, turn int, due <-chan time.Time, 
 		s := sample{due: intended, latency: time.Since(intended), hit: bytes.Contains(body, cacheHit)}
 		if status != 200 {
 			s.err = fmt.Sprintf("HTTP %d %.200s", status, body)
+		} else if field != nil {
+			s.summed = fieldValue(body, field)
 		}
 		samples <- s
 	}
@@ -222,6 +266,43 @@ func exchange(conn net.Conn, reader *bufio.Reader, request []byte) (status int, 
 		return 0, nil, true, err
 	}
 	return status, body, closing, nil
+}
+
+// fieldValue is the integer after the first `"name":` in body (0 when there is none).
+func fieldValue(body, field []byte) int64 {
+	at := bytes.Index(body, field)
+	if at < 0 {
+		return 0
+	}
+	rest := bytes.TrimLeft(body[at+len(field):], " ")
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	n, _ := strconv.ParseInt(string(rest[:end]), 10, 64)
+	return n
+}
+
+// readBodies reads records of "<length>\n<bytes>".
+func readBodies(name string) ([][]byte, error) {
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var bodies [][]byte
+	for len(raw) > 0 {
+		line, rest, found := bytes.Cut(raw, []byte("\n"))
+		n, err := strconv.Atoi(string(line))
+		if !found || err != nil || n < 0 || n > len(rest) {
+			return nil, fmt.Errorf("bad bodies file %s: a record's length %q", name, line)
+		}
+		bodies = append(bodies, rest[:n])
+		raw = rest[n:]
+	}
+	if len(bodies) == 0 {
+		return nil, fmt.Errorf("no bodies in %s", name)
+	}
+	return bodies, nil
 }
 
 func fail(err error) {
