@@ -59,6 +59,7 @@ from platformctl.process import port_open
 TOKEN = "bench-read-token"
 _LENGTH = re.compile(rb"content-length: *(\d+)", re.IGNORECASE)
 _HIT = b'"cache":{"hit":true'
+_CLOSE = re.compile(rb"\r\nconnection: *close\r\n", re.IGNORECASE)
 DASHBOARD_RANGES = {60: 0.4, 180: 0.2, 1440: 0.2, 10080: 0.1, 43200: 0.1}
 """The dashboard's range choices (minutes) and the share of viewers on each."""
 
@@ -84,6 +85,9 @@ async def _http_worker(host, port, requests, due, out) -> None:
                 errors.append(head[:12].decode() + " " + body[:200].decode(errors="replace"))
             hits.append(_HIT in body)
             latencies.append(time.perf_counter() - intended)
+            if _CLOSE.search(head):  # the connection's last request: open another
+                writer.close()
+                reader, writer = await asyncio.open_connection(host, port)
     finally:
         writer.close()
 
@@ -464,11 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     _print(results)
     out = settings.local.state_dir / "artifacts" / "bench_serving.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {"args": vars(args), "counts": counts, "results": results}, indent=2, default=str
-        )
-    )
+    figures = {"args": vars(args), "counts": counts, "results": results}
+    out.write_text(json.dumps(figures, indent=2, default=str))
     print(f"written to {out}")
     return 0
 
@@ -484,10 +485,8 @@ def _print(results: list[dict]) -> None:
         )
     by = {r["name"]: r for r in results}
     for r in results:
-        if not r["name"].startswith("serving "):
-            continue
         what = r["name"].removeprefix("serving ")
-        raw = by.get(f"raw {what}")
+        raw = by.get(f"raw {what}") if r["name"].startswith("serving ") else None
         if raw and r.get("rps") and raw.get("rps"):
             print(
                 f"ratio serving/raw {what}: req/s {r['rps'] / raw['rps']:.2f}, "

@@ -66,6 +66,12 @@ class CollectorSettings(BaseModel):
     """How long a connection may take to send a request's line and headers before the
     collector closes it (also the wait for the first request on a new connection); a client
     sending half a request (slow loris) is dropped after this."""
+    requests_per_connection: int = Field(default=100, ge=0)
+    """Requests one keep-alive connection may make; the last is answered
+    ``connection: close`` and the client reconnects (0: no limit). The workers share the
+    port by connection, so a client keeping a few connections open for good would otherwise
+    stay on the workers it first landed on (nginx's ``keepalive_requests``). A batch request
+    takes tens of ms; a new connection, a fraction of one."""
     allowed_origins: dict[str, tuple[str, ...]] = {}
     """Source id -> the origins (``https://shop.example``) whose pages may send that source's
     events from a browser (CORS); ``*`` is any origin. A source without an entry takes no

@@ -8,7 +8,13 @@ here close a connection whose request line and headers have not all arrived
 ``header_timeout_s`` after its first byte, or after the connection opened
 when nothing came; the keep-alive timeout still rules between requests.
 
-    config = uvicorn.Config(app, http=header_timeout_protocol(10.0), ...)
+    config = uvicorn.Config(app, http=http_protocol(10.0, requests_per_connection=1000), ...)
+
+They also end a keep-alive connection after ``requests_per_connection`` requests (the
+last answer says ``connection: close``), as nginx's ``keepalive_requests`` does: workers
+sharing a port (``SO_REUSEPORT``) are given connections, not requests, so a client that
+keeps a few connections open for good (a load balancer, a benchmark) would stay on the
+worker the kernel first hashed it to; reconnecting spreads it again.
 
 The same protocols send a response in one write: uvicorn writes a response's head and
 its body separately, two sends on the socket (and two reads for the client) for a
@@ -27,7 +33,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["header_timeout_protocol"]
+__all__ = ["http_protocol"]
 
 
 class _OneSend:
@@ -79,12 +85,23 @@ class _OneSend:
 
 class _HeaderDeadline:
     """What both protocols share: a timer from a request's first byte (or the connection's
-    start) to its last header; when it fires the connection is closed."""
+    start) to its last header; when it fires the connection is closed. And the count of the
+    connection's requests, the last one answered ``connection: close``."""
 
     header_timeout_s: float = 10.0
+    requests_per_connection: int = 0
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
+    cycle: Any = None
     _header_timer: asyncio.TimerHandle | None = None
+    _requests: int = 0
+
+    def _count_request(self) -> None:
+        """A request's cycle has begun: the connection's last one, once it is the limit."""
+        self._requests += 1
+        limit = self.requests_per_connection
+        if limit and self._requests >= limit and self.cycle is not None:
+            self.cycle.keep_alive = False
 
     def _arm_header_deadline(self) -> None:
         if self._header_timer is None:
@@ -112,7 +129,10 @@ class _HeaderDeadline:
 
 class _H11HeaderDeadline(_HeaderDeadline, H11Protocol):
     def data_received(self, data: bytes) -> None:
+        before = self.cycle
         super().data_received(data)
+        if self.cycle is not before:
+            self._count_request()
         if self.conn.their_state is h11.IDLE:  # a request begun, its headers not complete
             self._arm_header_deadline()
         else:
@@ -132,21 +152,37 @@ def _httptools_class() -> type | None:
 
         def on_headers_complete(self) -> None:
             self._disarm_header_deadline()
+            before = self.cycle
             super().on_headers_complete()
+            if self.cycle is not before:
+                self._count_request()
 
     return _HttpToolsHeaderDeadline
 
 
-def header_timeout_protocol(seconds: float, http: str = "auto") -> type[asyncio.Protocol]:
+def http_protocol(
+    header_timeout_s: float, http: str = "auto", requests_per_connection: int = 0
+) -> type[asyncio.Protocol]:
     """The ``http=`` protocol class of ``uvicorn.Config``: ``httptools`` when installed
     (``auto``, as uvicorn chooses) or ``h11``, closing a connection whose headers take longer
-    than ``seconds``."""
-    if seconds <= 0:
-        raise ValueError(f"A header timeout is a positive number of seconds, got {seconds}.")
+    than ``header_timeout_s``, and after ``requests_per_connection`` requests (0: never)."""
+    if header_timeout_s <= 0:
+        raise ValueError(
+            f"A header timeout is a positive number of seconds, got {header_timeout_s}."
+        )
+    if requests_per_connection < 0:
+        raise ValueError(f"requests_per_connection must be >= 0, got {requests_per_connection}.")
     if http not in ("auto", "httptools", "h11"):
         raise ValueError(f"http must be 'auto', 'httptools' or 'h11', got {http!r}.")
     base = _httptools_class() if http != "h11" else None
     if base is None and http == "httptools":
         raise ValueError("http='httptools' needs the httptools package: pip install httptools.")
     base = base or _H11HeaderDeadline
-    return type(base.__name__, (base,), {"header_timeout_s": float(seconds)})
+    return type(
+        base.__name__,
+        (base,),
+        {
+            "header_timeout_s": float(header_timeout_s),
+            "requests_per_connection": int(requests_per_connection),
+        },
+    )

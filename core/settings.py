@@ -319,6 +319,10 @@ class ServingSettings(_Section):
     """How long a connection may take to send a request's line and headers before the server
     closes it (also the wait for the first request on a new connection); a client sending
     half a request (slow loris) is dropped after this."""
+    requests_per_connection: int = Field(default=1000, ge=0)
+    """Requests one keep-alive connection may make; the last is answered
+    ``connection: close`` and the client reconnects (0: no limit), so that clients keeping
+    a few connections open spread over the workers again (nginx's ``keepalive_requests``)."""
 
 
 class LakeSettings(_Section):

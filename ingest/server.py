@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uvicorn
 
-from core.http_server import header_timeout_protocol
+from core.http_server import http_protocol
 from core.settings import Settings
 
 __all__ = ["serve", "server_config"]
@@ -25,14 +25,18 @@ flush what is queued)."""
 
 def server_config(settings: Settings) -> uvicorn.Config:
     """The collector's HTTP server: its app, address and connection limits (a connection
-    whose request headers take longer than ``collector.header_timeout_s`` is closed)."""
+    whose request headers take longer than ``collector.header_timeout_s`` is closed, and one
+    after ``collector.requests_per_connection`` requests)."""
     from ingest.app import create_app
 
     return uvicorn.Config(
         create_app(settings),
         host=settings.collector.host,
         port=settings.collector.port,
-        http=header_timeout_protocol(settings.collector.header_timeout_s),
+        http=http_protocol(
+            settings.collector.header_timeout_s,
+            requests_per_connection=settings.collector.requests_per_connection,
+        ),
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,

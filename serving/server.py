@@ -34,7 +34,7 @@ def _serve_one(settings: Settings, reuse_port: bool) -> None:
     """One uvicorn process; ``reuse_port``: on a socket of its own (``SO_REUSEPORT``)."""
     import uvicorn
 
-    from core.http_server import header_timeout_protocol
+    from core.http_server import http_protocol
     from core.workers import reuse_port_socket
 
     config = uvicorn.Config(
@@ -43,8 +43,13 @@ def _serve_one(settings: Settings, reuse_port: bool) -> None:
         host=settings.serving.host,
         port=settings.serving.port,
         loop="uvloop",
-        # httptools, closing a connection whose headers take longer than the setting.
-        http=header_timeout_protocol(settings.serving.header_timeout_s, "httptools"),
+        # httptools, closing a connection whose headers take longer than the setting, and
+        # one that made its requests_per_connection.
+        http=http_protocol(
+            settings.serving.header_timeout_s,
+            "httptools",
+            requests_per_connection=settings.serving.requests_per_connection,
+        ),
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,

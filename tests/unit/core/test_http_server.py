@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
-from core.http_server import header_timeout_protocol
+from core.http_server import http_protocol
 from tests.support.ports import free_port
 
 
@@ -26,13 +26,13 @@ async def _app(scope, receive, send) -> None:
 
 
 @contextmanager
-def _server(http: str, header_timeout_s: float) -> Iterator[int]:
+def _server(http: str, header_timeout_s: float, requests_per_connection: int = 0) -> Iterator[int]:
     port = free_port()
     config = uvicorn.Config(
         _app,
         host="127.0.0.1",
         port=port,
-        http=header_timeout_protocol(header_timeout_s, http),
+        http=http_protocol(header_timeout_s, http, requests_per_connection),
         timeout_keep_alive=30,
         log_level="warning",
         lifespan="off",
@@ -93,11 +93,46 @@ def test_a_second_request_sent_by_halves_on_a_kept_connection_is_closed(http):
         assert _closed_within(sock, 5)
 
 
+def _answer(sock: socket.socket) -> bytes:
+    """One whole answer of ``_app`` (``ok``, chunked: it gives no length)."""
+    got = b""
+    while not got.endswith(b"ok\r\n0\r\n\r\n"):
+        chunk = sock.recv(1024)
+        assert chunk, f"closed before the answer: {got!r}"
+        got += chunk
+    return got
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_a_connection_ends_after_its_requests_per_connection(http):
+    with _server(http, header_timeout_s=5.0, requests_per_connection=3) as port:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.settimeout(5)
+        answers = []
+        for _ in range(3):
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            answers.append(_answer(sock))
+        assert all(b" 200 " in a.split(b"\r\n")[0] for a in answers)
+        assert not any(b"connection: close" in a.lower() for a in answers[:2])
+        if http == "httptools":
+            assert b"connection: close" in answers[2].lower()
+        assert _closed_within(sock, 5), "the third request was the connection's last"
+    with _server(http, header_timeout_s=5.0) as port:  # no limit: still open after ten
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.settimeout(5)
+        for _ in range(10):
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            _answer(sock)
+        assert not _closed_within(sock, 0.5)
+
+
 def test_a_bad_timeout_or_protocol_is_refused():
     with pytest.raises(ValueError, match="positive"):
-        header_timeout_protocol(0)
+        http_protocol(0)
     with pytest.raises(ValueError, match="'auto', 'httptools' or 'h11'"):
-        header_timeout_protocol(5, "zttp")
+        http_protocol(5, "zttp")
+    with pytest.raises(ValueError, match="requests_per_connection"):
+        http_protocol(5, requests_per_connection=-1)
 
 
 class _Transport:
