@@ -18,8 +18,9 @@ same batches as JSON and gzip-compressed, as RudderStack's libraries send
 them) and per load generator (``--generators go,python``): the Go program of
 :mod:`bench.loadgen` (built here with the Go toolchain), which leaves the
 cores to the collector, and Python's httpx, which takes about as much CPU per
-request as the collector does. The collector's CPU is that of all its processes; how its requests
-spread over the workers is read from its ``collector_worker_requests{pid}``.
+request as the collector does. The collector's CPU is that of all its
+processes; how its requests spread over the workers is read from its
+``collector_worker_requests{pid}``.
 Timings are printed, never asserted.
 
     .venv/bin/python -m bench.collector_throughput --seconds 20 --concurrency 8 --workers 2
@@ -207,13 +208,10 @@ def _go_drive(program, port: int, bodies: list[bytes], per_body: int, seconds: f
                         rate=None, seconds=seconds, warmup=0, bodies=bodies, sum_field="accepted",
                         headers={"Authorization": auth, "Content-Type": "application/json",
                                  **headers})  # fmt: skip
-    latencies = got["latencies_ms"] or [0.0]
+    figures = loadgen.summary("collector", got)
     return {
         "events_per_s": got["summed"] / got["elapsed_s"],
-        "requests": got["requests"],
-        "errors": got["errors"],
-        "p50_ms": latencies[len(latencies) // 2],
-        "p99_ms": latencies[int(0.99 * (len(latencies) - 1))],
+        **{name: figures[name] for name in ("requests", "errors", "p50_ms", "p99_ms")},
         "events_per_request": per_body,
     }
 
