@@ -55,7 +55,12 @@ from batch_layer.suppressed import (
     parsed_rows,
     record_rows,
 )
-from batch_layer.tables import ensure_table_properties
+from batch_layer.tables import (
+    BRONZE_PROPERTIES,
+    REJECTS_PROPERTIES,
+    SILVER_PROPERTIES,
+    ensure_table_properties,
+)
 from core.log import get_logger, log_event
 from core.settings import BatchSettings, Settings
 from core.suppressions import SuppressionRequest, record_suppression, subject_of
@@ -160,17 +165,19 @@ def _erase(
     user_id: str,
     rows: Column,
     *,
+    properties: dict[str, str],
     purge_where: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> TableErasure:
     """Delete the user's ``rows`` (a predicate on :data:`FORGOTTEN`) from the table at
-    ``path``, then purge them from its files."""
+    ``path``, then purge them from its files. ``properties`` are the table's own (those its
+    step sets), kept as they are while deletion vectors are turned on."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     if not DeltaTable.isDeltaTable(spark, path):
         return TableErasure()
-    ensure_table_properties(spark, settings, path, extra=_DELETION_VECTORS)
+    ensure_table_properties(spark, settings, path, extra=properties | _DELETION_VECTORS)
     table = DeltaTable.forPath(spark, path)
     before = table.history(1).collect()[0].version
     with _commit_metadata(spark, metadata):
@@ -240,6 +247,7 @@ def forget(
             bronze_path(settings, spec),
             user_id,
             record_rows(forgotten, spec.identity),
+            properties=BRONZE_PROPERTIES,
         ),
         "rejects": _erase(
             spark,
@@ -247,6 +255,7 @@ def forget(
             rejects_path(settings, spec),
             user_id,
             record_rows(forgotten, spec.identity, "raw"),
+            properties=REJECTS_PROPERTIES,
         ),
         "silver": _erase(
             spark,
@@ -254,6 +263,7 @@ def forget(
             silver,
             user_id,
             event_rows(forgotten, spec.identity),
+            properties=SILVER_PROPERTIES,
             purge_where=days_predicate("event_date", days) if days else None,
             metadata={
                 "forget": subject,

@@ -55,7 +55,12 @@ from batch_layer.staging import (
     write_copies,
     write_records,
 )
-from batch_layer.tables import creation_options, ensure_table_properties
+from batch_layer.tables import (
+    REJECTS_PROPERTIES,
+    SILVER_PROPERTIES,
+    creation_options,
+    ensure_table_properties,
+)
 from core.event_time import EventTimeBounds
 from core.frames import local_frame
 from core.log import get_logger, log_event
@@ -297,14 +302,15 @@ def build_silver(
     if appended:
         (
             chosen.where(~in_rebuilt)
-            .join(written, ["partition", "offset"], "left_anti")  # a failed attempt's append
+            # A failed attempt's append: broadcast, so the rows are not shuffled for it.
+            .join(F.broadcast(written), ["partition", "offset"], "left_anti")
             .select(*chosen.columns)
             .write.format("delta")
             .mode("append")
             .partitionBy("event_date")
             .options(**once)
             .option("mergeSchema", "true")
-            .options(**creation_options(settings))
+            .options(**creation_options(settings, SILVER_PROPERTIES))
             .save(path)
         )
     counts = _counts(staged, dropped, in_rebuilt)
@@ -316,7 +322,7 @@ def build_silver(
             .write.format("delta")
             .mode("append")
             .options(**once | {"txnAppId": f"silver_rejects:{spec.name}"})
-            .options(**creation_options(settings))
+            .options(**creation_options(settings, REJECTS_PROPERTIES))
             .save(rejects_path(settings, spec))
         )
         record_index(spark, settings, spec, staged.where("fresh"), bronze_run, run_id)
@@ -331,7 +337,8 @@ def build_silver(
         counts["parsed"],
         files,
     )
-    ensure_table_properties(spark, settings, path, rejects_path(settings, spec))
+    ensure_table_properties(spark, settings, path, extra=SILVER_PROPERTIES)
+    ensure_table_properties(spark, settings, rejects_path(settings, spec), extra=REJECTS_PROPERTIES)
     ledger.append(
         Entry(
             "silver",

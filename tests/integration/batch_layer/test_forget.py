@@ -25,6 +25,7 @@ from batch_layer.__main__ import FORGET_STEPS, PIPELINE_STEPS, run_step, run_ste
 from batch_layer.bronze import bronze_path
 from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import rejects_path, silver_path
+from batch_layer.tables import BRONZE_PROPERTIES, REJECTS_PROPERTIES, SILVER_PROPERTIES
 from core.settings import LakeSettings, Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct, produce_payloads
@@ -63,6 +64,26 @@ def _holding(spark, settings: Settings, user: str) -> dict[str, int]:
             *(F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("")) for c in frame.columns),
         )
         found[name] = frame.where(F.instr(text, F.lit(user)) > 0).count()
+    return found
+
+
+def _columns_with_statistics(path: str) -> set[str]:
+    """Every column (nested ones by their dotted path) some file of the Delta table at
+    ``path`` has minima or maxima for, in any commit of its transaction log."""
+    from pathlib import Path
+
+    def leaves(values: dict, prefix: str = "") -> set[str]:
+        out: set[str] = set()
+        for name, value in values.items():
+            out |= leaves(value, f"{prefix}{name}.") if isinstance(value, dict) else {prefix + name}
+        return out
+
+    found: set[str] = set()
+    for commit in sorted(Path(path, "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            add = json.loads(line).get("add") or {}
+            stats = json.loads(add.get("stats") or "{}")
+            found |= leaves(stats.get("minValues", {})) | leaves(stats.get("maxValues", {}))
     return found
 
 
@@ -146,6 +167,23 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
              .select("operation", "operationParameters", "userMetadata").collect()]
         )  # fmt: skip
         assert "MERGE" in history and not any(g in history for g in guessable), path
+    # Nor do the logs' file statistics: silver's and the rejects' are kept on columns that
+    # hold no id (bronze's on its Kafka coordinates and times). The erasure turned on
+    # deletion vectors and left each table's own properties as its step set them.
+    assert _columns_with_statistics(silver_path(settings, WEB_EVENTS)) == set(
+        SILVER_PROPERTIES["delta.dataSkippingStatsColumns"].split(",")
+    )
+    assert _columns_with_statistics(rejects_path(settings, WEB_EVENTS)) <= {
+        "partition", "offset", "reason"
+    }  # fmt: skip
+    for path, own in (
+        (bronze_path(settings, WEB_EVENTS), BRONZE_PROPERTIES),
+        (silver_path(settings, WEB_EVENTS), SILVER_PROPERTIES),
+        (rejects_path(settings, WEB_EVENTS), REJECTS_PROPERTIES),
+    ):
+        properties = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().properties
+        wanted = own | {"delta.enableDeletionVectors": "true"}
+        assert {k: properties.get(k) for k in wanted} == wanted, path
     published_days = summary["steps"]["publish"]["result"]["days"]
     assert [d.isoformat() for d in published_days] == sorted(report["days"])
 
