@@ -31,14 +31,17 @@ Z-orders bronze by ``(partition, offset)`` instead."""
 
 SILVER_PROPERTIES = {
     "delta.autoOptimize.optimizeWrite": "false",
+    "delta.autoOptimize.autoCompact": "false",
     "delta.dataSkippingStatsColumns": "partition,offset,event_time,receivedAt,source_id,event_id",
 }
 """Silver's rows are written as the run's staging holds them, one file per staging file and
 day, with no shuffle first: an optimized write shuffled every row, payload included, to
-make the same few files (a third of a 1M-event run's write). Statistics only on the columns
-reads skip by: Kafka coordinates (a run's own rows), event and arrival times (late rows),
-the key; not the user's ids, which no read skips by and which the log would otherwise keep
-as minima and maxima."""
+make the same few files (a third of a 1M-event run's write). No auto-compaction either: it
+rewrote a run's files right after writing them; the maintenance DAG's ``OPTIMIZE``
+compacts silver's small files once a day (:mod:`batch_layer.maintenance`). Statistics
+only on the columns reads skip by: Kafka coordinates (a run's own rows), event and arrival
+times (late rows), the key; not the user's ids, which no read skips by and which the log
+would otherwise keep as minima and maxima."""
 
 REJECTS_PROPERTIES = {"delta.dataSkippingStatsColumns": "partition,offset,reason"}
 """Statistics on the rejects' coordinates and reasons, not on their raw text (which may hold
