@@ -58,12 +58,13 @@ from batch_layer.suppressed import (
 from batch_layer.tables import (
     BRONZE_PROPERTIES,
     REJECTS_PROPERTIES,
-    SILVER_PROPERTIES,
     ensure_table_properties,
+    silver_properties,
 )
 from core.log import get_logger, log_event
 from core.settings import BatchSettings, Settings
 from core.suppressions import SuppressionRequest, record_suppression, subject_of
+from data_contracts import load_contract
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -263,7 +264,7 @@ def forget(
             silver,
             user_id,
             event_rows(forgotten, spec.identity),
-            properties=SILVER_PROPERTIES,
+            properties=silver_properties(load_contract(spec.contract, spec.contract_major).key),
             purge_where=days_predicate("event_date", days) if days else None,
             metadata={
                 "forget": subject,

@@ -57,9 +57,9 @@ from batch_layer.staging import (
 )
 from batch_layer.tables import (
     REJECTS_PROPERTIES,
-    SILVER_PROPERTIES,
     creation_options,
     ensure_table_properties,
+    silver_properties,
 )
 from core.event_time import EventTimeBounds
 from core.frames import local_frame
@@ -310,7 +310,7 @@ def build_silver(
             .partitionBy("event_date")
             .options(**once)
             .option("mergeSchema", "true")
-            .options(**creation_options(settings, SILVER_PROPERTIES))
+            .options(**creation_options(settings, silver_properties(key)))
             .save(path)
         )
     counts = _counts(staged, dropped, in_rebuilt)
@@ -337,7 +337,7 @@ def build_silver(
         counts["parsed"],
         files,
     )
-    ensure_table_properties(spark, settings, path, extra=SILVER_PROPERTIES)
+    ensure_table_properties(spark, settings, path, extra=silver_properties(key))
     ensure_table_properties(spark, settings, rejects_path(settings, spec), extra=REJECTS_PROPERTIES)
     ledger.append(
         Entry(

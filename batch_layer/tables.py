@@ -12,6 +12,7 @@ only where a value differs, so a run does not add a property commit every time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from core.settings import Settings
@@ -29,19 +30,30 @@ file (:mod:`batch_layer.bronze_index`). Optimized writes and auto-compaction wou
 partitions and runs into files whose statistics span days; the maintenance ``OPTIMIZE``
 Z-orders bronze by ``(partition, offset)`` instead."""
 
-SILVER_PROPERTIES = {
-    "delta.autoOptimize.optimizeWrite": "false",
-    "delta.autoOptimize.autoCompact": "false",
-    "delta.dataSkippingStatsColumns": "partition,offset,event_time,receivedAt,source_id,event_id",
-}
-"""Silver's rows are written as the run's staging holds them, one file per staging file and
-day, with no shuffle first: an optimized write shuffled every row, payload included, to
-make the same few files (a third of a 1M-event run's write). No auto-compaction either: it
-rewrote a run's files right after writing them; the maintenance DAG's ``OPTIMIZE``
-compacts silver's small files once a day (:mod:`batch_layer.maintenance`). Statistics
-only on the columns reads skip by: Kafka coordinates (a run's own rows), event and arrival
-times (late rows), the key; not the user's ids, which no read skips by and which the log
-would otherwise keep as minima and maxima."""
+
+def silver_properties(key: Sequence[str]) -> dict[str, str]:
+    """Silver's own properties, for a contract whose key is ``key``.
+
+    Silver's rows are written as the run's staging holds them, one file per staging file
+    and day, with no shuffle first: an optimized write shuffled every row, payload
+    included, to make the same few files (a third of a 1M-event run's write). No
+    auto-compaction either: it rewrote a run's files right after writing them; the
+    maintenance DAG's ``OPTIMIZE`` compacts silver's small files once a day
+    (:mod:`batch_layer.maintenance`). File statistics only on the columns reads skip by:
+    Kafka coordinates (a run's own rows), event and arrival times (late rows) and the
+    key; not the user's ids, which no read skips by and which the log would otherwise keep
+    as minima and maxima.
+
+    >>> silver_properties(("source_id", "event_id"))["delta.dataSkippingStatsColumns"]
+    'partition,offset,event_time,receivedAt,source_id,event_id'
+    """
+    columns = dict.fromkeys(("partition", "offset", "event_time", "receivedAt", *key))
+    return {
+        "delta.autoOptimize.optimizeWrite": "false",
+        "delta.autoOptimize.autoCompact": "false",
+        "delta.dataSkippingStatsColumns": ",".join(columns),
+    }
+
 
 REJECTS_PROPERTIES = {"delta.dataSkippingStatsColumns": "partition,offset,reason"}
 """Statistics on the rejects' coordinates and reasons, not on their raw text (which may hold
@@ -50,11 +62,11 @@ a user's id)."""
 __all__ = [
     "BRONZE_PROPERTIES",
     "REJECTS_PROPERTIES",
-    "SILVER_PROPERTIES",
     "creation_options",
     "delete_path",
     "ensure_table_properties",
     "rows_written",
+    "silver_properties",
     "table_properties",
     "table_version",
 ]

@@ -25,8 +25,9 @@ from batch_layer.__main__ import FORGET_STEPS, PIPELINE_STEPS, run_step, run_ste
 from batch_layer.bronze import bronze_path
 from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import rejects_path, silver_path
-from batch_layer.tables import BRONZE_PROPERTIES, REJECTS_PROPERTIES, SILVER_PROPERTIES
+from batch_layer.tables import BRONZE_PROPERTIES, REJECTS_PROPERTIES, silver_properties
 from core.settings import LakeSettings, Settings
+from data_contracts import load_contract
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct, produce_payloads
 from tests.support.collector import collector_settings, consume_all, serve_collector
@@ -170,15 +171,16 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
     # Nor do the logs' file statistics: silver's and the rejects' are kept on columns that
     # hold no id (bronze's on its Kafka coordinates and times). The erasure turned on
     # deletion vectors and left each table's own properties as its step set them.
-    assert _columns_with_statistics(silver_path(settings, WEB_EVENTS)) == set(
-        SILVER_PROPERTIES["delta.dataSkippingStatsColumns"].split(",")
-    )
+    key = load_contract(WEB_EVENTS.contract, WEB_EVENTS.contract_major).key
+    assert _columns_with_statistics(silver_path(settings, WEB_EVENTS)) == {
+        "partition", "offset", "event_time", "receivedAt", *key
+    }  # fmt: skip
     assert _columns_with_statistics(rejects_path(settings, WEB_EVENTS)) <= {
         "partition", "offset", "reason"
     }  # fmt: skip
     for path, own in (
         (bronze_path(settings, WEB_EVENTS), BRONZE_PROPERTIES),
-        (silver_path(settings, WEB_EVENTS), SILVER_PROPERTIES),
+        (silver_path(settings, WEB_EVENTS), silver_properties(key)),
         (rejects_path(settings, WEB_EVENTS), REJECTS_PROPERTIES),
     ):
         properties = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().properties
