@@ -55,16 +55,10 @@ from batch_layer.suppressed import (
     parsed_rows,
     record_rows,
 )
-from batch_layer.tables import (
-    BRONZE_PROPERTIES,
-    REJECTS_PROPERTIES,
-    ensure_table_properties,
-    silver_properties,
-)
+from batch_layer.tables import ensure_properties
 from core.log import get_logger, log_event
 from core.settings import BatchSettings, Settings
 from core.suppressions import SuppressionRequest, record_suppression, subject_of
-from data_contracts import load_contract
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -161,24 +155,22 @@ def _commit_metadata(spark: SparkSession, metadata: dict[str, Any] | None) -> It
 
 def _erase(
     spark: SparkSession,
-    settings: Settings,
     path: str,
     user_id: str,
     rows: Column,
     *,
-    properties: dict[str, str],
     purge_where: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> TableErasure:
     """Delete the user's ``rows`` (a predicate on :data:`FORGOTTEN`) from the table at
-    ``path``, then purge them from its files. ``properties`` are the table's own (those its
-    step sets), kept as they are while deletion vectors are turned on."""
+    ``path``, then purge them from its files. Deletion vectors are turned on first, and
+    only they: the table's other properties are its step's."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     if not DeltaTable.isDeltaTable(spark, path):
         return TableErasure()
-    ensure_table_properties(spark, settings, path, extra=properties | _DELETION_VECTORS)
+    ensure_properties(spark, _DELETION_VECTORS, path)
     table = DeltaTable.forPath(spark, path)
     before = table.history(1).collect()[0].version
     with _commit_metadata(spark, metadata):
@@ -244,27 +236,21 @@ def forget(
     tables = {
         "bronze": _erase(
             spark,
-            settings,
             bronze_path(settings, spec),
             user_id,
             record_rows(forgotten, spec.identity),
-            properties=BRONZE_PROPERTIES,
         ),
         "rejects": _erase(
             spark,
-            settings,
             rejects_path(settings, spec),
             user_id,
             record_rows(forgotten, spec.identity, "raw"),
-            properties=REJECTS_PROPERTIES,
         ),
         "silver": _erase(
             spark,
-            settings,
             silver,
             user_id,
             event_rows(forgotten, spec.identity),
-            properties=silver_properties(load_contract(spec.contract, spec.contract_major).key),
             purge_where=days_predicate("event_date", days) if days else None,
             metadata={
                 "forget": subject,

@@ -64,6 +64,7 @@ __all__ = [
     "REJECTS_PROPERTIES",
     "creation_options",
     "delete_path",
+    "ensure_properties",
     "ensure_table_properties",
     "rows_written",
     "silver_properties",
@@ -103,9 +104,14 @@ def ensure_table_properties(
     spark: SparkSession, settings: Settings, *paths: str, extra: dict[str, str] | None = None
 ) -> None:
     """Set the properties (and ``extra``) on each Delta table at ``paths`` where they differ."""
+    ensure_properties(spark, table_properties(settings) | (extra or {}), *paths)
+
+
+def ensure_properties(spark: SparkSession, wanted: dict[str, str], *paths: str) -> None:
+    """Set ``wanted`` (and only those) on each Delta table at ``paths`` where they differ;
+    the tables' other properties stay as they are."""
     from delta.tables import DeltaTable
 
-    wanted = table_properties(settings) | (extra or {})
     for path in paths:
         done = (path, tuple(sorted(wanted.items())))
         if done in _ENSURED or not DeltaTable.isDeltaTable(spark, path):
