@@ -330,14 +330,25 @@ class StepServer:
         for run in done[: max(0, len(done) - self.settings.batch.step_history)]:
             del self.runs[run.id]
 
+    def driver_exit_code(self) -> int | None:
+        """The Spark driver's exit code once its JVM has ended (a JVM error ends it, e.g.
+        ``VirtualMachineError``); None while it runs. Every step would fail without it."""
+        process = getattr(self.spark.sparkContext._gateway, "proc", None)
+        return None if process is None else process.poll()
+
     def health(self) -> dict[str, Any]:
         context = self.spark.sparkContext
         runs = list(self.runs.values())
         done = sorted((r for r in runs if r.finished), key=lambda r: r.finished or 0)
+        ended = self.driver_exit_code()
         return {
-            "status": "ok",
+            "status": "ok" if ended is None else "driver_lost",
             "uptime_s": round(time.time() - self.started),
-            "spark": {"application_id": context.applicationId, "master": context.master},
+            "spark": {
+                "application_id": context.applicationId,
+                "master": context.master,
+                **({} if ended is None else {"driver_exit_code": ended}),
+            },
             "running": [r.view(len(r.log)) for r in runs if not r.finished],
             "finished": self.finished,
             "last": [

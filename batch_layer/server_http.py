@@ -20,7 +20,9 @@ Every ``/steps`` route takes ``Authorization: Bearer <settings.batch.step_server
   202 with its state, ``cancelling`` until it has stopped.
 - ``GET /metrics`` (Prometheus, :mod:`batch_layer.metrics`) and ``GET
   /health`` (the Spark application, the steps running and the last ones)
-  need no token and hold no personal id.
+  need no token and hold no personal id. ``/health`` answers 503
+  ``driver_lost`` once the server's Spark driver has ended, and the server
+  then exits 1 (``steps.driver_lost`` in its log).
 
 A connection that sends nothing for ``settings.batch.step_header_timeout_s``
 while the server reads its request is closed.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hmac
 import json
+import logging
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +47,8 @@ from core.settings import BatchSettings, Settings
 __all__ = ["MAX_BODY_BYTES", "handler", "main"]
 
 MAX_BODY_BYTES = 64 * 1024
+DRIVER_POLL_S = 1.0
+"""How often the server checks that its Spark driver still runs."""
 DEV_TOKEN = BatchSettings().step_server_token
 """The local development token, refused outside ``environment=local``."""
 _log = get_logger(__name__)
@@ -97,7 +102,8 @@ def handler(server: StepServer, settings: Settings) -> type[BaseHTTPRequestHandl
         def do_GET(self) -> None:
             url = urlparse(self.path)
             if url.path == "/health":
-                self._send(200, server.health())
+                health = server.health()
+                self._send(200 if health["status"] == "ok" else 503, health)
             elif url.path == "/metrics":
                 data = server.metrics.render()
                 self.send_response(200)
@@ -213,11 +219,27 @@ def main(argv: list[str] | None = None) -> int:
         spark=spark.sparkContext.applicationId,
         start_s=round(time.monotonic() - started, 1),
     )
+    lost = threading.Event()
+    threading.Thread(
+        target=_watch_driver, args=(server, httpd, lost), name="watch-driver", daemon=True
+    ).start()
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         httpd.server_close()
-        spark.stop()
-    return 0
+        if not lost.is_set():
+            spark.stop()
+    return 1 if lost.is_set() else 0
+
+
+def _watch_driver(server: StepServer, httpd: ThreadingHTTPServer, lost: threading.Event) -> None:
+    """Stop serving once the Spark driver has ended: the process exits 1 and whatever runs
+    it (platformctl, a container's orchestrator) sees a stopped service, not one that takes
+    steps and fails each at once."""
+    while (code := server.driver_exit_code()) is None:
+        time.sleep(DRIVER_POLL_S)
+    lost.set()
+    log_event(_log, "steps.driver_lost", logging.ERROR, exit_code=code, finished=server.finished)
+    httpd.shutdown()

@@ -54,7 +54,7 @@ class LocalSettings(BaseModel):
     every 30-60 s, spending a fifth of a core on concurrent marking. Unless set, a ring's
     nodes get 1024 MB each (:data:`RING_HEAP_MB`): they hold the platform's keyspace only."""
     cassandra_java_options: tuple[str, ...] = ()
-    """JVM options added to each local Cassandra node's, e.g. ``-XX:TieredStopAtLevel=1``
+    """JVM options added to each local Cassandra node's, e.g. :data:`core.spark.C1_ONLY`'s
     for nodes that live a few minutes (the ring a test brings up)."""
     cassandra_nodes: int = 1
     """Local Cassandra nodes: 1, or a ring of 3 (``cassandra``, ``cassandra-2`` and

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTH_SECRET_ENV",
+    "C1_ONLY",
     "build_spark_session",
     "class_archive_options",
     "lineage_conf",
@@ -55,6 +56,16 @@ def local_spark_jars(state_dir: Path) -> tuple[str, ...]:
             "or set WAP_SPARK__JARS to the jars your cluster provides."
         )
     return jars
+
+
+C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+"""JVM options for a JVM that lives minutes: the quick JIT compiler (C1) only, whose code is
+cheaper to make than C2's for a JVM that does not live long enough to win it back.
+``TieredStopAtLevel=1`` alone also shrinks the code cache to 48 MB (the size for a JVM
+without the tiered compilers): a step server that ran bronze, silver and their gate filled
+it within a minute, the JVM stopped compiling, and then failed every task with
+``VirtualMachineError: Out of space in CodeCache for adapters``, which ends a Spark driver.
+240 MB is the cache a tiered JVM gets; it is reserved, and only what is used is taken."""
 
 
 def local_class_archive(state_dir: Path) -> Path:

@@ -33,7 +33,7 @@ class SparkSettings(BaseModel):
     """Any further ``spark.*`` settings, e.g. S3A credentials providers."""
     driver_java_options: str = ""
     """JVM options added to the driver's own (``spark.driver.extraJavaOptions``), e.g. GC or
-    JIT flags: ``-XX:TieredStopAtLevel=1`` makes a driver that lives minutes cheaper."""
+    JIT flags: :data:`core.spark.C1_ONLY` makes a driver that lives minutes cheaper."""
     cluster: Literal["none", "standalone"] = "none"
     """``standalone``: ``platformctl up`` runs a Spark master and two workers on this machine
     (separate JVMs, from the Spark pyspark ships) and every job submits to it: ``master``

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from core.settings import Settings, load_settings
+from core.spark import C1_ONLY
 
 # Two shuffle partitions (the cores of the machine the suite is sized for) unless WAP_*
 # says otherwise: every test's data is small, and each partition is a task in every stage
@@ -28,11 +29,13 @@ os.environ.setdefault(
 # The Spark drivers tests start (speed jobs, step servers, SQL servers) live a minute or two:
 # the optimising JIT compiler (C2) costs them more CPU than its code gives back, and the
 # suite's two cores are its limit. A pipeline's first run in a new driver: 131 -> 102 CPU
-# seconds. The ``spark`` fixture's driver lives the whole run and keeps it.
-os.environ.setdefault("WAP_SPARK__DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# seconds. The ``spark`` fixture's driver lives the whole run and keeps it. (C1_ONLY keeps
+# the code cache a tiered JVM has: at C1's 48 MB a step server's driver stopped compiling
+# and died within a pipeline run.)
+os.environ.setdefault("WAP_SPARK__DRIVER_JAVA_OPTIONS", C1_ONLY)
 # The same for the executors of the Spark standalone cluster's tests, which live as long as
 # their application: those tests' executors took a third of the CPU of the cluster tests.
-os.environ.setdefault("WAP_SPARK__EXECUTOR_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+os.environ.setdefault("WAP_SPARK__EXECUTOR_JAVA_OPTIONS", C1_ONLY)
 # One node: a request reaches a replica whatever the driver knows, so sessions read no schema
 # when they connect. The node holds hundreds of the tests' tables, and tests connect
 # thousands of times (a poll of a watermark opens a session): each read of every table's

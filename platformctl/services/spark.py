@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
-from core.spark import AUTH_SECRET_ENV, LOCAL_LOG4J2
+from core.spark import AUTH_SECRET_ENV, C1_ONLY, LOCAL_LOG4J2
 from platformctl.process import ManagedProcess, port_open
 from platformctl.services.base import Service, jvm_process
 
@@ -83,7 +83,7 @@ def _java(settings: Settings, config: Path, main_class: str) -> list[str]:
     return [
         settings.local.java,
         f"-Xmx{DAEMON_HEAP_MB}m",
-        "-XX:TieredStopAtLevel=1",
+        *C1_ONLY.split(),
         f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}",
         "-cp",
         f"{spark_home() / 'jars'}/*",

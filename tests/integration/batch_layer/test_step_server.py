@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -22,6 +23,7 @@ from ingest.simulator.direct import produce_direct
 from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 from tests.integration.slow_loris import seconds_until_closed
 from tests.support.ports import free_port
+from tests.support.processes import java_children
 from tests.support.step_server import StepServerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -341,3 +343,11 @@ def test_a_cancelled_step_stops_and_the_operator_follows_an_earlier_attempt_and_
     assert (lost["state"], lost["error"]) == ("failed", "AirflowException"), lost
     assert "no longer knows step request" in lost["message"]
     assert "restarted" in lost["message"] and "retry submits the step again" in lost["message"]
+
+    # A server whose Spark driver ended (a JVM error ends it) stops, rather than taking steps
+    # and failing each at once.
+    server = step_server_process.proc
+    (driver,) = java_children(server.pid)
+    os.kill(driver, signal.SIGKILL)
+    assert server.wait(60) == 1
+    assert '"steps.driver_lost"' in step_server_process.log.read_text()

@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings
 from tests.support.lake import GROUP
+from tests.support.processes import alive, children, java_children
 from tests.support.sql import DETACHED_S, SQL_TOKEN, TIME_LIMIT_S
 
 # One worker builds the session's published lake once for every module reading it.
@@ -333,43 +334,19 @@ def test_health_runs_a_real_query_and_metrics_count_the_refusals(sql_server, att
     assert metrics[("wap_sql_statement_duration_seconds_count",)] > 0
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def test_a_server_that_stops_answering_is_restarted(sql_server, client_python, tmp_path):
     """Finding 3: after the out-of-memory error every query hung until a restart nobody
     triggered. A driver that stops (SIGSTOP: it holds its port and answers nothing) is
     found by /health's SELECT 1 and restarted by the supervisor."""
-    (server,) = _children(sql_server.process.pid)
-    drivers = [pid for pid in _children(server) if "java" in _cmdline(pid)]
+    (server,) = children(sql_server.process.pid)
+    drivers = java_children(server)
     assert len(drivers) == 1, drivers
     os.kill(drivers[0], signal.SIGSTOP)
     stopped = time.monotonic()
     try:
         deadline = stopped + 600
         while time.monotonic() < deadline:
-            restarted = [pid for pid in _children(sql_server.process.pid) if pid != server]
+            restarted = [pid for pid in children(sql_server.process.pid) if pid != server]
             if restarted:
                 try:
                     health = sql_server.health()
@@ -381,9 +358,9 @@ def test_a_server_that_stops_answering_is_restarted(sql_server, client_python, t
         else:
             pytest.fail(f"not restarted:\n{sql_server.log.read_text()[-5000:]}")
     finally:
-        if _alive(drivers[0]):
+        if alive(drivers[0]):
             os.kill(drivers[0], signal.SIGKILL)
-    assert not _alive(server) and not _alive(drivers[0]), "the stopped server was left running"
+    assert not alive(server) and not alive(drivers[0]), "the stopped server was left running"
     assert health["uptime_s"] < time.monotonic() - stopped
     answer = _run(client_python, sql_server.settings, tmp_path, "select1")
     assert answer["error"] is None and answer["seconds"] < ANSWERS_WITHIN_S, answer

@@ -33,6 +33,7 @@ from core.settings import (
     Settings,
     SpeedSettings,
 )
+from core.spark import C1_ONLY
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl import platform
@@ -74,7 +75,7 @@ def _ring_settings(base: Settings, state_dir: Path) -> Settings:
         "cassandra_heap_mb": 768,
         # They live a few minutes: the optimising JIT compiler costs them more CPU than its
         # code gives back (the suite's test drivers run so too).
-        "cassandra_java_options": ("-XX:TieredStopAtLevel=1",),
+        "cassandra_java_options": tuple(C1_ONLY.split()),
     }
     sections = {name: getattr(base, name) for name in Settings.model_fields}
     return Settings(
