@@ -229,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         httpd.server_close()
-        if not lost.is_set():
+        driver_lost = lost.is_set()
+        if not driver_lost:
             spark.stop()
-    return 1 if lost.is_set() else 0
+    return 1 if driver_lost else 0
 
 
 def _watch_driver(server: StepServer, httpd: ThreadingHTTPServer, lost: threading.Event) -> None:
