@@ -99,3 +99,28 @@ def test_a_standalone_drivers_secret_is_in_a_file_only_its_user_reads(tmp_path):
     secret = settings.spark.auth_secret.get_secret_value()
     assert defaults.read_text() == f"spark.authenticate.secret {secret}\n"
     assert defaults.stat().st_mode & 0o077 == 0
+
+
+def _jvm_flags(*options: str) -> dict[str, str]:
+    import shutil
+    import subprocess
+
+    java = shutil.which("java")
+    assert java, "the JDK runs Spark here"
+    done = subprocess.run(
+        [java, *options, "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = (line.split() for line in done.stdout.splitlines() if " = " in line)
+    return {row[1]: row[3] for row in rows if len(row) > 3}
+
+
+def test_c1_only_keeps_a_tiered_jvm_s_code_cache():
+    """``TieredStopAtLevel=1`` alone leaves 48 MB of code cache on JDK 17, which a step
+    server's driver filled within a pipeline run (then it stopped compiling and died)."""
+    flags = _jvm_flags(*core.spark.C1_ONLY.split())
+    assert flags["TieredStopAtLevel"] == "1"
+    assert int(flags["ReservedCodeCacheSize"]) >= int(_jvm_flags()["ReservedCodeCacheSize"])
