@@ -58,6 +58,9 @@ class _Pending:
     def __init__(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
         self.loop = loop
         self.future: asyncio.Future[None] = loop.create_future()
+        # A request that stopped waiting (no answer in time) never reads a late failure:
+        # reading it here keeps asyncio from logging it as "never retrieved".
+        self.future.add_done_callback(_read_outcome)
         self.remaining = count
         self.error: KafkaError | None = None
 
@@ -76,6 +79,11 @@ class _Pending:
             self.future.set_result(None)
         else:
             self.future.set_exception(KafkaUnavailable(f"Kafka rejected a record: {self.error}"))
+
+
+def _read_outcome(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class EventProducer:

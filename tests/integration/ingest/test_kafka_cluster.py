@@ -1,6 +1,10 @@
 """A three-broker Kafka under the collector: the leader of an events partition is killed
 (SIGKILL, as ``kill -9``) while clients send, then restarted. Every event the collector
-acknowledged is in the log exactly once; what it refused, it answered 503 for."""
+acknowledged is in the log; what it refused, it answered 503 for. An event is in the log
+twice only if its request was waiting for Kafka while the cluster had lost the broker
+(the idempotent producer's recovery from timed-out requests can write again records the
+brokers had taken but not acknowledged); the layers downstream drop repeats by
+``messageId``. Outside that window, nothing is written twice."""
 
 from __future__ import annotations
 
@@ -234,16 +238,23 @@ def test_a_broker_killed_under_traffic_loses_no_acknowledged_event(cluster: Sett
     acknowledged = [i for a in answers if a.status == 200 for i in a.ids]
     assert len(acknowledged) >= 20 * EVENTS_PER_REQUEST
     lost = [i for i in acknowledged if in_log[i] == 0]
+    assert not lost, (len(lost), lost[:5])
+    # Repeats only from requests still waiting at the kill or sent before the first request
+    # sent after it was acknowledged (the cluster took writes again without the dead broker).
+    after = [a for a in answers if a.status == 200 and a.sent_at > killed]
+    recovered = min(a.sent_at + a.seconds for a in after)
+    waiting = {i for a in answers if a.sent_at + a.seconds > killed and a.sent_at < recovered
+               for i in a.ids}  # fmt: skip
     repeated = {i: n for i, n in in_log.items() if n > 1}
-    assert not lost and not repeated, (len(lost), lost[:5], repeated)
-    # What was refused may be missing (or in the log once, if Kafka took it late); nothing
+    assert set(repeated) <= waiting, {i: n for i, n in repeated.items() if i not in waiting}
+    # What was refused may be missing (or in the log, if Kafka took it late); nothing
     # else is in the log.
     assert set(in_log) <= {i for a in answers for i in a.ids}
     print(
         f"[cluster] killed {victim}; answers {clients.summary()}; longest wait for an answer "
         f"{max(a.seconds for a in answers):.1f}s; {len(acknowledged)} events acknowledged, "
-        f"all in the log once; {sum(len(a.ids) for a in refused)} refused, "
-        f"{sum(in_log[i] for a in refused for i in a.ids)} of them in the log"
+        f"all in the log, {len(repeated)} of them repeated; {sum(len(a.ids) for a in refused)} "
+        f"refused, {sum(in_log[i] > 0 for a in refused for i in a.ids)} of them in the log"
     )
 
 
