@@ -21,9 +21,14 @@ cores to the collector, and Python's httpx, which takes about as much CPU per
 request as the collector does. The collector's CPU is that of all its
 processes; how its requests spread over the workers is read from its
 ``collector_worker_requests{pid}``.
+With ``--baseline REV`` it first drives the collector of an earlier commit
+(its files taken with ``git archive`` into the bench's state folder, run by
+this virtualenv's Python, one process) with the same clients, bodies and
+topic, so "N workers against the code before" is read within one run.
 Timings are printed, never asserted.
 
     .venv/bin/python -m bench.collector_throughput --seconds 20 --concurrency 8 --workers 2
+    .venv/bin/python -m bench.collector_throughput --baseline 2ba89a8  # the collector of 11-27
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 
@@ -89,12 +95,53 @@ def _events(count: int, run: str) -> list[dict]:
     ]
 
 
-def _start_collector(settings, port: int) -> subprocess.Popen:
-    """``python -m ingest`` in a process group of its own (its workers join it)."""
-    env = child_env(settings)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def baseline_tree(state_dir: Path, rev: str) -> tuple[Path, str]:
+    """(a folder holding the files of commit ``rev``, its full id): ``git archive`` of it
+    under the bench's state folder, made once per commit."""
+    sha = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=REPO,
+                         check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    tree = state_dir / "bench" / f"baseline-{sha[:12]}"
+    if not (tree / "ingest").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=REPO, check=True,
+                                 capture_output=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree, sha
+
+
+def baseline_env(settings) -> dict[str, str]:
+    """The settings an earlier collector needs, one field each (its sections may lack the
+    fields this one has, and refuse what they do not know)."""
+    kafka, collector = settings.kafka, settings.collector
+    keys = {source: key.get_secret_value() for source, key in collector.write_keys.items()}
+    fields = {
+        "WAP_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "WAP_KAFKA__EVENTS_TOPIC": kafka.events_topic,
+        "WAP_KAFKA__DLQ_TOPIC": kafka.dlq_topic,
+        "WAP_COLLECTOR__PORT": str(collector.port),
+        "WAP_COLLECTOR__WRITE_KEYS": json.dumps(keys),
+        "WAP_COLLECTOR__IP_ANONYMISATION": collector.ip_anonymisation,
+        "WAP_LOCAL__STATE_DIR": str(settings.local.state_dir),
+    }
+    if collector.hash_key is not None:
+        fields["WAP_COLLECTOR__HASH_KEY"] = collector.hash_key.get_secret_value()
+    return {k: v for k, v in os.environ.items() if not k.startswith("WAP_")} | fields
+
+
+def _start_collector(settings, port: int, tree: Path | None = None) -> subprocess.Popen:
+    """``python -m ingest`` in a process group of its own (its workers join it); from the
+    files in ``tree`` (an earlier commit's) when given."""
+    if tree is None:
+        env, cwd = child_env(settings), None
+    else:
+        env, cwd = baseline_env(settings) | {"PYTHONPATH": str(tree)}, tree
     proc = subprocess.Popen(
         [sys.executable, "-m", "ingest", "--instance", f"bench-{port}"],
         env=env,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -216,11 +263,11 @@ def _go_drive(program, port: int, bodies: list[bytes], per_body: int, seconds: f
     }
 
 
-def _measure_collector(settings, args, encoded: dict) -> dict[str, dict]:
-    """Drive one collector process with each encoding and generator; figures per
-    ``"<encoding> <generator>"``."""
+def _measure_collector(settings, args, encoded: dict, tree: Path | None = None) -> dict[str, dict]:
+    """Drive one collector process (from ``tree`` when given) with each encoding and
+    generator; figures per ``"<encoding> <generator>"``."""
     sides: dict[str, dict] = {}
-    proc = _start_collector(settings, args.port)
+    proc = _start_collector(settings, args.port, tree)
     try:
         for encoding in args.encodings.split(","):
             payloads, headers = encoded[encoding]
@@ -282,10 +329,16 @@ def main(argv: list[str] | None = None) -> None:
         default="go,python" if loadgen.available() else "python",
         help="each drives every side: go (bench/loadgen, built here) and python (httpx)",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also drive the collector of this commit first (one process), e.g. 2ba89a8",
+    )
     args = parser.parse_args(argv)
     args.generators = [g for g in args.generators.split(",") if g]
 
     base = load_settings()
+    baseline = baseline_tree(base.local.state_dir, args.baseline) if args.baseline else None
     platform.up(base, ("kafka",))
     args.loadgen = loadgen.binary(base.local.state_dir) if "go" in args.generators else None
     run = uuid.uuid4().hex[:8]
@@ -327,6 +380,9 @@ def main(argv: list[str] | None = None) -> None:
         "plain": (bodies, {}),
         "gzip": ([gzip.compress(b, 6) for b in bodies], {"content-encoding": "gzip"}),
     }
+    before = None
+    if baseline is not None:
+        before = _measure_collector(settings, args, encoded, tree=baseline[0])
     collectors = {
         workers: _measure_collector(with_workers(workers), args, encoded)
         for workers in sorted({1, args.workers})
@@ -359,17 +415,33 @@ def main(argv: list[str] | None = None) -> None:
             )
         print(f"[bench] requests per worker ({workers}): {side['requests_per_worker']}")
     print(f"[bench] raw confluent-kafka loop: {raw['events_per_s']:,.0f} events/s acknowledged")
-    speedup = {}
+    speedup, over_baseline = {}, {}
     for label in collectors[1]:
         one, many = collectors[1][label], collectors[max(collectors)][label]
         speedup[label] = many["events_per_s"] / one["events_per_s"]
         print(f"[bench] {max(collectors)} workers / 1 worker ({label}): {speedup[label]:.2f}x")
+    for label, side in (before or {}).items():
+        print(
+            f"[bench] baseline {baseline[1][:7]} ({label}): {side['events_per_s']:,.0f} events/s, "
+            f"p50 {side['p50_ms']:.1f} ms, p99 {side['p99_ms']:.1f} ms, "
+            f"{side['cpu_us_per_event']:.0f} us/event ({side['cpu_cores_used']:.2f} cores)"
+        )
+        for workers, sides in collectors.items():
+            over_baseline[f"{workers} {label}"] = (
+                sides[label]["events_per_s"] / side["events_per_s"]
+            )
+            print(
+                f"[bench] {workers} worker(s) now / baseline ({label}): "
+                f"{over_baseline[f'{workers} {label}']:.2f}x"
+            )
     print(
         json.dumps(
             {
                 "collector": {str(w): sides for w, sides in collectors.items()},
+                "baseline": {"commit": baseline[1], "sides": before} if baseline else None,
                 "raw": raw,
                 "speedup": speedup,
+                "over_baseline": over_baseline,
                 "cores": os.cpu_count(),
             }
         )
