@@ -32,7 +32,9 @@ A quiet run (nothing new) appends an empty commit carrying the same run
 number and range with a newer ``as_of``. It has no transaction id, so it
 may land after a concurrent run's newer append: the recorded run is
 therefore the *highest* run number in the history, never simply the
-latest commit's, and ``as_of`` the latest recorded.
+latest commit's, and ``as_of`` the latest recorded. The first run of a
+pipeline whose topic holds nothing yet commits run 1 over its empty range:
+the table exists for the steps after it from the first run on.
 """
 
 from __future__ import annotations
@@ -269,11 +271,13 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
         "end": end,
         "speed_watermarks": {view: at.isoformat() for view, at in speed.items()},
     } | ({"gap": gap} if gap else {})
-    if all(start[p] >= end[p] for p in end):
-        if run > 0:
-            _touch(spark, path, base | {"run": run}, as_of)
+    if run > 0 and all(start[p] >= end[p] for p in end):
+        _touch(spark, path, base | {"run": run}, as_of)
         log_event(_log, "bronze.up_to_date", path=path, end=end, as_of=as_of.isoformat())
         return BronzeRun(path, run, start, end, 0, skipped=True, gap=gap)
+    # A first run appends its range even when the topic holds nothing yet (a pipeline
+    # declared before its service sends): the table exists for the steps after it, and its
+    # as_of moves the boundary as a quiet run's does.
     raw = (
         spark.read.format("kafka")
         .options(**settings.kafka.spark_options())

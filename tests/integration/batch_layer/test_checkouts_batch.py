@@ -147,3 +147,28 @@ def _fail_web_events_gate(spark, settings: Settings) -> None:
     bad.write.format("delta").mode("append").save(path)
     with pytest.raises(QualityGateFailed):
         run_step(spark, settings, "check_silver", WEB_EVENTS, "web-bad", None)
+
+
+def test_a_pipeline_whose_topic_holds_nothing_yet_runs_every_step(spark, checkout_settings):
+    """A team's pipeline is declared before its service sends a record: its hourly runs
+    succeed with nothing, and bronze records the empty range as its first run."""
+    from batch_layer.bronze import bronze_path, bronze_state
+
+    settings = checkout_settings
+    results = {
+        step: run_step(spark, settings, step, CHECKOUTS, "checkouts-empty", None)
+        for step in PIPELINE_STEPS
+    }
+    run, end, as_of = bronze_state(spark, bronze_path(settings, CHECKOUTS))
+    assert (results["bronze"].run, run, results["bronze"].rows) == (1, 1, 0)
+    assert set(end.values()) == {0} and as_of is not None
+    assert results["silver"].dates == () and results["gold"].dates == ()
+    assert results["check_silver"].passed and results["check_gold"].passed
+    # Final up to the run's hour, as after a quiet hour of a pipeline with records.
+    hour = as_of.replace(minute=0, second=0, microsecond=0)
+    assert results["publish"].boundaries == {"orders_by_currency": hour}
+
+    # The next run, still with nothing, is a quiet run of the same range.
+    again = run_step(spark, settings, "bronze", CHECKOUTS, "checkouts-empty-2", None)
+    assert (again.run, again.skipped) == (1, True)
+    assert bronze_state(spark, bronze_path(settings, CHECKOUTS))[2] > as_of
