@@ -427,13 +427,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{side['cpu_us_per_event']:.0f} us/event ({side['cpu_cores_used']:.2f} cores)"
         )
         for workers, sides in collectors.items():
-            over_baseline[f"{workers} {label}"] = (
-                sides[label]["events_per_s"] / side["events_per_s"]
-            )
-            print(
-                f"[bench] {workers} worker(s) now / baseline ({label}): "
-                f"{over_baseline[f'{workers} {label}']:.2f}x"
-            )
+            ratio = sides[label]["events_per_s"] / side["events_per_s"]
+            over_baseline[f"{workers} {label}"] = ratio
+            print(f"[bench] {workers} worker(s) now / baseline ({label}): {ratio:.2f}x")
     print(
         json.dumps(
             {
