@@ -187,11 +187,15 @@ def view_progress_health(
     fresh = "unknown"
     if newest is not None and newest - now <= tolerance:
         fresh = f"{max(0.0, (now - newest).total_seconds()):.0f}s"
+    # A view the job has not folded a micro-batch into yet (its pipeline sent nothing) has a
+    # heartbeat and no figures: "none yet", not "Nonems".
+    duration = row.get("batch_duration_ms")
     return True, (
         f"{view}: fresh {fresh}, lag {row.get('kafka_lag')}, "
         f"in {row.get('input_rows_per_s') or 0:.0f}/s, "
         f"done {row.get('processed_rows_per_s') or 0:.0f}/s, "
-        f"batch {row.get('batch_duration_ms')}ms, late dropped {row.get('late_rows_dropped')}, "
+        f"batch {'none yet' if duration is None else f'{duration}ms'}, "
+        f"late dropped {row.get('late_rows_dropped') or 0}, "
         f"future dropped {row.get('future_rows_dropped') or 0}, "
         f"rejected {_rejects(row.get('rejected_rows'))}"
     )

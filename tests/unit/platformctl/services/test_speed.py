@@ -33,3 +33,14 @@ def test_speed_view_health_reports_a_watermark_ahead_of_now_as_an_error():
     text = view_progress_health("v", rejecting, now, minute)[1]
     assert text.endswith("rejected 3 (missing:timestamp 1, unparseable 2)")
     assert view_progress_health("v", None, now, minute) == (False, "v: no recent progress")
+
+
+def test_a_view_with_no_micro_batch_yet_says_so_instead_of_none():
+    now = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    beating = {"heartbeat_at": (now - timedelta(seconds=5)).replace(tzinfo=None), "kafka_lag": 0}
+    ok, text = view_progress_health("orders_by_currency", beating, now, timedelta(minutes=1))
+    assert ok and "None" not in text
+    assert "fresh unknown" in text and "batch none yet" in text and "late dropped 0" in text
+    ran = beating | {"batch_duration_ms": 812, "late_rows_dropped": 4}
+    text = view_progress_health("v", ran, now, timedelta(minutes=1))[1]
+    assert "batch 812ms" in text and "late dropped 4" in text
