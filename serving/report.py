@@ -72,6 +72,22 @@ def _hhmm(text: str | None) -> str:
     return "-" if text is None else text[11:16] + "Z"
 
 
+def _lag(fresh: dict[str, Any]) -> str:
+    """A view's speed freshness from serving's health, in words.
+
+    >>> _lag({"lag_s": 3.9, "kafka_lag": 0})
+    'lag 3.9s, kafka lag 0'
+    >>> _lag({"lag_s": None, "kafka_lag": 0})
+    'no speed row yet, kafka lag 0'
+    >>> _lag({"error": "Cassandra unavailable", "lag_s": None})
+    'Cassandra unavailable'
+    """
+    if fresh.get("error"):
+        return fresh["error"]
+    lag = "no speed row yet" if fresh.get("lag_s") is None else f"lag {fresh['lag_s']}s"
+    return f"{lag}, kafka lag {fresh.get('kafka_lag')}"
+
+
 async def _answers(queries, start, end, minutes: int, n: int) -> str:
     lo, hi = _range(queries, start, end, minutes)
     site, pages, slowest, terms, reach = await asyncio.gather(
@@ -85,10 +101,9 @@ async def _answers(queries, start, end, minutes: int, n: int) -> str:
     lines = [f"serving answers for {iso(lo)} .. {iso(hi)}"]
     for view, boundary in health["boundary"].items():
         fresh = health["freshness"][view]
-        lag = fresh.get("error") or f"lag {fresh['lag_s']}s, kafka lag {fresh['kafka_lag']}"
         lines.append(
             f"  {view:<14} boundary {boundary or 'none (batch never ran: all speed)'}; "
-            f"speed newest event {fresh['newest_event_time'] or '-'} ({lag})"
+            f"speed newest event {fresh['newest_event_time'] or '-'} ({_lag(fresh)})"
         )
     buckets = [b for b in site["series"][0]["buckets"] if b["events"]]
     final = sum(b["events"] for b in buckets if b["final"])
