@@ -8,7 +8,13 @@ Example::
 Without ``--url`` nothing is sent: the run is only generated (``--dump``
 writes the messages as JSON lines, ``--truth`` the ground truth). The write
 key may also come from ``WAP_SIMULATOR_WRITE_KEY``. A summary is printed on
-stdout as one JSON object; progress goes to stderr.
+stdout as one JSON object (the seed included); progress goes to stderr.
+
+The seed fixes the run, its ``messageId`` values included. Without ``--seed``
+a replay uses 7 (the same history every time), and a live run draws a new
+one: live traffic is new traffic, and a second live run with the first one's
+ids would send the same events again, which the batch layer keeps once and
+the speed layer, past its watermark, counts again.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +35,23 @@ from ingest.simulator.send import SendError, send
 from ingest.simulator.truth import build_truth
 
 __all__ = ["main"]
+
+REPLAY_SEED = 7
+"""The seed of a replay run given none."""
+
+
+def run_seed(seed: int | None, time_mode: str) -> int:
+    """The seed a run uses: the one given, else :data:`REPLAY_SEED` for a replay and a new
+    one (from the clock) for a live run, whose events must be new.
+
+    >>> run_seed(3, "live"), run_seed(None, "replay")
+    (3, 7)
+    >>> run_seed(None, "live") != run_seed(None, "live")
+    True
+    """
+    if seed is not None:
+        return seed
+    return REPLAY_SEED if time_mode == "replay" else time.time_ns() % 2**62
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,7 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     size.add_argument("--events", type=int, help="distinct events to generate (default 10000)")
     size.add_argument("--duration", type=float, help="simulated seconds, instead of --events")
     run = parser.add_argument_group("run")
-    run.add_argument("--seed", type=int, default=7)
+    run.add_argument(
+        "--seed",
+        type=int,
+        help=f"default: {REPLAY_SEED} with --time-mode replay, a new one per live run",
+    )
     run.add_argument("--rate", type=float, default=100.0, help="events per second")
     run.add_argument("--pages", type=int, default=200)
     run.add_argument("--users", type=int, default=1000)
@@ -87,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         events = 10_000
     try:
         config = SimulatorConfig(
-            seed=args.seed,
+            seed=run_seed(args.seed, args.time_mode),
             pages=args.pages,
             users=args.users,
             known_user_rate=args.known_user_rate,

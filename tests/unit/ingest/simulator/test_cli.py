@@ -34,3 +34,18 @@ def test_bad_knob_is_a_usage_error(capsys):
     except SystemExit as exit_:
         assert exit_.code == 2
     assert "duplicate_rate is a share" in capsys.readouterr().err
+
+
+def test_two_live_runs_without_a_seed_send_new_events(collector, capsys):
+    """A live run is new traffic: a second one must not resend the first one's ids (the batch
+    layer would keep them once, the speed layer count them again)."""
+    argv = ["--url", collector.url, "--write-key", "k", "--events", "50", "--rate", "100000"]
+    seeds = []
+    for _ in range(2):
+        assert main([*argv, "--time-mode", "live", "--no-progress"]) == 0
+        seeds.append(json.loads(capsys.readouterr().out)["seed"])
+    ids = [e["messageId"] for r in collector.requests for e in r.body["batch"]]
+    assert seeds[0] != seeds[1] and len(ids) == 100 and len(set(ids)) == 100
+    assert main([*argv, "--time-mode", "live", "--no-progress", "--seed", str(seeds[0])]) == 0
+    again = [e["messageId"] for r in collector.requests for e in r.body["batch"]][100:]
+    assert again == ids[:50]  # a seed given is the run given: the same events again
