@@ -39,6 +39,7 @@ import base64
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -104,11 +105,14 @@ def baseline_tree(state_dir: Path, rev: str) -> tuple[Path, str]:
     sha = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=REPO,
                          check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     tree = state_dir / "bench" / f"baseline-{sha[:12]}"
-    if not (tree / "ingest").is_dir():
-        tree.mkdir(parents=True, exist_ok=True)
+    if not tree.is_dir():  # extracted beside it, then renamed: never half a tree
+        partial = tree.with_name(f"{tree.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
         archive = subprocess.run(["git", "archive", sha], cwd=REPO, check=True,
                                  capture_output=True).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
+        partial.rename(tree)
     return tree, sha
 
 
