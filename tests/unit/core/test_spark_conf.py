@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 import core.spark
-from core.settings import SparkSettings
+from core.settings import SparkSettings, load_settings
 from core.spark import local_spark_jars, spark_conf
 
 
@@ -105,7 +105,8 @@ def _jvm_flags(*options: str) -> dict[str, str]:
     import shutil
     import subprocess
 
-    java = shutil.which("java")
+    # The launcher the platform starts its JVMs with (WAP_LOCAL__JAVA), found as it finds it.
+    java = shutil.which(load_settings().local.java)
     assert java, "the JDK runs Spark here"
     done = subprocess.run(
         [java, *options, "-XX:+PrintFlagsFinal", "-version"],
