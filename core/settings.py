@@ -323,6 +323,11 @@ class ServingSettings(_Section):
     """Requests one keep-alive connection may make; the last is answered
     ``connection: close`` and the client reconnects (0: no limit), so that clients keeping
     a few connections open spread over the workers again (nginx's ``keepalive_requests``)."""
+    keep_alive_s: float = Field(default=75.0, gt=0)
+    """How long an idle client connection stays open. Keep it above the idle timeout of the
+    clients and load balancers in front (HTTP libraries: about 5 s; AWS ALB: 60 s), so the
+    server never closes a connection just as a client reuses it (the client would get a
+    reset, not an answer)."""
 
 
 class LakeSettings(_Section):

@@ -7,9 +7,13 @@ Cassandra session and its own caches.
 
 from __future__ import annotations
 
+from typing import Any
+
+import uvicorn
+
 from core.settings import Settings
 
-__all__ = ["serve"]
+__all__ = ["serve", "server_config"]
 
 
 def serve(settings: Settings) -> None:
@@ -30,21 +34,21 @@ def serve(settings: Settings) -> None:
     run_workers(_serve_one, (settings, True), settings.serving.workers, name="serving", grace_s=15)
 
 
-def _serve_one(settings: Settings, reuse_port: bool) -> None:
-    """One uvicorn process; ``reuse_port``: on a socket of its own (``SO_REUSEPORT``)."""
-    import uvicorn
+def server_config(settings: Settings, app: Any = None) -> uvicorn.Config:
+    """One serving process's HTTP server: uvloop and httptools, a connection closed when its
+    headers take longer than ``serving.header_timeout_s`` or after
+    ``serving.requests_per_connection`` requests, an idle one kept ``serving.keep_alive_s``.
 
+    ``app``: the ASGI app to serve; by default each process builds its own from the
+    environment (:func:`serving.__main__.app_factory`)."""
     from core.http_server import http_protocol
-    from core.workers import reuse_port_socket
 
-    config = uvicorn.Config(
-        "serving.__main__:app_factory",
-        factory=True,
+    return uvicorn.Config(
+        app if app is not None else "serving.__main__:app_factory",
+        factory=app is None,
         host=settings.serving.host,
         port=settings.serving.port,
         loop="uvloop",
-        # httptools, closing a connection whose headers take longer than the setting, and
-        # one that made its requests_per_connection.
         http=http_protocol(
             settings.serving.header_timeout_s,
             "httptools",
@@ -53,8 +57,15 @@ def _serve_one(settings: Settings, reuse_port: bool) -> None:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
+        timeout_keep_alive=settings.serving.keep_alive_s,
     )
-    server = uvicorn.Server(config)
+
+
+def _serve_one(settings: Settings, reuse_port: bool) -> None:
+    """One uvicorn process; ``reuse_port``: on a socket of its own (``SO_REUSEPORT``)."""
+    from core.workers import reuse_port_socket
+
+    server = uvicorn.Server(server_config(settings))
     if not reuse_port:
         server.run()
         return

@@ -19,14 +19,10 @@ def served(settings: Settings) -> Iterator[str]:
     import uvicorn
 
     from serving.app import create_app
+    from serving.server import server_config
 
-    config = uvicorn.Config(
-        create_app(settings),
-        host="127.0.0.1",
-        port=settings.serving.port,
-        log_level="warning",
-        access_log=False,
-    )
+    # The server's own configuration (keep-alive, header timeout, httptools), this app.
+    config = server_config(settings, create_app(settings))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import http.client
+import time
+
 import httpx
 import pytest
 
@@ -225,3 +228,19 @@ def test_the_dashboard_page_loads_nothing_from_elsewhere(serving_url: str) -> No
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert "https://" not in page.text and "http://" not in page.text
     assert httpx.get(serving_url, follow_redirects=False).headers["location"] == "/dashboard"
+
+
+def test_an_idle_connection_is_still_answered_after_a_client_pause(serving_url: str) -> None:
+    # HTTP libraries drop idle connections after about 5 s (httpx, Node); a server that
+    # closes at the same moment resets requests sent on them, which clients see unanswered.
+    host, port = serving_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    statuses = []
+    for pause_s in (0, 6):
+        time.sleep(pause_s)
+        connection.request("GET", "/v1/views")
+        answer = connection.getresponse()
+        answer.read()
+        statuses.append(answer.status)
+    connection.close()
+    assert statuses == [401, 401]
