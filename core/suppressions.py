@@ -121,7 +121,11 @@ def is_suppressed(event: Any, ids: Container[str]) -> bool:
     """
     if type(event) is not dict:
         return False
-    return any(_as_id(event.get(field)) in ids for field in IDENTITY_FIELDS)
+    for field in IDENTITY_FIELDS:  # a loop, not any(): this runs for every event collected
+        value = event.get(field)
+        if value is not None and _as_id(value) in ids:
+            return True
+    return False
 
 
 def _apply(ids: set[str], key: bytes | None, value: bytes | None) -> None:

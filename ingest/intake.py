@@ -60,6 +60,9 @@ _MAX_SENT_AT_CHARS = 64
 """A batch-level ``sentAt`` longer than this is no date; its letter keeps its beginning."""
 
 
+_JSON_CONTENT = ("content-type", b"application/json")
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One Kafka record, ready to produce."""
@@ -130,6 +133,7 @@ class Intake:
         self._max_event_bytes = max_event_bytes
         self._max_depth = max_depth
         self._contract_header = contract.ref.encode()
+        self._contract_pair = ("contract", self._contract_header)
 
     @classmethod
     def of_pipeline(cls, spec: PipelineSpec, limits: CollectorSettings) -> Intake:
@@ -297,9 +301,9 @@ class Intake:
         self._validate(enriched)
         user = enriched.get("userId") or enriched.get("anonymousId")
         headers = [
-            ("content-type", b"application/json"),
-            ("contract", self._contract_header),
-            ("source_id", facts.source_id.encode()),
+            _JSON_CONTENT,
+            self._contract_pair,
+            facts.source_header,
             ("event_id", str(enriched["event_id"]).encode()),
         ]
         if adjustment is not None:
@@ -387,7 +391,7 @@ def _encoded(value: Any) -> bytes:
         return json.dumps(value, default=repr, ensure_ascii=True).encode()
 
 
-_TOO_DEEP = "<too deep>"
+_TOO_DEEP_TEXT = "<too deep>"
 
 
 def _pruned(value: Any, limit: int) -> Any:
@@ -395,7 +399,7 @@ def _pruned(value: Any, limit: int) -> Any:
     if type(value) not in (dict, list):
         return value
     if limit <= 0:
-        return _TOO_DEEP
+        return _TOO_DEEP_TEXT
     if type(value) is dict:
         return {k: _pruned(v, limit - 1) for k, v in value.items()}
     return [_pruned(v, limit - 1) for v in value]
