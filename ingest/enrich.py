@@ -137,7 +137,7 @@ def format_ts(moment: datetime) -> str:
         if len(_SECONDS) >= _SECONDS_KEPT:
             _SECONDS.clear()
         text = _SECONDS[second] = moment.isoformat(timespec="seconds")[:-6]
-    return "%s.%03dZ" % (text, moment.microsecond // 1000)
+    return f"{text}.{moment.microsecond // 1000:03d}Z"
 
 
 def _has_nulls(value: dict[str, Any]) -> bool:
