@@ -32,7 +32,10 @@ run. Every such event reaches the speed layer when its watermark is at least
 the one bronze read (it only moves forward, and persists in the job's
 checkpoint, so a stopped job resumes from it), so its window is at or after
 the boundary: nothing the speed layer counted is ever hidden. A view the
-speed layer never recorded progress for keeps the ``as_of`` rule.
+speed layer never recorded progress for keeps the ``as_of`` rule. A view whose
+speed layer has counted no event yet (its watermark is still the epoch, which
+would hold the boundary at 1970) and that has no boundary gets none: nothing
+is final yet, and readers keep reading it from the speed rows alone.
 
 Publish loads the gold runs no publish consumed (by ledger entry id), only
 once the latest gold gate checked and passed exactly those; otherwise it
@@ -65,6 +68,9 @@ if TYPE_CHECKING:
 __all__ = ["PublishRun", "boundary_for", "held_to_watermark", "publish"]
 
 _log = get_logger(__name__)
+
+_NO_WATERMARK = datetime(1970, 1, 1, tzinfo=UTC)
+"""The watermark a speed layer reports before it has counted an event (Spark's initial one)."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +207,8 @@ def publish(
         require_gate(entries, "gold", "gold")
     as_of = max((e.as_of for e in golds if e.as_of), default=None)
     watermarks = speed_watermarks(spark, bronze_path(settings, spec), as_of) if as_of else {}
-    held: dict[str, dict[str, datetime]] = {}  # the views whose speed watermark held them back
+    # The views whose speed watermark held them back.
+    held: dict[str, dict[str, datetime | None]] = {}
     version = int(datetime.now(UTC).timestamp() * 1000)
     keyspace = settings.cassandra.keyspace
     cassandra = settings.cassandra
@@ -244,15 +251,18 @@ def publish(
                 watermark = watermarks.get(view.name)
                 boundary = held_to_watermark(candidate, watermark, period)
                 boundary = max(boundary, previous) if previous else boundary
-                if watermark is not None and boundary < candidate:
+                if not previous and watermark is not None and watermark <= _NO_WATERMARK:
+                    boundary = None  # held at the epoch: none yet, rather than one of 1970
+                else:
+                    session.execute(
+                        set_boundary, (view.name, boundary, version, run_id, datetime.now(UTC))
+                    )
+                if watermark is not None and (boundary is None or boundary < candidate):
                     held[view.name] = {
                         "speed_watermark": watermark,
                         "as_of_rule": candidate,
                         "boundary": boundary,
                     }
-                session.execute(
-                    set_boundary, (view.name, boundary, version, run_id, datetime.now(UTC))
-                )
             boundaries[view.name] = boundary
     finally:
         cluster.shutdown()
@@ -276,7 +286,10 @@ def publish(
             run_id=run_id,
             why="the speed layer counts events at or after its watermark; a boundary past it "
             "would hide those that arrived after bronze's end until the next run",
-            views={name: {k: v.isoformat() for k, v in h.items()} for name, h in held.items()},
+            views={
+                name: {k: v.isoformat() if v else None for k, v in h.items()}
+                for name, h in held.items()
+            },
         )
     log_event(
         _log,

@@ -4,7 +4,7 @@
 
 - ``gold_v``: the exact batch view, the Delta gold table the batch layer writes;
 - ``speed_v``: the speed view's rows from Cassandra for a range (default: from
-  the boundary, or the speed rows' lifetime when there is none, to now), read
+  the boundary, never before the speed rows' lifetime, to now), read
   one window partition at a time (never a table scan);
 - ``serving_v``: what the serving API answers, as rows: ``gold_v`` before the
   view's batch boundary plus ``speed_v`` at or after it, with a ``final``
@@ -82,6 +82,24 @@ def gold_frame(spark: SparkSession, settings: Settings, spec: ViewSpec) -> DataF
         if "DELTA_MISSING_DELTA_TABLE" not in str(error) and "not a Delta table" not in str(error):
             raise
         return local_frame(spark, [], view_schema(spec))
+
+
+def first_speed_window(boundary: int | None, now: int, ttl_s: int) -> int:
+    """The first window (epoch ms) whose speed rows a reader asks for: the boundary, but
+    never before the speed rows' lifetime (older ones have expired). A view the batch layer
+    held at the epoch (its speed layer had counted nothing yet) would otherwise be read
+    minute by minute since 1970.
+
+    >>> day = 86_400_000
+    >>> first_speed_window(None, 10 * day, 3 * 86_400) == 7 * day
+    True
+    >>> first_speed_window(0, 10 * day, 3 * 86_400) == 7 * day
+    True
+    >>> first_speed_window(9 * day, 10 * day, 3 * 86_400) == 9 * day
+    True
+    """
+    oldest = now - ttl_s * 1000
+    return oldest if boundary is None else max(boundary, oldest)
 
 
 def speed_rows(settings: Settings, spec: ViewSpec, lo: int, hi: int) -> list[tuple[Any, ...]]:
@@ -277,7 +295,7 @@ def register_views(
     """Register ``gold_<v>``, ``speed_<v>``, ``serving_<v>`` and ``serving_boundaries``.
 
     The speed rows are read once, for windows from ``speed_start`` (default:
-    the view's boundary, else ``settings.speed.ttl_s`` ago) to ``speed_end``
+    :func:`first_speed_window`) to ``speed_end``
     (default: now); register again to see newer ones. Returns each view's
     boundary.
     """
@@ -285,10 +303,10 @@ def register_views(
 
     published = read_boundaries(settings.cassandra, [spec.name for spec in views])
     boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
-    now = int(time.time() * 1000)
+    now, ttl_s = int(time.time() * 1000), settings.speed.ttl_s
     for spec in views:
         boundary = boundaries[spec.name]
-        lo = to_ms(speed_start) if speed_start else boundary or now - settings.speed.ttl_s * 1000
+        lo = to_ms(speed_start) if speed_start else first_speed_window(boundary, now, ttl_s)
         hi = to_ms(speed_end) if speed_end else now + MINUTE_MS
         gold = gold_frame(spark, settings, spec)
         speed = speed_frame(spark, settings, spec, lo, hi)

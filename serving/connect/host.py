@@ -270,14 +270,14 @@ class SqlServer:
         ``mark`` is the view's speed progress and speed version, read before the rows (None:
         no speed layer ever streamed it: no rows, and no read). The rows are read only when
         it changed, and then only the minutes the watermark had not closed
-        (:class:`serving.sql.SpeedRows`): without a boundary the range is the speed rows'
-        lifetime, three days of minute partitions per view."""
+        (:class:`serving.sql.SpeedRows`): from the boundary, never before the speed rows'
+        lifetime (three days of minute partitions per view)."""
         from functools import partial
 
-        from serving.sql import SpeedRows, read_speed_rows
+        from serving.sql import SpeedRows, first_speed_window, read_speed_rows
         from serving.timerange import MINUTE_MS, to_ms
 
-        lo = boundary if boundary is not None else now - self.settings.speed.ttl_s * 1000
+        lo = first_speed_window(boundary, now, self.settings.speed.ttl_s)
         rows: list = []
         speed: SpeedRows | None = None
         if mark is not None:

@@ -149,13 +149,25 @@ def _fail_web_events_gate(spark, settings: Settings) -> None:
         run_step(spark, settings, "check_silver", WEB_EVENTS, "web-bad", None)
 
 
-def test_a_pipeline_whose_topic_holds_nothing_yet_runs_every_step(spark, checkout_settings):
+@pytest.mark.parametrize("speed_streams_it", [False, True], ids=["no speed layer", "speed layer"])
+def test_a_pipeline_whose_topic_holds_nothing_yet_runs_every_step(
+    spark, checkout_settings, cassandra_session, speed_streams_it
+):
     """A team's pipeline is declared before its service sends a record: its hourly runs
-    succeed with nothing, and bronze records the empty range as its first run."""
+    succeed with nothing, and bronze records the empty range as its first run. Without a
+    speed layer its boundary follows the ``as_of`` rule, as after a quiet hour; with one that
+    has counted nothing yet (its watermark is the epoch) it gets no boundary, rather than one
+    of 1970 that readers would read speed rows from."""
     from batch_layer.bronze import bronze_path, bronze_state
     from batch_layer.publish import boundary_for
 
     settings = checkout_settings
+    if speed_streams_it:  # as the speed layer records progress before its first event
+        cassandra_session.execute(
+            f"INSERT INTO {settings.cassandra.keyspace}.speed_progress "
+            "(view_name, watermark, heartbeat_at, kafka_lag) VALUES (%s, %s, %s, 0)",
+            ("orders_by_currency", datetime(1970, 1, 1, tzinfo=UTC), datetime.now(UTC)),
+        )
     results = {
         step: run_step(spark, settings, step, CHECKOUTS, "checkouts-empty", None)
         for step in PIPELINE_STEPS
@@ -165,10 +177,11 @@ def test_a_pipeline_whose_topic_holds_nothing_yet_runs_every_step(spark, checkou
     assert set(end.values()) == {0} and as_of is not None
     assert results["silver"].dates == () and results["gold"].dates == ()
     assert results["check_silver"].passed and results["check_gold"].passed
-    # Final up to bronze's as_of less the lateness, as after a quiet hour of a pipeline with
-    # records (no speed watermark holds it: the suite's speed jobs stream web events).
     rule = boundary_for(as_of, settings.batch.lateness_s, settings.batch.period)
-    assert results["publish"].boundaries == {"orders_by_currency": rule}
+    expected = None if speed_streams_it else rule
+    assert results["publish"].boundaries == {"orders_by_currency": expected}
+    published = read_boundaries(settings.cassandra, ["orders_by_currency"])
+    assert (published["orders_by_currency"] and published["orders_by_currency"].at) == expected
 
     # The next run, still with nothing, is a quiet run of the same range.
     again = run_step(spark, settings, "bronze", CHECKOUTS, "checkouts-empty-2", None)
