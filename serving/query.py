@@ -275,6 +275,26 @@ class Queries:
         found = await asyncio.gather(
             *(self._key_rows(spec, k, rq, p, names, granularity) for k in keys)
         )
+        # The merges into buckets run in a thread: requests answered from the shared answers
+        # meanwhile must not wait behind them on the event loop (serving/ranking.py).
+        return await asyncio.to_thread(
+            self._buckets, spec, keys, found, rq, p, now, chosen, quantiles, step, starts
+        )
+
+    def _buckets(
+        self,
+        spec: ViewSpec,
+        keys: list[tuple[str, ...]],
+        found: list[list[tuple]],
+        rq: RangeQuery,
+        p: ViewPointers,
+        now: int,
+        chosen: tuple[Measure, ...],
+        quantiles: tuple[float, ...],
+        step: int,
+        starts: range,
+    ) -> list[dict[str, Any]]:
+        """Each key's rows merged into the series' buckets."""
         lost = unavailable_span(p.boundary, now, self.rules) or (0, 0)
         sources = []
         for start in starts:
@@ -431,7 +451,7 @@ class Queries:
 
             async def compute() -> tuple[int, int, int]:
                 rows = await self._key_rows(spec, key, rq, p, (measure.name,), "day")
-                estimate = hll_estimate(row[1] for row in rows)
+                estimate = await asyncio.to_thread(hll_estimate, [row[1] for row in rows])
                 return round(estimate.estimate), round(estimate.lower), round(estimate.upper)
 
             question = ("reach", view, key)

@@ -96,12 +96,7 @@ class Ranking:
     ) -> dict[tuple, Any]:
         """Per key, the merge of ``measure`` over ``reads`` (stored form)."""
         parts = await self._rows(view, measure.name, reads)
-        values: dict[tuple, list] = defaultdict(list)
-        for part in parts:
-            for row in part:
-                values[row[:width]].append(row[width])
-        merge = kind(measure.kind).merge_stored
-        return {key: merge(vals) for key, vals in values.items()}
+        return await asyncio.to_thread(_merged, parts, width, measure)
 
     async def ranked(
         self,
@@ -119,7 +114,6 @@ class Ranking:
         ``width``: the number of key columns of the view; ``watermark`` and ``speed_run``:
         the speed layer's progress (a closed speed block is kept for the run that closed it).
         """
-        ranking = kind(measure.kind)
         chosen = blocks(reads, watermark)
 
         async def one(cacheable: bool, run: tuple[WindowRead, ...]) -> dict[tuple, Any]:
@@ -132,14 +126,37 @@ class Ranking:
             return value
 
         partials = await asyncio.gather(*(one(c, run) for c, run in chosen))
-        values: dict[tuple, list] = defaultdict(list)
-        for part in partials:
-            for key, value in part.items():
-                values[key].append(value)
-        out = []
-        for key, vals in values.items():
-            value, samples = rank_value(measure, vals, quantile)
-            if value is not None and (not ranking.quantiles or samples >= min_samples):
-                out.append((value, key, samples))
-        out.sort(key=lambda item: (-item[0], item[1]))
-        return out
+        return await asyncio.to_thread(_ranked, partials, measure, quantile, min_samples)
+
+
+def _merged(parts: Sequence[Sequence[tuple]], width: int, measure: Measure) -> dict[tuple, Any]:
+    """Per key (the rows' first ``width`` values), the merge of the measure's stored values.
+
+    Run in a thread, as :func:`_ranked` is: merging a block of a day's minutes costs
+    milliseconds, and requests answered meanwhile from the shared answers must not wait
+    behind it on the event loop (the interpreter switches threads every few ms).
+    """
+    values: dict[tuple, list] = defaultdict(list)
+    for part in parts:
+        for row in part:
+            values[row[:width]].append(row[width])
+    merge = kind(measure.kind).merge_stored
+    return {key: merge(vals) for key, vals in values.items()}
+
+
+def _ranked(
+    partials: Sequence[dict[tuple, Any]], measure: Measure, quantile: float, min_samples: int
+) -> list[tuple[float, tuple, int]]:
+    """``(value, key, samples)`` of every key of the block partials, best first."""
+    ranking = kind(measure.kind)
+    values: dict[tuple, list] = defaultdict(list)
+    for part in partials:
+        for key, value in part.items():
+            values[key].append(value)
+    out = []
+    for key, vals in values.items():
+        value, samples = rank_value(measure, vals, quantile)
+        if value is not None and (not ranking.quantiles or samples >= min_samples):
+            out.append((value, key, samples))
+    out.sort(key=lambda item: (-item[0], item[1]))
+    return out
