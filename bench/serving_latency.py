@@ -483,6 +483,12 @@ def _print(results: list[dict]) -> None:
             f"{r.get('p99_ms', '-'):>8} {r.get('max_ms', '-'):>8} {r['errors']:>6} "
             f"{r.get('cache_hits', '-'):>6}"
         )
+    for r in results:
+        if r.get("stalls"):
+            listed = ", ".join(
+                f"{s['at']} x{s['requests']} ({s['max_ms']:.0f} ms)" for s in r["stalls"]
+            )
+            print(f"stalls of {r['name']} (UTC, requests over 20 ms due within 50 ms): {listed}")
     by = {r["name"]: r for r in results}
     for r in results:
         what = r["name"].removeprefix("serving ")

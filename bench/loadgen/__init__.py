@@ -15,9 +15,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["available", "binary", "drive", "phase", "summary"]
+__all__ = ["available", "binary", "drive", "phase", "stalls", "summary"]
 
 SOURCE = Path(__file__).with_name("main.go")
 
@@ -101,7 +102,36 @@ def summary(name: str, got: dict) -> dict:
     }
     if got.get("first_error"):
         result["first_error"] = got["first_error"]
+    if got.get("slow"):
+        result["stalls"] = stalls(got["slow"])
     return result
+
+
+def stalls(slow: list[list[float]], *, gap_s: float = 0.05, top: int = 5) -> list[dict]:
+    """The slow requests (``[due unix seconds, ms]``, by due time) as stalls: requests due
+    within ``gap_s`` of each other are one stall. The ``top`` stalls with the most requests,
+    each with when its first request was due (UTC), how many, and the worst latency.
+
+    >>> stalls([[100.0, 30.0], [100.01, 45.0], [100.5, 25.0], [100.52, 21.0], [100.53, 22.0]])
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [{'at': '00:01:40.500', 'requests': 3, 'max_ms': 25.0},
+     {'at': '00:01:40.000', 'requests': 2, 'max_ms': 45.0}]
+    """
+    groups: list[list[list[float]]] = []
+    for due, ms in slow:
+        if groups and due - groups[-1][-1][0] <= gap_s:
+            groups[-1].append([due, ms])
+        else:
+            groups.append([[due, ms]])
+    groups.sort(key=len, reverse=True)
+    return [
+        {
+            "at": datetime.fromtimestamp(g[0][0], UTC).strftime("%H:%M:%S.%f")[:-3],
+            "requests": len(g),
+            "max_ms": max(ms for _, ms in g),
+        }
+        for g in groups[:top]
+    ]
 
 
 def phase(program: Path, token: str, name: str, host: str, port: int, paths: list[str],

@@ -13,7 +13,9 @@
 //	    -bodies bodies.bin -header "Content-Type: application/json" -sum accepted -connections 8
 //
 // With -bodies (records of "<length>\n<bytes>"), each request is a POST of the next body to
-// the first path; -sum adds up the integer field of that name in every answer.
+// the first path; -sum adds up the integer field of that name in every answer. The output's
+// "slow" lists every measured request slower than -slow-ms: when it was due (Unix seconds)
+// and its latency, to line a tail up with what else ran on the machine at that moment.
 package main
 
 import (
@@ -33,13 +35,14 @@ import (
 )
 
 type result struct {
-	Requests  int       `json:"requests"`
-	Errors    int       `json:"errors"`
-	FirstErr  string    `json:"first_error,omitempty"`
-	CacheHits int       `json:"cache_hits"`
-	Summed    int64     `json:"summed"`
-	Elapsed   float64   `json:"elapsed_s"`
-	Latencies []float64 `json:"latencies_ms"`
+	Requests  int          `json:"requests"`
+	Errors    int          `json:"errors"`
+	FirstErr  string       `json:"first_error,omitempty"`
+	CacheHits int          `json:"cache_hits"`
+	Summed    int64        `json:"summed"`
+	Elapsed   float64      `json:"elapsed_s"`
+	Latencies []float64    `json:"latencies_ms"`
+	Slow      [][2]float64 `json:"slow"`
 }
 
 type sample struct {
@@ -67,6 +70,7 @@ func main() {
 	warmup := flag.Float64("warmup", 3, "seconds before measuring")
 	bodiesFile := flag.String("bodies", "", "file of request bodies (\"<length>\\n<bytes>\" each): POST them")
 	sum := flag.String("sum", "", "add up this integer field of every answer")
+	slowMs := flag.Float64("slow-ms", 20, "list the requests slower than this (ms) with when they were due")
 	var headers headerList
 	flag.Var(&headers, "header", "a header of every request (\"Name: value\"), repeatable")
 	flag.Parse()
@@ -179,8 +183,13 @@ func main() {
 		if s.hit {
 			out.CacheHits++
 		}
-		out.Latencies = append(out.Latencies, float64(s.latency.Microseconds())/1000)
+		ms := float64(s.latency.Microseconds()) / 1000
+		out.Latencies = append(out.Latencies, ms)
+		if ms > *slowMs {
+			out.Slow = append(out.Slow, [2]float64{float64(s.due.UnixMicro()) / 1e6, ms})
+		}
 	}
+	sort.Slice(out.Slow, func(i, j int) bool { return out.Slow[i][0] < out.Slow[j][0] })
 	sort.Float64s(out.Latencies)
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		fail(err)
