@@ -83,7 +83,8 @@ class Queries:
     ``unavailable`` note) is computed for every request; every answer's
     ``cache`` says whether it was computed for it and how old it is. While the answer
     over a new speed micro-batch is computed, other requests get the one over the
-    previous micro-batch (at most ``stale_s`` old, marked ``stale``) instead of waiting.
+    previous micro-batch (at most ``stale_s`` old, marked ``stale``) instead of waiting;
+    for a range relative to now, also the one over the windows of a moment ago.
     """
 
     def __init__(
@@ -139,20 +140,28 @@ class Queries:
         now: int,
         compute,
         cached_only: bool = False,
-    ) -> tuple[Any, dict[str, Any]] | None:
+        placed: tuple = (),
+    ) -> tuple[Any, RangeQuery, dict[str, Any]] | None:
         """``compute()``'s value for ``question`` over ``rq``, shared with identical requests,
-        and the answer's ``cache`` note; None when ``cached_only`` and it would have to wait
-        for the computation.
+        the range to state with it (``rq``, or for a moving range the one it was computed
+        over: a kept answer's lies up to a window before ``rq``, a stale one's a few
+        seconds) and the answer's ``cache`` note; None when
+        ``cached_only`` and it would have to wait for the computation.
 
-        The key holds the range's windows, the windows expired from speed (they
-        move with the clock), the batch pointers' generation and, when the range
-        reaches the boundary, the speed generation.
+        The key holds the range's windows (and ``placed``: what else the range's place
+        decides, e.g. the first bucket), the windows expired from speed (they move with
+        the clock), the batch pointers' generation and, when the range reaches the
+        boundary, the speed generation. While a key over speed windows is computed, its
+        family's newest answer is answered (``stale``): the same question over older speed
+        progress or, for a range asked relative to now, over the windows of a moment ago.
+        Without the second, every viewer of ``now-15m`` waited at each minute's turn.
         """
         lo, hi = windows(rq.lo, rq.hi)
         lost = unavailable_span(view.boundary, now, self.rules)
         speed = view.boundary is None or hi > view.boundary
         key = (
             *question,
+            *placed,
             lo,
             hi,
             None if lost is None else windows(*lost),
@@ -160,12 +169,21 @@ class Queries:
             view.speed_generation if speed else None,
         )
         max_age = self.cache_rules.max_age_s if speed else self.cache_rules.final_max_age_s
-        family = key[:-1] if speed else None  # the same question over older speed progress
-        found = await self.results.get(key, compute, max_age, family, wait=not cached_only)
+        if not speed:
+            family = None
+        elif rq.moving is not None:
+            family = (*question, rq.moving, view.batch_generation)
+        else:
+            family = key[:-1]
+
+        async def covering() -> tuple[Any, RangeQuery]:
+            return await compute(), rq
+
+        found = await self.results.get(key, covering, max_age, family, wait=not cached_only)
         if found is None:
             return None
-        value, how, age = found
-        return value, _cache_note(how, age)
+        (value, covered), how, age = found
+        return value, covered if rq.moving is not None else rq, _cache_note(how, age)
 
     def _key_reads(self, view: ViewPointers, rq: RangeQuery, coarsest: Grain):
         return key_reads(
@@ -208,6 +226,7 @@ class Queries:
         *,
         encoded: bool = False,
         cached_only: bool = False,
+        moving: tuple[str, str] | None = None,
     ) -> dict[str, Any] | None:
         """Per key, one bucket per ``granularity`` step of ``[lo, hi)``, zeros included.
 
@@ -220,7 +239,7 @@ class Queries:
         chosen = check_measures(spec, measures)
         names = tuple(m.name for m in chosen)
         quantiles = check_quantiles(quantiles, self.limits)
-        rq = RangeQuery.checked(lo, hi, self.limits)
+        rq = RangeQuery.checked(lo, hi, self.limits, moving)
         step = step_ms(granularity)
         first = floor(rq.lo, granularity)
         starts = list(range(first, rq.hi, step)) if rq.hi > rq.lo else []
@@ -239,18 +258,18 @@ class Queries:
             series = await self._series(spec, keys, rq, p, now, chosen, names, quantiles, step)
             return series, orjson.Fragment(orjson.dumps(series))
 
-        question = ("timeseries", view, tuple(keys), first, step, names, quantiles)
-        shared = await self._shared(question, p, rq, now, compute, cached_only)
+        question = ("timeseries", view, tuple(keys), step, names, quantiles)
+        shared = await self._shared(question, p, rq, now, compute, cached_only, (first,))
         if shared is None:
             return None
-        (series, body), note = shared
+        (series, body), covered, note = shared
         return {
             "view": view,
             "granularity": granularity,
-            "start": iso(rq.lo),
-            "end": iso(rq.hi),
+            "start": iso(covered.lo),
+            "end": iso(covered.hi),
             **self._context(pointers, [view], now),
-            "unavailable": unavailable(p.boundary, now, self.rules, rq.lo, rq.hi),
+            "unavailable": unavailable(p.boundary, now, self.rules, covered.lo, covered.hi),
             "cache": note,
             "series": body if encoded else series,
         }
@@ -342,6 +361,7 @@ class Queries:
         *,
         encoded: bool = False,
         cached_only: bool = False,
+        moving: tuple[str, str] | None = None,
     ) -> dict[str, Any] | None:
         """The ``n`` keys with the largest merged ``measure`` over ``[lo, hi)``.
 
@@ -360,7 +380,7 @@ class Queries:
             raise QueryError("invalid_n", f"n must lie in 1..{self.limits.max_n}; got {n}.")
         if not 0.0 <= quantile <= 1.0:
             raise QueryError("invalid_quantile", f"quantile must lie in [0, 1]; got {quantile}.")
-        rq = RangeQuery.checked(lo, hi, self.limits)
+        rq = RangeQuery.checked(lo, hi, self.limits, moving)
         pointers = await self.store.pointers()
         now = self.now_ms()
         p = pointers.views[view]
@@ -395,23 +415,30 @@ class Queries:
         shared = await self._shared(question, p, rq, now, compute, cached_only)
         if shared is None:
             return None
-        (items, body, provisional), note = shared
+        (items, body, provisional), covered, note = shared
         return {
             "view": view,
             "measure": measure,
             "rank": ranking.rank_label.format(q=f"{quantile * 100:g}"),
-            "start": iso(rq.lo),
-            "end": iso(rq.hi),
+            "start": iso(covered.lo),
+            "end": iso(covered.hi),
             "n": n,
             "final": not provisional,
             **self._context(pointers, [view], now),
-            "unavailable": unavailable(p.boundary, now, self.rules, rq.lo, rq.hi),
+            "unavailable": unavailable(p.boundary, now, self.rules, covered.lo, covered.hi),
             "cache": note,
             "items": body if encoded else items,
         }
 
     async def reach(
-        self, view: str, key: tuple[str, ...], lo: int, hi: int, *, cached_only: bool = False
+        self,
+        view: str,
+        key: tuple[str, ...],
+        lo: int,
+        hi: int,
+        *,
+        cached_only: bool = False,
+        moving: tuple[str, str] | None = None,
     ) -> dict[str, Any] | None:
         """Distinct visitors of one key over ``[lo, hi)``: the union of every window's sketch
         (whole days and hours of batch windows from the rollups). Its answer holds three
@@ -424,7 +451,7 @@ class Queries:
             )
         check_keys(spec, [key], self.limits)
         key = tuple(key)
-        rq = RangeQuery.checked(lo, hi, self.limits)
+        rq = RangeQuery.checked(lo, hi, self.limits, moving)
         pointers = await self.store.pointers()
         now = self.now_ms()
         measure = spec.measures[hll[0]]
@@ -458,7 +485,8 @@ class Queries:
             shared = await self._shared(question, p, rq, now, compute, cached_only)
             if shared is None:
                 return None
-            found, answer["cache"] = shared
+            found, covered, answer["cache"] = shared
+            answer["start"], answer["end"] = iso(covered.lo), iso(covered.hi)
             answer["visitors"], answer["lower_bound"], answer["upper_bound"] = found
         return answer
 

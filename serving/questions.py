@@ -19,7 +19,7 @@ import orjson
 from pipelines import declared_views
 from serving.errors import QueryError
 from serving.query import Queries
-from serving.timerange import parse_instant
+from serving.timerange import is_relative, parse_instant
 from views.kinds import kind
 
 __all__ = [
@@ -84,11 +84,15 @@ def keys_of(view: str, raw: Sequence[str]) -> list[tuple[str, ...]]:
     return keys
 
 
-def _range(q: Queries, start: str, end: str) -> tuple[int, int]:
+def _range(q: Queries, start: str, end: str) -> tuple[int, int, tuple[str, str] | None]:
+    """``(lo, hi, moving)``: the range in epoch ms, and ``(start, end)`` as asked when
+    either is relative to now (the range moves with the clock)."""
     now = q.now_ms()
+    moving = (start, end) if is_relative(start) or is_relative(end) else None
     return (
         parse_instant(start, now_ms=now, name="start"),
         parse_instant(end, now_ms=now, name="end"),
+        moving,
     )
 
 
@@ -104,10 +108,19 @@ async def timeseries(
     cached_only: bool = False,
 ) -> dict[str, Any] | None:
     """``GET /v1/timeseries``; None when ``cached_only`` and the answer is not kept."""
-    lo, hi = _range(q, start, end)
+    lo, hi, moving = _range(q, start, end)
     keys = keys_of(view, key)
     return await q.timeseries(
-        view, keys, lo, hi, granularity, quantile, measure, encoded=True, cached_only=cached_only
+        view,
+        keys,
+        lo,
+        hi,
+        granularity,
+        quantile,
+        measure,
+        encoded=True,
+        cached_only=cached_only,
+        moving=moving,
     )
 
 
@@ -123,9 +136,18 @@ async def top(
     cached_only: bool = False,
 ) -> dict[str, Any] | None:
     """``GET /v1/top``; None when ``cached_only`` and the answer is not kept."""
-    lo, hi = _range(q, start, end)
+    lo, hi, moving = _range(q, start, end)
     return await q.top(
-        view, measure, lo, hi, n, quantile, min_samples, encoded=True, cached_only=cached_only
+        view,
+        measure,
+        lo,
+        hi,
+        n,
+        quantile,
+        min_samples,
+        encoded=True,
+        cached_only=cached_only,
+        moving=moving,
     )
 
 
@@ -133,8 +155,8 @@ async def reach(
     q: Queries, view: str, key: str | None, start: str, end: str, cached_only: bool = False
 ) -> dict[str, Any] | None:
     """``GET /v1/reach``; None when ``cached_only`` and the answer is not kept."""
-    lo, hi = _range(q, start, end)
+    lo, hi, moving = _range(q, start, end)
     keys = keys_of(view, [] if key is None else [key])
     if not keys:
         raise QueryError("missing_key", "Name the page: key=<path>.")
-    return await q.reach(view, keys[0], lo, hi, cached_only=cached_only)
+    return await q.reach(view, keys[0], lo, hi, cached_only=cached_only, moving=moving)

@@ -89,9 +89,14 @@ class RangeQuery:
 
     lo: int
     hi: int
+    moving: tuple[str, str] | None = None
+    """The range as asked, ``(start, end)``, when it moves with the clock (``now-15m``,
+    ``now``): the same question a minute later is the same moving range over later windows."""
 
     @classmethod
-    def checked(cls, lo: int, hi: int, limits: Limits) -> RangeQuery:
+    def checked(
+        cls, lo: int, hi: int, limits: Limits, moving: tuple[str, str] | None = None
+    ) -> RangeQuery:
         if hi < lo:
             raise QueryError(
                 "invalid_range", f"end ({iso(hi)}) lies before start ({iso(lo)}); swap them."
@@ -103,7 +108,7 @@ class RangeQuery:
                 f"The range spans {days:.1f} days; at most {limits.max_range_days} are allowed. "
                 "Ask for a shorter range, or use SQL over the gold tables for longer ones.",
             )
-        return cls(lo, hi)
+        return cls(lo, hi, moving)
 
 
 def view_spec(store: ServingStore, view: str) -> ViewSpec:

@@ -33,6 +33,7 @@ __all__ = [
     "days_between",
     "floor",
     "from_ms",
+    "is_relative",
     "iso",
     "parse_instant",
     "step_ms",
@@ -127,6 +128,15 @@ def days_between(lo: int, hi: int) -> list[tuple[date, int, int]]:
         out.append((day_of(start), start, end))
         start = end
     return out
+
+
+def is_relative(text: str) -> bool:
+    """Whether ``text`` names an instant relative to now (it moves with the clock).
+
+    >>> is_relative("now-15m"), is_relative(" now "), is_relative("2024-01-01T10:00:00Z")
+    (True, True, False)
+    """
+    return _RELATIVE.match(text.strip()) is not None
 
 
 def parse_instant(text: str, *, now_ms: int, name: str = "time") -> int:

@@ -210,6 +210,46 @@ def test_a_stale_answer_is_answered_at_once_while_the_new_one_is_computed() -> N
         assert b'"cache":{"hit":true,"shared":false,"stale":false' in hot[2]
 
 
+@pytest.mark.parametrize("path", [SITE_TS, TOP, "/v1/reach?view=site_activity&start=now-60m"])
+def test_a_range_relative_to_now_is_answered_at_once_when_the_minute_turns(path) -> None:
+    """``now-60m`` is a new key at each minute's turn: the answer of a moment ago is
+    answered (``stale``, with the range it covers) while the new one is computed, instead
+    of every viewer waiting for it at once."""
+    import orjson
+
+    now, kept = [NOW_MS - 1_000], [1000.0]
+    queries = Queries(_Store(), clock=lambda: now[0] / 1000)
+    queries.results.clock = lambda: kept[0]
+    with _started(queries, queries) as apps:
+        before = orjson.loads(apps.call(apps.framework, path)[2])
+        now[0] += 44_000  # 1 s into the next minute: other windows, the same question
+        kept[0] += 2.0
+        status, _, body, by_framework = apps.call(apps.hot, path)
+        assert status == 200 and not by_framework, "the hot path answered it"
+        moved = orjson.loads(body)
+        assert moved["cache"]["stale"] and moved["cache"]["age_s"] == 2.0
+        assert (moved["start"], moved["end"]) == (before["start"], before["end"])
+        clock = ("cache", "pointers_age_s", "freshness", "boundary_age_s")  # read at each ask
+        assert {k: v for k, v in moved.items() if k not in clock} == {
+            k: v for k, v in before.items() if k not in clock
+        }
+        computed = queries.results.stats.computed
+        for _ in range(3000):  # the successor, started, finishes
+            if queries.results.stats.computed > computed:
+                break
+            apps.loop.run_until_complete(asyncio.sleep(0.01))
+        after = orjson.loads(apps.call(apps.hot, path)[2])
+        assert not after["cache"]["stale"] and after["end"] > before["end"]
+
+
+def test_a_fixed_range_never_answers_another_range_s_answer(apps) -> None:
+    earlier = "/v1/top?view=page_activity&measure=page_views&n=10&start={}&end={}"
+    start, end = "2025-11-24T15:00:00Z", "2025-11-24T16:00:00Z"
+    assert apps.call(apps.framework, earlier.format(start, end))[0] == 200
+    later = earlier.format("2025-11-24T15:01:00Z", "2025-11-24T16:01:00Z")
+    assert apps.call(apps.hot, later)[3], "not kept: the framework computes it"
+
+
 def test_answers_are_merged_off_the_event_loop(monkeypatch) -> None:
     """A micro-batch makes every question new: its merges must not hold up the requests
     answered meanwhile from the shared answers, so they run in a thread, not the loop's."""
