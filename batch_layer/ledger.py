@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from batch_layer.tables import table_version
 from core.frames import local_frame
 from core.settings import Settings
+from layout.lake import table_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

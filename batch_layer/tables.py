@@ -69,7 +69,6 @@ __all__ = [
     "rows_written",
     "silver_properties",
     "table_properties",
-    "table_version",
 ]
 
 
@@ -148,19 +147,3 @@ def rows_written(spark: SparkSession, path: str, user_metadata: str) -> int:
         if commit.operation == "WRITE" and commit.userMetadata == user_metadata:
             return int((commit.operationMetrics or {}).get("numOutputRows", 0))
     return 0
-
-
-def table_version(spark: SparkSession, path: str) -> tuple[int, int] | None:
-    """The newest commit of the Delta table at ``path`` as (version, its file's modification
-    time in ms), None when there is no table; from a listing of its ``_delta_log``, with no
-    Spark job: a cheap "has it changed?" check (the time tells a table deleted and written
-    again apart from the one it replaced)."""
-    jvm = spark.sparkContext._jvm
-    pattern = jvm.org.apache.hadoop.fs.Path(f"{path.rstrip('/')}/_delta_log/*.json")
-    fs = pattern.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    commits = [
-        (int(name[:-5]), status.getModificationTime())
-        for status in fs.globStatus(pattern) or []
-        if (name := status.getPath().getName())[:-5].isdigit()
-    ]
-    return max(commits) if commits else None

@@ -1,4 +1,5 @@
-"""Where the lake tables serving reads live: the gold table of each view, and silver.
+"""Where the lake tables serving reads live: the gold table of each view, and silver; and
+whether a table changed (:func:`table_version`).
 
 Gold and silver are written by the batch layer and read by serving's SQL
 views (:mod:`serving.sql`, the SQL server's ``events``), so their places are
@@ -15,10 +16,15 @@ ledger are the batch layer's own (:mod:`batch_layer.bronze`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.settings import Settings
 from views.spec import ViewSpec
 
-__all__ = ["gold_path", "silver_path", "topic_table_name", "user_agents_path"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["gold_path", "silver_path", "table_version", "topic_table_name", "user_agents_path"]
 
 
 def gold_path(settings: Settings, spec: ViewSpec) -> str:
@@ -40,3 +46,19 @@ def silver_path(settings: Settings, topic: str) -> str:
 def user_agents_path(settings: Settings) -> str:
     """The user-agent dimension the SQL server keeps (:mod:`serving.connect.user_agents`)."""
     return f"{settings.lake.root.rstrip('/')}/dims/user_agents"
+
+
+def table_version(spark: SparkSession, path: str) -> tuple[int, int] | None:
+    """The newest commit of the Delta table at ``path`` as (version, its file's modification
+    time in ms), None when there is no table; from a listing of its ``_delta_log``, with no
+    Spark job: a cheap "has it changed?" check (the time tells a table deleted and written
+    again apart from the one it replaced)."""
+    jvm = spark.sparkContext._jvm
+    pattern = jvm.org.apache.hadoop.fs.Path(f"{path.rstrip('/')}/_delta_log/*.json")
+    fs = pattern.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    commits = [
+        (int(name[:-5]), status.getModificationTime())
+        for status in fs.globStatus(pattern) or []
+        if (name := status.getPath().getName())[:-5].isdigit()
+    ]
+    return max(commits) if commits else None

@@ -1,0 +1,72 @@
+"""The SQL server's catalog refresh costs what changed, not the whole catalog again.
+
+The refresh runs every ``sql.refresh_s`` (15 s by default) on the cores serving
+answers from, so a refresh in which nothing changed must run no Spark job and make
+no view again (a view's text names its sources, which Spark resolves at each query).
+Here :class:`serving.connect.host.SqlServer` refreshes in this process, over the
+published lake (its Cassandra keyspace included). That a new silver version is seen is
+``test_tutorial``'s (the pipeline's events appear after its batch run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.lake import GROUP
+from tests.support.sql import sql_settings
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+    pytest.mark.xdist_group(GROUP),
+]
+
+
+class _Recording:
+    """The session, with every statement the refresh gives it recorded."""
+
+    def __init__(self, spark) -> None:
+        self._spark, self.statements = spark, []
+
+    def sql(self, statement: str, *args, **kwargs):
+        self.statements.append(statement)
+        return self._spark.sql(statement, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._spark, name)
+
+
+def _jobs(spark, group: str) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_refresh_with_nothing_new_runs_no_spark_job_and_makes_no_view_again(
+    published_lake, spark, tmp_path: Path
+) -> None:
+    from serving.connect.host import SqlServer
+
+    settings = sql_settings(published_lake.settings, tmp_path / "state")
+    recording = _Recording(spark)
+    server = SqlServer(settings, recording)  # type: ignore[arg-type]
+    try:
+        server.refresh()
+        made = [s for s in recording.statements if s.startswith("CREATE")]
+        assert any("gold_page_activity" in s for s in made), made
+        assert "web_events" in server.silver_versions  # its events were made
+
+        recording.statements.clear()
+        spark.sparkContext.setJobGroup("sql-refresh-unchanged", "a refresh, nothing new")
+        try:
+            server.refresh()
+        finally:
+            spark.sparkContext._jsc.clearJobGroup()
+        assert _jobs(spark, "sql-refresh-unchanged") == 0
+        made = [s.split(" AS", 1)[0] for s in recording.statements if s.startswith("CREATE")]
+        assert made == ["CREATE OR REPLACE VIEW serving_boundaries"], made
+    finally:
+        server.close()
+        for name in server.views:
+            spark.sql(f"DROP VIEW IF EXISTS {name}")
