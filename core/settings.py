@@ -353,6 +353,12 @@ class AirflowSettings(_Section):
     parallelism: int = Field(default=2, ge=1)
     """Task instances running at once (LocalExecutor workers); each Spark task is a JVM, so
     keep it near the number of cores."""
+    dag_reparse_s: int = Field(default=120, ge=1)
+    """How often the DAG processor parses a DAG file it parsed before (Airflow's
+    ``[dag_processor] min_file_process_interval``, 30 s by default): what the DAG files
+    build from (the pipelines' declarations) is seen within this. An edited DAG file is
+    parsed at once. Each parse is a process importing Airflow and the declarations, on the
+    cores serving answers from: every 30 s it was serving's largest stall."""
     admin_password: SecretStr = SecretStr("local-dev-airflow-password")
     """Password of Airflow's ``admin`` user (the UI's login, and what ``platformctl`` asks its
     REST API tokens with). The local default is for this machine only."""

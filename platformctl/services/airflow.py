@@ -160,6 +160,7 @@ def service_env(settings: Settings) -> dict[str, str]:
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api_url(airflow)}/execution/",
         "AIRFLOW__CORE__PARALLELISM": str(airflow.parallelism),
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": str(airflow.dag_reparse_s),
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",

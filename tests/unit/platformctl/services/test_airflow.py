@@ -84,6 +84,7 @@ def test_service_env_points_tasks_at_the_local_execution_api():
     assert env["AIRFLOW__API__PORT"] == "18080"
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18080/execution/"
     assert env["AIRFLOW__CORE__PARALLELISM"] == "2"
+    assert env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == "120"
     assert env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "False"
     assert json.loads(env["AIRFLOW_CONN_SPARK_PLATFORM"])["host"] == "local[1]"
 
