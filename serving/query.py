@@ -145,8 +145,8 @@ class Queries:
         """``compute()``'s value for ``question`` over ``rq``, shared with identical requests,
         the range to state with it (``rq``, or for a moving range the one it was computed
         over: a kept answer's lies up to a window before ``rq``, a stale one's a few
-        seconds) and the answer's ``cache`` note; None when
-        ``cached_only`` and it would have to wait for the computation.
+        seconds) and the answer's ``cache`` note; None when ``cached_only`` and it would
+        have to wait for the computation.
 
         The key holds the range's windows (and ``placed``: what else the range's place
         decides, e.g. the first bucket), the windows expired from speed (they move with
