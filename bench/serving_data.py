@@ -20,7 +20,8 @@ its load times); hour rows over minutes are the merge of those minutes
 (:func:`serving.merge.rollup_rows`), day rows the merge of their hours. Hour
 rows where no minutes are stored are drawn from a pool of merged hours of
 the same page size, so loading stays within about two minutes; every row
-has the size and shape of a real one.
+has the size and shape of a real one. :func:`questions`: what the benchmark asks of
+them (HTTP paths, and the raw reads that answer the same).
 """
 
 from __future__ import annotations
@@ -32,7 +33,16 @@ from datetime import UTC, datetime, timedelta
 
 from core.settings import Settings
 
-__all__ = ["PAGES", "Layout", "load", "page_rows", "speed_writer"]
+__all__ = [
+    "DASHBOARD_RANGES",
+    "PAGES",
+    "Layout",
+    "load",
+    "ms",
+    "page_rows",
+    "questions",
+    "speed_writer",
+]
 
 PAGES = 200
 DAYS = 31
@@ -281,3 +291,61 @@ def speed_writer(args: tuple) -> None:
     finally:
         cluster.shutdown()
         report.put(batches)
+
+
+DASHBOARD_RANGES = {60: 0.4, 180: 0.2, 1440: 0.2, 10080: 0.1, 43200: 0.1}
+"""The dashboard's range choices (minutes) and the share of viewers on each."""
+
+
+def ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def questions(layout: Layout) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Per question: the HTTP paths (cycled through) and the raw reads' questions."""
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    rng = random.Random(3)
+    top = "/v1/top?view=page_activity&measure=page_views"
+    now = ms(layout.now)
+    out: dict[str, tuple[list[str], list[tuple]]] = {}
+    lo, hi = layout.boundary - timedelta(minutes=30), layout.boundary + timedelta(minutes=30)
+    out["ts-straddle"] = (
+        [
+            f"/v1/timeseries?view=page_activity&key=/p/{p}&start={lo:{fmt}}&end={hi:{fmt}}"
+            for p in range(PAGES)
+        ],
+        [("series", ms(lo), ms(hi), f"/p/{p}") for p in range(PAGES)],
+    )
+    for label, minutes in (("15 min", 15), ("1 day", 1440), ("30 days", 30 * 1440)):
+        out[f"top-10 pages {label}"] = (
+            [f"{top}&n=10&start=now-{minutes}m&end=now"],
+            [("top", now - minutes * 60_000, now, None)],
+        )
+    starts = [rng.randrange(1440, 1440 + 6 * 60) for _ in range(3000)]
+    out["top-N pages 1 day uncached"] = (
+        [f"{top}&n={1 + i % 100}&start=now-{m}m&end=now" for i, m in enumerate(starts)],
+        [("top", now - m * 60_000, now, None) for m in starts[:200]],
+    )
+    out["top-5 slowest 1 min"] = (
+        ["/v1/top?view=page_activity&measure=load_sketch&n=5&start=now-1m&end=now"],
+        [("slowest", now - 60_000, now, None)],
+    )
+    out["reach 30 days"] = (
+        [f"/v1/reach?view=page_activity&key=/p/{p}&start=now-30d&end=now" for p in range(PAGES)],
+        [("reach", now - 30 * 86_400_000, now, f"/p/{p}") for p in range(PAGES)],
+    )
+    mix = []
+    for minutes, share in DASHBOARD_RANGES.items():
+        granularity = "day" if minutes > 2880 else "hour" if minutes > 180 else "minute"
+        since = f"now-{minutes}m"
+        refresh = [
+            f"/v1/timeseries?view=site_activity&start={since}&end=now&granularity={granularity}"
+            "&measure=events&measure=page_views&measure=visitors",
+            f"/v1/reach?view=site_activity&start={since}&end=now",
+            f"{top}&n=10&start={since}&end=now",
+            "/v1/top?view=page_activity&measure=load_sketch&n=5&start=now-1m&end=now",
+        ]
+        mix += refresh * int(share * 100)
+    rng.shuffle(mix)
+    out["dashboard"] = (mix, [])
+    return out

@@ -33,8 +33,8 @@ import time
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
-from bench.serving_data import Layout, _minute_sketches
-from bench.serving_latency import TOKEN, _http_run, _in_process, _questions
+from bench.serving_data import Layout, _minute_sketches, questions
+from bench.serving_latency import TOKEN, _http_run, _in_process
 from core.settings import ServingSettings, Settings, child_env, load_settings
 from pipelines import declared_views
 from platformctl.process import port_open
@@ -126,7 +126,7 @@ def app_factory():
 
 
 def _dashboard() -> list[str]:
-    return _questions(Layout(datetime.now(UTC)))["dashboard"][0]
+    return questions(Layout(datetime.now(UTC)))["dashboard"][0]
 
 
 # -- in process ----------------------------------------------------------------------------------
