@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,9 +42,7 @@ from serving.lru import Lru
 from serving.merge import (
     DEFAULT_QUANTILES,
     hll_estimate,
-    measure_names,
     row_formatter,
-    summarise,
 )
 from serving.plan import Grain, bucket_source, key_reads, window_reads, windows
 from serving.ranking import Ranking
@@ -59,6 +56,7 @@ from serving.rules import (
     key_dict,
     view_spec,
 )
+from serving.series import series_buckets
 from serving.store import Pointers, ServingStore, ViewPointers
 from serving.timerange import MINUTE_MS, floor, iso, step_ms
 from views import ViewSpec
@@ -296,58 +294,22 @@ class Queries:
         )
         # The merges into buckets run in a thread: requests answered from the shared answers
         # meanwhile must not wait behind them on the event loop (serving/ranking.py).
-        return await asyncio.to_thread(
-            self._buckets, spec, keys, found, rq, p, now, chosen, quantiles, step, starts
-        )
-
-    def _buckets(
-        self,
-        spec: ViewSpec,
-        keys: list[tuple[str, ...]],
-        found: list[list[tuple]],
-        rq: RangeQuery,
-        p: ViewPointers,
-        now: int,
-        chosen: tuple[Measure, ...],
-        quantiles: tuple[float, ...],
-        step: int,
-        starts: range,
-    ) -> list[dict[str, Any]]:
-        """Each key's rows merged into the series' buckets."""
         lost = unavailable_span(p.boundary, now, self.rules) or (0, 0)
-        sources = []
-        for start in starts:
-            a, b = max(start, rq.lo), min(start + step, rq.hi)
-            available = max(a, lost[0]) >= min(b, lost[1])  # no window of it may have expired
-            sources.append((iso(start), bucket_source(a, b, p.boundary), available))
-        nulls = dict.fromkeys(measure_names(chosen, quantiles))
         formatter = self._formatter(spec, chosen, quantiles) if step == MINUTE_MS else None
-        series = []
-        for key, rows in zip(keys, found, strict=True):
-            buckets = []
-            if formatter is None:
-                per_bucket: dict[int, list] = defaultdict(list)
-                for row in rows:
-                    per_bucket[row[0] - row[0] % step].append(row[1:])
-            else:  # one window per bucket: no merge needed
-                per_minute = {row[0]: row for row in rows}
-            for start, (text, source, available) in zip(starts, sources, strict=True):
-                bucket = {
-                    "start": text,
-                    "final": source == "batch",
-                    "source": source,
-                    "available": available,
-                }
-                if not available:
-                    bucket.update(nulls)
-                elif formatter is not None:
-                    row = per_minute.get(start)
-                    bucket.update(formatter(None if row is None else row[1:]))
-                else:
-                    bucket.update(summarise(chosen, per_bucket.get(start, ()), quantiles))
-                buckets.append(bucket)
-            series.append({"key": key_dict(spec, key), "buckets": buckets})
-        return series
+        return await asyncio.to_thread(
+            series_buckets,
+            spec,
+            keys,
+            found,
+            (rq.lo, rq.hi),
+            p.boundary,
+            lost,
+            chosen,
+            quantiles,
+            step,
+            starts,
+            formatter,
+        )
 
     async def top(
         self,

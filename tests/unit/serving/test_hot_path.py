@@ -253,7 +253,7 @@ def test_a_fixed_range_never_answers_another_range_s_answer(apps) -> None:
 def test_answers_are_merged_off_the_event_loop(monkeypatch) -> None:
     """A micro-batch makes every question new: its merges must not hold up the requests
     answered meanwhile from the shared answers, so they run in a thread, not the loop's."""
-    from serving import query, ranking
+    from serving import query, ranking, series
 
     on_loop: list[bool] = []
 
@@ -266,7 +266,7 @@ def test_answers_are_merged_off_the_event_loop(monkeypatch) -> None:
 
     monkeypatch.setattr(ranking, "rank_value", recorded(ranking.rank_value))
     monkeypatch.setattr(ranking, "kind", recorded(ranking.kind))
-    monkeypatch.setattr(query, "summarise", recorded(query.summarise))
+    monkeypatch.setattr(series, "summarise", recorded(series.summarise))
     monkeypatch.setattr(query, "hll_estimate", recorded(query.hll_estimate))
     queries = _queries()
     with _started(queries, queries) as apps:
