@@ -65,9 +65,10 @@ runs a few times). Four pipeline runs over 300 events: about 276 -> 215 CPU seco
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controlling process sees every report
-        from tests.support.timing import FailuresAsTheyHappen, ModuleTimes
+        from tests.support.timing import FailuresAsTheyHappen, ModuleTimes, WorkerTimes
 
         config.pluginmanager.register(ModuleTimes(), "module-times")
+        config.pluginmanager.register(WorkerTimes(), "worker-times")
         config.pluginmanager.register(FailuresAsTheyHappen(config), "failures-now")
         join_runs()
 

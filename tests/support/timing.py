@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-__all__ = ["FailuresAsTheyHappen", "ModuleTimes"]
+__all__ = ["FailuresAsTheyHappen", "ModuleTimes", "WorkerTimes"]
 
 
 class ModuleTimes:
@@ -42,6 +42,51 @@ class ModuleTimes:
             terminalreporter.write_line(
                 f"{seconds:8.1f}s {share:5.1f}% {self.tests[module]:4d} tests  {module}"
             )
+
+
+class WorkerTimes:
+    """A pytest plugin: under xdist, when each worker ran its last test and how long it was
+    busy, with the tests it ended on.
+
+    A parallel run lasts as long as its last worker: a worker that ran out of work while the
+    other still ran a long test left a core idle for the difference, which no per-test or
+    per-module figure shows.
+    """
+
+    def __init__(self, last: int = 3) -> None:
+        self.last = last
+        self.first_start: float | None = None
+        self.busy: Counter[str] = Counter()
+        self.ended: dict[str, float] = {}
+        self.tail: dict[str, list[tuple[float, str]]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)
+        if node is None:  # not a worker's report (no xdist)
+            return
+        worker = node.gateway.id
+        self.busy[worker] += report.duration
+        self.first_start = min(report.start, self.first_start or report.start)
+        self.ended[worker] = max(report.stop, self.ended.get(worker, report.stop))
+        if report.when == "call" or report.failed:
+            tail = self.tail.setdefault(worker, [])
+            tail.append((report.stop, report.nodeid))
+            del tail[: -self.last]
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if len(self.ended) < 2 or self.first_start is None:
+            return
+        latest = max(self.ended.values())
+        terminalreporter.section("workers (seconds from the first test's start)")
+        for worker in sorted(self.ended):
+            ended = self.ended[worker] - self.first_start
+            idle = latest - self.ended[worker]
+            terminalreporter.write_line(
+                f"{worker}: busy {self.busy[worker]:7.1f}s, last test ended at {ended:7.1f}s"
+                f" ({idle:.0f}s before the run's end); it ended on:"
+            )
+            for stop, nodeid in self.tail.get(worker, ()):
+                terminalreporter.write_line(f"    {stop - self.first_start:7.1f}s  {nodeid}")
 
 
 class FailuresAsTheyHappen:
