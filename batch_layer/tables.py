@@ -63,6 +63,7 @@ __all__ = [
     "BRONZE_PROPERTIES",
     "REJECTS_PROPERTIES",
     "creation_options",
+    "current_properties",
     "delete_path",
     "ensure_properties",
     "ensure_table_properties",
@@ -115,12 +116,24 @@ def ensure_properties(spark: SparkSession, wanted: dict[str, str], *paths: str) 
         done = (path, tuple(sorted(wanted.items())))
         if done in _ENSURED or not DeltaTable.isDeltaTable(spark, path):
             continue
-        current = DeltaTable.forPath(spark, path).detail().collect()[0].properties or {}
+        current = current_properties(spark, path)
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
         if changed:
             assignments = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(changed.items()))
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
         _ENSURED.add(done)
+
+
+def current_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """The properties of the Delta table at ``path``, from its snapshot's metadata.
+
+    ``SHOW TBLPROPERTIES`` reads the metadata Delta already holds for the snapshot; ``DESCRIBE
+    DETAIL`` would also size the table's files, three Spark jobs per table (a pipeline run
+    checks seven tables). Besides the table's own properties it lists its protocol's
+    (``delta.minReaderVersion``, ``delta.feature.*``), which no caller sets.
+    """
+    rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+    return {row.key: row.value for row in rows}
 
 
 _ENSURED: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
