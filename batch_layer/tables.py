@@ -138,7 +138,7 @@ def current_properties(spark: SparkSession, path: str) -> dict[str, str]:
 
 _ENSURED: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
 """Tables whose properties this process has set: a long-lived process (the step server)
-checks each table once, not at every step (a Spark job reading the table's detail)."""
+checks each table once, not at every step."""
 
 
 def delete_path(spark: SparkSession, path: str) -> None:

@@ -3,7 +3,8 @@
 ``--durations`` names the slowest phases one by one; a module whose many tests each take
 a few seconds never shows there, and a module-scoped fixture's cost lands on whichever test
 ran first. Summed by module (setup, call and teardown of every test in it), the total says
-which module to make cheaper.
+which module to make cheaper. Under xdist, :class:`WorkerTimes` says how long each worker
+was busy and when it ran out of tests.
 
 Under xdist a failure shows as an ``F`` among the dots until the run ends, most of an hour
 later; :class:`FailuresAsTheyHappen` names the test on a line of its own when it fails.
