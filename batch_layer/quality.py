@@ -289,7 +289,6 @@ def _reconcile_silver_run(
     from pyspark.sql import functions as F
 
     from data_contracts import load_contract
-    from data_contracts.derive.one_pass_query import one_row_values
 
     if "staging" not in entry.detail:
         return []
@@ -324,45 +323,32 @@ def _reconcile_silver_run(
     )
     rejects = fresh.where(F.col("reason").isNotNull()).select("partition", "offset")
     recorded = spark.read.format("delta").load(rejects_path(settings, spec))
-    total = F.count(F.lit(1))
-    parts = [
-        staged.agg(  # the staging folder's figures in one pass
-            F.count_if("fresh").alias("fresh"),
-            F.count_if(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).alias("events"),
-            F.count_if(F.col("fresh") & F.col("reason").isNotNull()).alias("rejects"),
-        ),
-        bronze.agg(total.alias("bronze")),
-        dropped.agg(total.alias("dropped")),
-        orphans.agg(total.alias("orphans")),
-        rejects.join(recorded, ["partition", "offset"], "left_semi").agg(total.alias("recorded")),
-    ]
-    if copies is not None:
-        parts.append(
-            events.join(copies, ["partition", "offset"], "left_semi").agg(total.alias("copies"))
-        )
-    # Every figure in one Spark action (one plan, one job per shuffle), not one per count.
-    counted = one_row_values(parts)
+    counted = staged.agg(  # the staging folder's figures in one pass
+        F.count_if("fresh").alias("fresh"),
+        F.count_if(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).alias("events"),
+        F.count_if(F.col("fresh") & F.col("reason").isNotNull()).alias("rejects"),
+    ).first()
     n_events = int(counted["events"])
-    # A folder from before staging kept its copies: the count recorded.
-    n_copies = int(counted["copies"] if copies is not None else entry.detail.get("duplicates", 0))
+    if copies is None:  # a folder from before staging kept its copies: the count recorded
+        n_copies = int(entry.detail.get("duplicates", 0))
+    else:
+        n_copies = events.join(copies, ["partition", "offset"], "left_semi").count()
     return [
         _reconcile(
             f"{label}: bronze records of its range = events + rejects",
-            int(counted["bronze"]),
+            bronze.count(),
             int(counted["fresh"]),
         ),
         _reconcile(
             f"{label}: its events = silver rows holding them + copies dropped",
             n_events,
-            n_events - int(counted["dropped"]) + n_copies,
+            n_events - dropped.count() + n_copies,
         ),
-        _reconcile(
-            f"{label}: dropped copies without their event in silver", 0, int(counted["orphans"])
-        ),
+        _reconcile(f"{label}: dropped copies without their event in silver", 0, orphans.count()),
         _reconcile(
             f"{label}: its rejects in the rejects table",
             int(counted["rejects"]),
-            int(counted["recorded"]),
+            rejects.join(recorded, ["partition", "offset"], "left_semi").count(),
         ),
     ]
 
