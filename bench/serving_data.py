@@ -32,13 +32,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from core.settings import Settings
+from serving.timerange import to_ms
 
 __all__ = [
     "DASHBOARD_RANGES",
     "PAGES",
     "Layout",
     "load",
-    "ms",
     "page_rows",
     "questions",
     "speed_writer",
@@ -297,16 +297,12 @@ DASHBOARD_RANGES = {60: 0.4, 180: 0.2, 1440: 0.2, 10080: 0.1, 43200: 0.1}
 """The dashboard's range choices (minutes) and the share of viewers on each."""
 
 
-def ms(t: datetime) -> int:
-    return int(t.timestamp() * 1000)
-
-
 def questions(layout: Layout) -> dict[str, tuple[list[str], list[tuple]]]:
     """Per question: the HTTP paths (cycled through) and the raw reads' questions."""
     fmt = "%Y-%m-%dT%H:%M:%SZ"
     rng = random.Random(3)
     top = "/v1/top?view=page_activity&measure=page_views"
-    now = ms(layout.now)
+    now = to_ms(layout.now)
     out: dict[str, tuple[list[str], list[tuple]]] = {}
     lo, hi = layout.boundary - timedelta(minutes=30), layout.boundary + timedelta(minutes=30)
     out["ts-straddle"] = (
@@ -314,7 +310,7 @@ def questions(layout: Layout) -> dict[str, tuple[list[str], list[tuple]]]:
             f"/v1/timeseries?view=page_activity&key=/p/{p}&start={lo:{fmt}}&end={hi:{fmt}}"
             for p in range(PAGES)
         ],
-        [("series", ms(lo), ms(hi), f"/p/{p}") for p in range(PAGES)],
+        [("series", to_ms(lo), to_ms(hi), f"/p/{p}") for p in range(PAGES)],
     )
     for label, minutes in (("15 min", 15), ("1 day", 1440), ("30 days", 30 * 1440)):
         out[f"top-10 pages {label}"] = (

@@ -56,6 +56,7 @@ from bench.serving_data import questions as serving_questions
 from core.settings import ServingSettings, Settings, child_env, load_settings
 from platformctl import platform
 from platformctl.process import port_open
+from serving.timerange import to_ms
 
 TOKEN = "bench-read-token"
 _LENGTH = re.compile(rb"content-length: *(\d+)", re.IGNORECASE)
@@ -214,7 +215,7 @@ def _raw_run(args: tuple) -> dict:
         "batch": session.prepare(batch["minute"].select_range(all_measures)),
         "speed": session.prepare(speed.select_range(all_measures)),
     }
-    boundary = int(layout.boundary.timestamp() * 1000)
+    boundary = to_ms(layout.boundary)
     version = int(layout.now.timestamp())
     days, day = {}, layout.first_day
     while day <= layout.boundary:
@@ -286,7 +287,7 @@ def _in_process(target, args) -> dict:
         return pool.apply(target, (args,))
 
 
-# -- the questions ---------------------------------------------------------------------------
+# -- the phases ------------------------------------------------------------------------------
 
 
 def _phases(args, layout: Layout, settings: Settings, host: str, port: int) -> list:

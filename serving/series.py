@@ -13,7 +13,7 @@ from typing import Any
 from serving.merge import measure_names, summarise
 from serving.plan import bucket_source
 from serving.rules import key_dict
-from serving.timerange import MINUTE_MS, iso
+from serving.timerange import iso
 from views.spec import Measure, ViewSpec
 
 __all__ = ["series_buckets"]
@@ -34,7 +34,8 @@ def series_buckets(
 ) -> list[dict[str, Any]]:
     """Each key's rows (``found``, in ``keys``' order) merged into the series' buckets over
     ``span``; windows in ``lost`` (expired from speed) leave their buckets unavailable.
-    ``formatter``: one minute row's measures as an answer's (minute steps only)."""
+    ``formatter``: one minute row's measures as an answer's, given for minute steps only
+    (each bucket is then one window, taken as it is); None merges each bucket's rows."""
     lo, hi = span
     sources = []
     for start in starts:
@@ -42,8 +43,6 @@ def series_buckets(
         available = max(a, lost[0]) >= min(b, lost[1])  # no window of it may have expired
         sources.append((iso(start), bucket_source(a, b, boundary), available))
     nulls = dict.fromkeys(measure_names(chosen, quantiles))
-    if step != MINUTE_MS:
-        formatter = None
     series = []
     for key, rows in zip(keys, found, strict=True):
         buckets = []
