@@ -34,6 +34,7 @@ from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.suppressions import SuppressionList
+from core.workers import listening_workers
 from ingest.body import BodyRefused, read_body
 from ingest.browser import (
     BrowserConventions,
@@ -373,7 +374,7 @@ def create_app(
             openapi_extra={"requestBody": body},
         )
 
-    @app.get("/health", summary="Kafka reachable?")
+    @app.get("/health", summary="Kafka reachable, every worker listening?")
     async def health() -> JSONResponse:
         # A metadata round trip off the event loop: a slow or absent cluster delays this
         # answer, never the others; a success clears librdkafka's "all brokers down".
@@ -381,12 +382,16 @@ def create_app(
         own = state["suppressions"].status()
         metrics.observe(state["producer"].queue_depth, own)
         service = metrics.figures()  # every worker's, as their gauges say
+        # Until every worker listens, the ones that do would be given every connection a
+        # load balancer opens (core.workers): not ready yet.
+        listening, workers = listening_workers() or (1, 1)
+        status = "ok" if listening >= workers else "starting"
         return JSONResponse(
             {
-                "status": "ok" if ok else "unavailable",
+                "status": status if ok else "unavailable",
                 "kafka": "reachable" if ok else "down",
                 "queue_depth": service.queue_depth,
-                "workers": service.workers,
+                "workers": {"listening": listening, "of": workers},
                 "contract": contract.ref,
                 "suppressions": own
                 | {
@@ -395,7 +400,7 @@ def create_app(
                     "loaded": service.suppressions_loaded,
                 },
             },
-            200 if ok else 503,
+            200 if ok and status == "ok" else 503,
         )
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)

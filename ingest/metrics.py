@@ -43,7 +43,6 @@ __all__ = ["CollectorMetrics", "ServiceFigures"]
 class ServiceFigures:
     """What ``/health`` says of the whole service (every worker)."""
 
-    workers: int
     queue_depth: int
     suppressions_size: int
     suppressions_lag: int | None
@@ -152,7 +151,6 @@ class CollectorMetrics:
                 values.setdefault(sample.name, []).append(sample.value)
         lag = int(values.get("collector_suppressions_lag", [-1])[0])
         return ServiceFigures(
-            workers=max(1, len(values.get("collector_worker_requests", []))),
             queue_depth=int(values.get("collector_producer_queue_depth", [0])[0]),
             suppressions_size=int(values.get("collector_suppressions", [0])[0]),
             suppressions_lag=None if lag < 0 else lag,

@@ -3,7 +3,8 @@
 ``python -m ingest`` calls :func:`serve`. With ``collector.workers`` above one,
 each worker is a process of its own (:mod:`core.workers`) on a socket of its
 own (``SO_REUSEPORT``), with its own app, producer and suppression list; the
-metrics are summed over the workers (:mod:`ingest.metrics`). A worker answers
+metrics are summed over the workers (:mod:`ingest.metrics`), and ``/health``
+answers 200 only once every worker listens. A worker answers
 200 only after Kafka acknowledged its request's records, as one process does;
 on SIGTERM every worker finishes its requests and flushes its producer before
 it exits, and a worker that dies takes the service down.
@@ -63,8 +64,8 @@ def serve(settings: Settings) -> None:
 def _serve_worker(settings: Settings) -> None:
     """One worker process: the collector on a socket of its own."""
     from core.log import configure_logging
-    from core.workers import reuse_port_socket
+    from core.workers import reuse_port_socket, worker_server
 
     configure_logging()
     sock = reuse_port_socket(settings.collector.host, settings.collector.port)
-    uvicorn.Server(server_config(settings)).run(sockets=[sock])
+    worker_server(server_config(settings)).run(sockets=[sock])

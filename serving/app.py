@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from core.workers import listening_workers
 from pipelines import pipeline_of_view
 from serving import questions
 from serving.errors import QueryError
@@ -272,14 +273,18 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         summary="Cassandra reachable? Boundary, freshness and reconciliation per view",
         description="200 with status ok, or degraded when a view's batch boundary is old or "
         "its last reconciliation found the speed and batch views apart; 503 when Cassandra "
-        "cannot be read or a view's speed-side event time is ahead of now (status error, "
-        "message names the views).",
+        "cannot be read, a view's speed-side event time is ahead of now (status error, "
+        "message names the views), or not every worker listens yet (error starting).",
     )
     async def health() -> Response:
+        listening, workers = listening_workers() or (1, 1)
+        if listening < workers:  # the listening ones would be given every connection (core.workers)
+            return _error(503, "starting", f"{listening} of the {workers} workers listen so far.")
         try:
             answer = await state["queries"].health()
         except Exception as exc:  # the driver's NoHostAvailable, timeouts
             return _error(503, "unavailable", f"Cassandra cannot be read: {exc}")
+        answer["workers"] = {"listening": listening, "of": workers}
         return _Json(answer, 503 if answer["status"] == "error" else 200)
 
     @app.get(

@@ -22,7 +22,8 @@ def serve(settings: Settings) -> None:
     With several workers, each binds its own socket with ``SO_REUSEPORT``
     (:mod:`core.workers`): on one shared socket, a dashboard's keep-alive
     connections opened together all landed on one worker while the others idled
-    (measured: 67% and 7% of a core at 2,000 requests/s).
+    (measured: 67% and 7% of a core at 2,000 requests/s); ``/health`` answers 503
+    ``starting`` until every worker listens, for the same reason.
     """
     import socket
 
@@ -63,10 +64,10 @@ def server_config(settings: Settings, app: Any = None) -> uvicorn.Config:
 
 def _serve_one(settings: Settings, reuse_port: bool) -> None:
     """One uvicorn process; ``reuse_port``: on a socket of its own (``SO_REUSEPORT``)."""
-    from core.workers import reuse_port_socket
+    from core.workers import reuse_port_socket, worker_server
 
-    server = uvicorn.Server(server_config(settings))
     if not reuse_port:
-        server.run()
+        uvicorn.Server(server_config(settings)).run()
         return
+    server = worker_server(server_config(settings))
     server.run(sockets=[reuse_port_socket(settings.serving.host, settings.serving.port)])

@@ -15,13 +15,17 @@ def process(settings: Settings) -> ManagedProcess:
 
 
 def healthy(settings: Settings) -> tuple[bool, str]:
-    """Probe: the collector's /health answers 200 (it checks Kafka itself)."""
+    """Probe: the collector's /health answers 200 (it checks Kafka itself, and that every
+    worker listens)."""
     answer, why_not = http_health(settings.collector.host, settings.collector.port)
     if answer is None:
         return False, why_not
     body = answer.json()
+    workers = body.get("workers") or {}
     return answer.status_code == 200, (
-        f"kafka {body.get('kafka')}, queue depth {body.get('queue_depth')}, {body.get('contract')}"
+        f"{body.get('status')}, kafka {body.get('kafka')}, "
+        f"workers {workers.get('listening')}/{workers.get('of')} listening, "
+        f"queue depth {body.get('queue_depth')}, {body.get('contract')}"
     )
 
 

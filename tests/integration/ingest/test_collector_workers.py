@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -30,9 +31,11 @@ WRITE_KEY = "workers-write-key"
 
 
 @contextmanager
-def _collector(settings: Settings, log: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+def _collector(
+    settings: Settings, log: Path
+) -> Iterator[tuple[subprocess.Popen, str, dict[str, Any]]]:
     """``python -m ingest`` with ``settings`` (its topics created, deleted after), once its
-    ``/health`` answers 200; yields the process and its URL."""
+    ``/health`` answers 200; yields the process, its URL and that first 200's body."""
     from confluent_kafka.admin import AdminClient
 
     from ingest.topics import ensure_topics, platform_topics
@@ -52,14 +55,15 @@ def _collector(settings: Settings, log: Path) -> Iterator[tuple[subprocess.Popen
         deadline = time.monotonic() + 120
         while True:
             try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                answer = httpx.get(f"{url}/health", timeout=5)
+                if answer.status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the collector did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
-        yield proc, url
+            time.sleep(0.05)
+        yield proc, url, answer.json()
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -121,7 +125,10 @@ def test_two_workers_share_the_port_and_answer_for_the_service(
     local_platform, unique_name, tmp_path
 ):
     settings = _settings(local_platform, unique_name)
-    with _collector(settings, tmp_path / "collector.log") as (proc, url):
+    with _collector(settings, tmp_path / "collector.log") as (proc, url, ready):
+        # Healthy only once both listen: one answering while the other still started would
+        # be given every connection opened then.
+        assert ready["status"] == "ok" and ready["workers"] == {"listening": 2, "of": 2}
         answers = [_post(url, _batch(f"r{r}", 10)) for r in range(40)]
         assert [a.status_code for a in answers] == [200] * 40
         assert all(a.json()["accepted"] == 10 for a in answers)
@@ -143,7 +150,7 @@ def test_two_workers_share_the_port_and_answer_for_the_service(
         assert ("collector_producer_queue_depth", ()) in samples
 
         health = httpx.get(f"{url}/health").json()
-        assert health["workers"] == 2 and health["queue_depth"] >= 0
+        assert health["workers"] == {"listening": 2, "of": 2} and health["queue_depth"] >= 0
         assert set(health["suppressions"]) >= {"size", "lag", "loaded"}
 
         ids = _message_ids(settings, 400)
@@ -179,7 +186,7 @@ def test_sigterm_under_load_loses_no_acknowledged_event(local_platform, unique_n
                 with lock:
                     acknowledged.extend(f"{prefix}-{i}" for i in range(20))
 
-    with _collector(settings, log) as (proc, url):
+    with _collector(settings, log) as (proc, url, _):
         clients = [threading.Thread(target=client, args=(n,)) for n in range(6)]
         for thread in clients:
             thread.start()

@@ -66,3 +66,49 @@ def test_the_platform_probe_shows_the_error(serving_settings, serving_url) -> No
     healthy, detail = serving_healthy(serving_settings)
     assert not healthy
     assert detail == f"page_activity: {ERROR}"
+
+
+def test_two_serving_workers_say_healthy_only_once_both_listen(serving_settings, tmp_path):
+    """``python -m serving serve`` with two workers on one port: a worker takes connections
+    only once its app has started, so until both listen the one that does would be given
+    every connection a client opens then. /health holds back (503 ``starting``) until both
+    listen; its first other answer (here the poisoned view's 503) says so."""
+    import subprocess
+    import sys
+    import time
+
+    from core.settings import PROJECT_ROOT, child_env
+    from tests.support.ports import free_port
+
+    settings = serving_settings.model_copy(
+        update={"serving": serving_settings.serving.model_copy(
+            update={"port": free_port(), "workers": 2}
+        )}
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{settings.serving.port}/health"
+    log = tmp_path / "serving.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "serving", "serve"],
+            env=child_env(settings),
+            cwd=PROJECT_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                answer = httpx.get(url, timeout=10)
+                if answer.json().get("error") != "starting":
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        body = answer.json()
+        assert body["workers"] == {"listening": 2, "of": 2}
+        assert answer.status_code == 503 and body["error"] == "speed_event_time"
+    finally:
+        proc.terminate()
+        proc.wait(60)

@@ -10,7 +10,13 @@ import time
 import pytest
 
 from core.settings import PROJECT_ROOT
-from core.workers import reuse_port_socket, run_workers
+from core.workers import (
+    MULTIPROC_ENV,
+    listening_workers,
+    reuse_port_socket,
+    run_workers,
+    worker_server,
+)
 
 
 def test_every_worker_binds_the_same_port() -> None:
@@ -22,6 +28,44 @@ def test_every_worker_binds_the_same_port() -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_worker_counts_as_listening_once_its_socket_listens(tmp_path, monkeypatch) -> None:
+    """Not while its app starts (its socket takes no connection yet), but once it listens:
+    the health answers of a service hold back until every worker does."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    monkeypatch.delenv(MULTIPROC_ENV, raising=False)
+    assert listening_workers() is None  # a process serving alone
+    monkeypatch.setenv(MULTIPROC_ENV, str(tmp_path))
+    (tmp_path / "workers").write_text("2")  # as run_workers writes it
+    sock = reuse_port_socket("127.0.0.1", 0)
+    during_startup = []
+
+    async def app(scope, receive, send) -> None:
+        while (await receive())["type"] == "lifespan.startup":
+            during_startup.append(
+                (listening_workers(), sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+            )
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+    server = worker_server(uvicorn.Config(app, lifespan="on", log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert during_startup == [((0, 2), 0)]
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+        assert listening_workers() == (1, 2)
+    finally:
+        server.should_exit = True
+        thread.join(30)
 
 
 def test_a_service_runs_at_least_one_worker() -> None:
