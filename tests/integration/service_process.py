@@ -1,12 +1,12 @@
 """A platform service as its real process (``python -m ...`` with the settings in its
-environment), for the tests that attack what it serves."""
+environment), for the tests that attack what it serves or start it as operators do."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,16 +14,23 @@ import httpx
 
 from core.settings import PROJECT_ROOT, Settings, child_env
 
-__all__ = ["service_process"]
+__all__ = ["service_process", "started_service"]
 
 
 @contextmanager
-def service_process(
-    module_args: list[str], settings: Settings, port: int, log: Path, timeout_s: float = 120
-) -> Iterator[str]:
-    """Run ``python -m <module_args>`` until the block ends, once its ``/health`` answers (any
-    status); yields its base URL. Its output goes to ``log``; a process that exits or does not
-    answer in time fails with the tail of it."""
+def started_service(
+    module_args: list[str],
+    settings: Settings,
+    port: int,
+    log: Path,
+    until: Callable[[httpx.Response], bool] = lambda _answer: True,
+    timeout_s: float = 120,
+    stop_s: float = 30,
+) -> Iterator[tuple[subprocess.Popen, str, httpx.Response]]:
+    """Run ``python -m <module_args>`` until the block ends, once an answer of its ``/health``
+    satisfies ``until`` (by default any answer); yields the process, its base URL and that
+    answer. Its output goes to ``log``; a process that exits or does not answer in time
+    fails with the tail of it. Still running at the end, it gets SIGTERM and ``stop_s``."""
     url = f"http://127.0.0.1:{port}"
     with log.open("a") as out:
         proc = subprocess.Popen(
@@ -37,20 +44,31 @@ def service_process(
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                httpx.get(f"{url}/health", timeout=5)
-                break
+                answer = httpx.get(f"{url}/health", timeout=5)
+                if until(answer):
+                    break
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(
                     f"{' '.join(module_args)} did not start:\n{log.read_text()[-3000:]}"
                 )
-            time.sleep(0.3)
-        yield url
+            time.sleep(0.1)
+        yield proc, url, answer
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(stop_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+@contextmanager
+def service_process(
+    module_args: list[str], settings: Settings, port: int, log: Path, timeout_s: float = 120
+) -> Iterator[str]:
+    """:func:`started_service` once ``/health`` answers at all; yields its base URL."""
+    with started_service(module_args, settings, port, log, timeout_s=timeout_s) as (_, url, _):
+        yield url

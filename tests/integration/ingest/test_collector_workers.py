@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -22,7 +21,8 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.settings import PROJECT_ROOT, Settings, child_env
+from core.settings import Settings
+from tests.integration.service_process import started_service
 from tests.support.collector import collector_settings, consume_all
 
 pytestmark = [pytest.mark.integration]
@@ -42,36 +42,17 @@ def _collector(
 
     admin = AdminClient(settings.kafka.client_config())
     ensure_topics(admin, platform_topics(settings.kafka))
-    url = f"http://127.0.0.1:{settings.collector.port}"
-    with log.open("a") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ingest"],
-            env=child_env(settings),
-            cwd=PROJECT_ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                answer = httpx.get(f"{url}/health", timeout=5)
-                if answer.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the collector did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.05)
-        yield proc, url, answer.json()
+        with started_service(
+            ["ingest"],
+            settings,
+            settings.collector.port,
+            log,
+            until=lambda answer: answer.status_code == 200,
+            stop_s=90,
+        ) as (proc, url, ready):
+            yield proc, url, ready.json()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
         admin.delete_topics([spec.name for spec in platform_topics(settings.kafka)])
 
 

@@ -13,6 +13,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from tests.integration.service_process import started_service
+from tests.support.ports import free_port
+
 pytestmark = pytest.mark.integration
 
 POISONED = datetime(9999, 12, 31, 23, 49, 59, tzinfo=UTC)
@@ -73,42 +76,19 @@ def test_two_serving_workers_say_healthy_only_once_both_listen(serving_settings,
     only once its app has started, so until both listen the one that does would be given
     every connection a client opens then. /health holds back (503 ``starting``) until both
     listen; its first other answer (here the poisoned view's 503) says so."""
-    import subprocess
-    import sys
-    import time
-
-    from core.settings import PROJECT_ROOT, child_env
-    from tests.support.ports import free_port
-
     settings = serving_settings.model_copy(
         update={"serving": serving_settings.serving.model_copy(
             update={"port": free_port(), "workers": 2}
         )}
     )  # fmt: skip
-    url = f"http://127.0.0.1:{settings.serving.port}/health"
-    log = tmp_path / "serving.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "serving", "serve"],
-            env=child_env(settings),
-            cwd=PROJECT_ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                answer = httpx.get(url, timeout=10)
-                if answer.json().get("error") != "starting":
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.05)
+
+    def past_starting(answer: httpx.Response) -> bool:
+        return answer.json().get("error") != "starting"
+
+    with started_service(
+        ["serving", "serve"], settings, settings.serving.port, tmp_path / "serving.log",
+        until=past_starting,
+    ) as (_, _, answer):  # fmt: skip
         body = answer.json()
         assert body["workers"] == {"listening": 2, "of": 2}
         assert answer.status_code == 503 and body["error"] == "speed_event_time"
-    finally:
-        proc.terminate()
-        proc.wait(60)
