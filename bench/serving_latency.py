@@ -55,7 +55,6 @@ from bench.serving_data import PAGES, Layout, load, speed_writer
 from bench.serving_data import questions as serving_questions
 from core.settings import ServingSettings, Settings, child_env, load_settings
 from platformctl import platform
-from platformctl.process import port_open
 from serving.timerange import to_ms
 
 TOKEN = "bench-read-token"
@@ -290,6 +289,20 @@ def _in_process(target, args) -> dict:
 # -- the phases ------------------------------------------------------------------------------
 
 
+def _every_worker_listens(port: int) -> bool:
+    """Serving's ``/health`` answers, past ``starting``: connections opened before then would
+    all land on the workers already listening (``core.workers``)."""
+    import httpx
+
+    try:
+        return (
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json().get("error")
+            != "starting"
+        )
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
 def _phases(args, layout: Layout, settings: Settings, host: str, port: int) -> list:
     """``(target, arguments)`` per phase, serving then raw for each question."""
     questions = serving_questions(layout)
@@ -395,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         deadline = time.monotonic() + 60
-        while not port_open(args.port):
+        while not _every_worker_listens(args.port):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"serving did not start; see {log}")
             time.sleep(0.2)
