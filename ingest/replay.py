@@ -12,8 +12,13 @@ the request it came in (:meth:`DeadLetter.facts`: its ``received_at``,
 :class:`~ingest.intake.Intake` with the *current* contract and settings. An
 event now valid becomes the record the collector would now write (same key,
 same headers, plus ``replayed_from``); one still invalid stays where it is,
-counted by its new reason. The Kafka side (reading the range, remembering
-what was replayed, producing exactly once) is :mod:`ingest.replay_kafka`.
+counted by its new reason. A letter of a user forgotten since it was
+written (one of ``suppressed``, the ids of :mod:`core.suppressions`, matched
+on ``userId`` and ``anonymousId`` as the collector matches them) is never
+routed again: it is counted in ``suppressed``, and the report and the logs
+name no id. The Kafka side (reading the range and the suppression list,
+remembering what was replayed, producing exactly once) is
+:mod:`ingest.replay_kafka`.
 
 >>> reasons = ReasonFilter.parse(["invalid:timestamp*", "rule:"])
 >>> [reasons.matches(r) for r in ("invalid:timestamp_too_old", "rule:identity", "too_large")]
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from core.event_time import EventTimeBounds
+from core.suppressions import is_suppressed
 from ingest.enrich import EnrichError, RequestFacts, format_ts, parse_ts
 from ingest.intake import Intake, Record
 
@@ -238,6 +244,8 @@ class ReplayReport:
     """Of those, letters whose reason matched."""
     already_replayed: int = 0
     """Matched letters an earlier replay produced (in the ledger): not produced again."""
+    suppressed: int = 0
+    """Matched letters of users forgotten since (the suppression list): never produced."""
     now_valid: int = 0
     """Matched letters whose event the current contract and settings accept."""
     produced: int = 0
@@ -259,6 +267,7 @@ class ReplayReport:
             "read": self.read,
             "matched": self.matched,
             "already_replayed": self.already_replayed,
+            "suppressed": self.suppressed,
             "now_valid": self.now_valid,
             "produced": self.produced,
             "still_invalid": dict(sorted(self.still_invalid.items())),
@@ -272,7 +281,8 @@ class Replayer:
     ``routes`` (source id -> :class:`~ingest.routes.Route`) sends each letter through its
     source's pipeline, as the collector does; without them every letter goes through
     ``intake``. :attr:`topic` is where the last record returned belongs (None: the
-    collector's default topic)."""
+    collector's default topic). ``suppressed`` holds the ids of the forgotten users: their
+    letters are counted, never returned."""
 
     def __init__(
         self,
@@ -281,12 +291,14 @@ class Replayer:
         report: ReplayReport,
         replayed: Container[bytes] = frozenset(),
         routes: Mapping[str, Route] | None = None,
+        suppressed: Container[str] = frozenset(),
     ) -> None:
         self._intake = intake
         self._bounds = bounds
         self._report = report
         self._replayed = replayed
         self._routes = routes
+        self._suppressed = suppressed
         self.topic: str | None = None
 
     def consider(self, letter: DeadLetter) -> Record | None:
@@ -298,6 +310,9 @@ class Replayer:
         report.matched += 1
         if letter.at.key in self._replayed:
             report.already_replayed += 1
+            return None
+        if is_suppressed(letter.payload, self._suppressed):
+            report.suppressed += 1  # the id goes nowhere: not into the report, not into a log
             return None
         if letter.unreplayable is not None:
             report.not_replayable[letter.unreplayable] += 1

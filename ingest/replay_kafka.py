@@ -5,6 +5,13 @@ topic, at the offset ``offsets_for_times`` gives for ``--since``, and ends at
 the one it gives for ``--until`` (or at the end of the partition when the run
 starts: letters arriving during a run wait for the next one).
 
+**Not the forgotten.** The suppression list (``kafka.suppressions_topic``,
+:func:`~core.suppressions.read_suppressions`) is read whole once the range
+is fixed; a letter of a user on it is skipped and counted (``suppressed``).
+A forget recorded while a replay runs is applied by the next one and, for
+what this one wrote, by the batch layer (bronze drops a suppressed user's
+records as it reads the log).
+
 **Exactly once, by a ledger written in the same transaction.** Every
 replayed letter gets an entry in ``<dlq_topic>.replayed``
 (:func:`~ingest.topics.replay_ledger_topic`), keyed by the letter's position
@@ -44,6 +51,7 @@ import orjson
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import KafkaSettings, Settings
+from core.suppressions import read_suppressions
 from ingest.enrich import format_ts
 from ingest.intake import Record
 from ingest.replay import Coordinates, DeadLetter, Replayer, ReplayReport, ReplayRequest
@@ -92,11 +100,13 @@ def _replay(settings: Settings, request: ReplayRequest, chunk: int) -> ReplayRep
     kafka = settings.kafka
     admin = AdminClient(kafka.client_config())
     existing = admin.list_topics(timeout=_TIMEOUT_S).topics
-    missing = [t for t in (kafka.dlq_topic, kafka.events_topic) if t not in existing]
+    needed = (kafka.dlq_topic, kafka.events_topic, kafka.suppressions_topic)
+    missing = [t for t in needed if t not in existing]
     if missing:
         raise ReplayRefused(
             f"topic {', '.join(missing)} does not exist on {kafka.bootstrap_servers}: check "
-            "WAP_KAFKA__DLQ_TOPIC and WAP_KAFKA__EVENTS_TOPIC (the collector's topics)"
+            "WAP_KAFKA__DLQ_TOPIC, WAP_KAFKA__EVENTS_TOPIC and WAP_KAFKA__SUPPRESSIONS_TOPIC "
+            "(the collector's topics; `python -m platformctl up kafka` creates them)"
         )
     ledger = replay_ledger_topic(kafka)
     report = ReplayReport(kafka.dlq_topic, kafka.events_topic, request)
@@ -118,7 +128,9 @@ def _replay(settings: Settings, request: ReplayRequest, chunk: int) -> ReplayRep
         replayed = _replayed(reader, ledger.name) if writer or ledger.name in existing else set()
         routes = routes_of(settings)
         bounds = EventTimeBounds.from_settings(settings)
-        replayer = Replayer(routes_default(routes).intake, bounds, report, replayed, routes)
+        forgotten = read_suppressions(kafka, _TIMEOUT_S)  # read after the range is fixed
+        default = routes_default(routes).intake
+        replayer = Replayer(default, bounds, report, replayed, routes, forgotten)
         for letter in _letters(reader, kafka.dlq_topic, ranges):
             record = replayer.consider(letter)
             if record is not None and writer is not None:
@@ -144,7 +156,10 @@ def _progress(report: ReplayReport) -> None:
     log_event(
         _log,
         "replay.progress",
-        **{k: counts[k] for k in ("read", "matched", "already_replayed", "now_valid", "produced")},
+        **{
+            k: counts[k]
+            for k in ("read", "matched", "already_replayed", "suppressed", "now_valid", "produced")
+        },
     )
 
 

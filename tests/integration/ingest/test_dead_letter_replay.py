@@ -154,3 +154,44 @@ def test_dead_letters_replayed_after_a_fix_arrive_once(local_platform, unique_na
 
     assert missing.returncode == 2
     assert "topic x does not exist" in missing.stderr
+
+
+def test_the_dead_letters_of_a_user_forgotten_since_are_not_sent_again(
+    local_platform, unique_name, kafka_admin
+):
+    from core.suppressions import SuppressionRequest, record_suppression
+
+    strict = collector_settings(local_platform, unique_name, write_keys={"test-site": KEY})
+    strict = strict.model_copy(update={"event_time": EventTimeSettings(max_age_s=3600)})
+    fixed = strict.model_copy(update={"event_time": EventTimeSettings(max_age_s=24 * 3600)})
+    since = format_ts(datetime.now(UTC) - timedelta(minutes=1))
+    now = datetime.now(UTC)
+    forgotten, their_browser = "forgotten-user-9", "forgotten-browser-9"
+    batch = [
+        _event("theirs-1", timedelta(hours=2), now, userId=forgotten),
+        _event("theirs-2", timedelta(hours=2), now, anonymousId=their_browser),
+        _event("kept", timedelta(hours=2), now, anonymousId="someone-else"),
+    ]
+    try:
+        with serve_collector(strict, KEY) as collector:
+            answer = httpx.post(
+                f"{collector.url}/v1/batch",
+                json={"batch": batch, "sentAt": format_ts(now)},
+                auth=(KEY, ""),
+            )
+            assert answer.status_code == 200, answer.text
+            assert len(consume_all(strict, strict.kafka.dlq_topic, 3)) == 3
+            # Forgotten after the letters were written: both of their ids are on the list.
+            for user in (forgotten, their_browser):
+                request = SuppressionRequest(user, datetime.now(UTC), f"forget-{user}")
+                record_suppression(strict.kafka, request)
+            run = _replay(fixed, "--reason", "invalid:timestamp_too_old", "--since", since)
+            report = _report(run)
+            events = consume_all(strict, strict.kafka.events_topic, 1)
+    finally:
+        kafka_admin.delete_topics([f"{strict.kafka.dlq_topic}.replayed"])
+
+    assert (report["matched"], report["suppressed"], report["produced"]) == (3, 2, 1)
+    assert [json.loads(r.value())["messageId"] for r in events] == ["kept"]
+    for user in (forgotten, their_browser):
+        assert user not in run.stdout and user not in run.stderr

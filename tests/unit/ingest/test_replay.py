@@ -235,11 +235,31 @@ def test_the_report_counts_each_letter_once_by_what_became_of_it(intake):
         "read": 5,
         "matched": 4,
         "already_replayed": 1,
+        "suppressed": 0,
         "now_valid": 1,
         "produced": 0,
         "still_invalid": {"invalid:timestamp_too_old": 1, "invalid:userId": 1},
         "not_replayable": {},
     }
+
+
+def test_a_forgotten_user_s_letters_are_counted_and_never_routed_again(intake):
+    strict = _facts(STRICT)
+    letters = [
+        _letter(intake, _page(120, anonymousId="gone-a"), strict, Coordinates("dlq", 0, 1)),
+        _letter(intake, _page(120, userId="gone-u"), strict, Coordinates("dlq", 0, 2)),
+        _letter(intake, _page(120, messageId="kept"), strict, Coordinates("dlq", 0, 3)),
+    ]
+    request = ReplayRequest(ReasonFilter.parse(["invalid:"]), RECEIVED - timedelta(days=1))
+    report = ReplayReport("web.events.dlq", "web.events.v1", request)
+    forgotten = frozenset({"gone-a", "gone-u"})
+    replayer = Replayer(intake, LENIENT, report, suppressed=forgotten)
+
+    produced = [replayer.consider(letter) for letter in letters]
+
+    assert [r is not None for r in produced] == [False, False, True]
+    assert (report.matched, report.suppressed, report.now_valid) == (3, 2, 1)
+    assert not any(user in json.dumps(report.as_dict()) for user in forgotten)
 
 
 @pytest.mark.parametrize(
