@@ -32,6 +32,7 @@ from core.local_settings import RING_ADDRESSES, RING_HEAP_MB, RING_REPLICATION, 
 from core.service_settings import LineageSettings, MonitoringSettings, SqlSettings
 from core.spark_settings import SparkSettings
 from core.speed_job_settings import SpeedJobSettings
+from core.view_settings import ViewSettings
 
 __all__ = [
     "RING_ADDRESSES",
@@ -385,6 +386,7 @@ class Settings(BaseSettings):
     spark: SparkSettings = SparkSettings()
     lake: LakeSettings = LakeSettings()
     batch: BatchSettings = BatchSettings()
+    views: ViewSettings = ViewSettings()
     serving: ServingSettings = ServingSettings()
     sql: SqlSettings = SqlSettings()
     airflow: AirflowSettings = AirflowSettings()

@@ -21,17 +21,23 @@ from pathlib import Path
 from core.log import get_logger, log_event
 
 __all__ = [
+    "FUNCTIONS",
     "GUARD_CLASS",
     "INTERCEPTOR_CLASS",
     "LISTENER_CLASS",
     "SOURCES",
+    "analyst_functions",
     "build_guard_jar",
+    "functions_table",
     "guard_jar",
     "sources",
 ]
 
 SOURCES = Path(__file__).with_name("guard")
 """The folder of the guard's Java sources: every ``*.java`` in it goes into the jar."""
+FUNCTIONS = SOURCES / "analyst-functions.txt"
+"""The functions analysts may call, by group: the one list every check reads (bundled in the
+jar as ``platform/sql/analyst-functions.txt``), and docs/sql.md's table."""
 GUARD_CLASS = "platform.sql.ReadOnlyGuard"
 """The extension's class, for ``spark.sql.extensions``."""
 INTERCEPTOR_CLASS = "platform.sql.ProtocolGuard"
@@ -57,11 +63,61 @@ def sources() -> list[Path]:
     return sorted(SOURCES.glob("*.java"))
 
 
+def analyst_functions(path: Path = FUNCTIONS) -> dict[str, list[str]]:
+    """Group title -> the names analysts may call in it (``tvf:`` for table-valued ones).
+
+    >>> groups = analyst_functions()
+    >>> "repeat" in groups["Strings"], "from_xml" in sum(groups.values(), [])
+    (True, False)
+    """
+    groups: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if text.startswith("["):
+            current = groups.setdefault(text.split("]", 1)[1].strip(), [])
+        else:
+            current.extend(name.lower() for name in text.split())
+    return groups
+
+
+def functions_table(path: Path = FUNCTIONS) -> str:
+    """docs/sql.md's table of the analysts' functions, one row a group (markdown).
+
+    >>> functions_table().splitlines()[:2]
+    ['| group | functions |', '| --- | --- |']
+    """
+    rows = ["| group | functions |", "| --- | --- |"]
+    for group, names in analyst_functions(path).items():
+        shown = ", ".join(f"`{_cell(name.removeprefix('tvf:'))}`" for name in names)
+        tables = [n for n in names if n.startswith("tvf:")]
+        rows.append(
+            f"| {group} | {shown} |"
+            if not tables
+            else f"| {group} | {_plain(names)}; in FROM: {_tvfs(tables)} |"
+        )
+    return "\n".join(rows)
+
+
+def _cell(name: str) -> str:
+    return name.replace("|", "\\|")
+
+
+def _plain(names: list[str]) -> str:
+    return ", ".join(f"`{_cell(n)}`" for n in names if not n.startswith("tvf:"))
+
+
+def _tvfs(names: list[str]) -> str:
+    return ", ".join(f"`{n.removeprefix('tvf:')}`" for n in names)
+
+
 def _stamp() -> str:
     import pyspark
 
     digest = hashlib.sha256(pyspark.__version__.encode())
-    for source in sources():
+    for source in [*sources(), FUNCTIONS]:
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()
 
@@ -89,6 +145,7 @@ def build_guard_jar(state_dir: Path) -> Path:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(Path(classes).rglob("*.class")):
                 archive.write(path, path.relative_to(classes).as_posix())
+            archive.write(FUNCTIONS, f"platform/sql/{FUNCTIONS.name}")
         partial.replace(jar)
     stamp.write_text(_stamp())
     log_event(_log, "sql.guard.built", jar=str(jar))

@@ -2,13 +2,14 @@ package platform.sql;
 
 import java.lang.reflect.Method;
 import java.util.List;
-import java.util.Locale;
-import java.util.Set;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedFunction;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedGenerator;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedInlineTable;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.PlanExpression;
 import org.apache.spark.sql.catalyst.parser.ParameterContext;
@@ -47,8 +48,6 @@ import scala.jdk.javaapi.CollectionConverters;
  * Delta's.
  */
 final class GuardedParser implements ParserInterface {
-  private static final Set<String> REFLECTION = Set.of("reflect", "java_method", "try_reflect");
-
   private final SparkSession session;
   private final ParserInterface delegate;
   private final SparkSqlParser spark = new SparkSqlParser();
@@ -177,6 +176,18 @@ final class GuardedParser implements ParserInterface {
     if (name.equals("PlanWithUnresolvedIdentifier")) {
       throw Refusal.of("read", "IDENTIFIER(...) names are not accepted; name the view itself");
     }
+    if (plan instanceof UnresolvedTableValuedFunction function) {
+      Functions.get().checkTableFunction(list(function.name()));
+    }
+    if (plan instanceof UnresolvedInlineTable table) {
+      Sizes.checkRows(table.rows(), Policy.get().maxValueBytes);
+      for (Seq<Expression> row : list(table.rows())) {
+        for (Expression value : list(row)) {
+          walk(value);
+          patterns(value);
+        }
+      }
+    }
     if (name.startsWith("Compound") || name.startsWith("SingleStatement")) {
       throw Refusal.of("write", "SQL scripts (BEGIN ... END) are not run on the SQL server");
     }
@@ -209,11 +220,9 @@ final class GuardedParser implements ParserInterface {
 
   static void walk(Expression expression) {
     if (expression instanceof UnresolvedFunction function) {
-      List<String> parts = list(function.nameParts());
-      String last = parts.isEmpty() ? "" : parts.get(parts.size() - 1).toLowerCase(Locale.ROOT);
-      if (REFLECTION.contains(last)) {
-        throw Refusal.of("client_code", last + " is not allowed (it calls Java methods)");
-      }
+      Functions.get().checkName(list(function.nameParts()));
+    } else if (expression instanceof UnresolvedGenerator generator) {
+      Functions.get().checkName(List.of(generator.name().funcName()));
     }
     if (expression instanceof PlanExpression<?> subquery
         && subquery.plan() instanceof LogicalPlan inner) {
@@ -221,6 +230,13 @@ final class GuardedParser implements ParserInterface {
     }
     for (Expression child : list(expression.children())) {
       walk(child);
+    }
+  }
+
+  private static void patterns(Expression expression) {
+    Patterns.checkExpression(expression);
+    for (Expression child : list(expression.children())) {
+      patterns(child);
     }
   }
 

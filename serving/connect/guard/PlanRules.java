@@ -35,8 +35,6 @@ final class PlanRules {
       "CommonInlineUserDefinedDataSource", "PythonUDF", "PythonUDTF", "PythonDataSource",
       "ScalarScalaUDF", "JavaUDF", "TypedAggregateExpression");
 
-  private static final Set<String> REFLECTION = Set.of("reflect", "java_method", "try_reflect");
-
   private PlanRules() {}
 
   /** Refuses {@code message} (a request of ExecutePlan, AnalyzePlan or Config) if it must. */
@@ -87,6 +85,9 @@ final class PlanRules {
           + "shared by every session");
       case INPUT_FILES -> throw Refusal.of("metadata", "inputFiles() is not available: the "
           + "files behind the views are the server's");
+      case EXPLAIN -> throw Refusal.of("metadata", "explain() shows the physical plan, whose "
+          + "scans name the lake's files; EXPLAIN in SQL shows your query over the views "
+          + "(df.createOrReplaceTempView(\"q\"); spark.sql(\"EXPLAIN SELECT * FROM q\"))");
       default -> new Walk().message(request);
     }
   }
@@ -192,6 +193,8 @@ final class PlanRules {
             namespace(catalog.getListTables().getDbName());
           }
         }
+        case LIST_FUNCTIONS -> throw Refusal.of("metadata", "listFunctions() is not "
+            + "available; SHOW FUNCTIONS lists the functions analysts may call");
         case LIST_COLUMNS -> name(catalog.getListColumns().getTableName());
         case GET_TABLE -> name(catalog.getGetTable().getTableName());
         case TABLE_EXISTS -> name(catalog.getTableExists().getTableName());
@@ -207,10 +210,10 @@ final class PlanRules {
         case CALL_FUNCTION -> expression.getCallFunction().getFunctionName();
         case EXTENSION -> throw Refusal.of("client_code", "expression extensions are not "
             + "available on the SQL server");
-        default -> "";
+        default -> null;
       };
-      if (REFLECTION.contains(function.toLowerCase(Locale.ROOT))) {
-        throw Refusal.of("client_code", function + " is not allowed (it calls Java methods)");
+      if (function != null) { // a DataFrame's call, by name: the analysts' functions only
+        Functions.get().checkName(List.of(function.split("\\.", -1)));
       }
     }
 

@@ -9,6 +9,7 @@ import org.apache.spark.SparkContext$;
 import org.apache.spark.connect.proto.ConfigRequest;
 import org.apache.spark.connect.proto.ConfigResponse;
 import org.apache.spark.connect.proto.ExecutePlanRequest;
+import org.apache.spark.connect.proto.FetchErrorDetailsResponse;
 import org.apache.spark.connect.proto.KeyValue;
 import org.sparkproject.connect.google_protos.rpc.Code;
 import org.sparkproject.connect.google_protos.rpc.ErrorInfo;
@@ -37,6 +38,7 @@ import scala.Option;
  *   <li>Every request message is checked by {@link PlanRules} (data sources, caching,
  *       commands, settings) before it reaches Spark.
  *   <li>Config's GetAll answers leave out the settings analysts may not read.
+ *   <li>Every error is sent as {@link ErrorText} cleans it: no plan, path or stack.
  *   <li>Each Connect session's statements run in a scheduler pool of their own (FAIR between
  *       pools), so one analyst's long job does not hold everyone else's. Pools are handed to
  *       sessions in the order they arrive, so the last {@link #POOLS} sessions never share
@@ -107,12 +109,17 @@ public final class ProtocolGuard implements ServerInterceptor {
     @Override
     public void close(org.sparkproject.connect.grpc.Status status, Metadata trailers) {
       closed = true;
-      super.close(status, trailers);
+      ErrorText.clean(trailers);
+      super.close(status.withDescription(ErrorText.clean(status.getDescription())), trailers);
     }
 
     @Override
     @SuppressWarnings("unchecked")
     public void sendMessage(R message) {
+      if (message instanceof FetchErrorDetailsResponse details) {
+        super.sendMessage((R) ErrorText.clean(details));
+        return;
+      }
       if (filterSettings && message instanceof ConfigResponse response) {
         ConfigResponse.Builder kept = response.toBuilder().clearPairs();
         for (KeyValue pair : response.getPairsList()) {

@@ -11,8 +11,10 @@ import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.analysis.LocalTempView$;
 import org.apache.spark.sql.catalyst.catalog.CatalogTableType;
 import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.CallMethodViaReflection;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
 import org.apache.spark.sql.catalyst.expressions.PlanExpression;
 import org.apache.spark.sql.catalyst.expressions.ScalaUDF;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
@@ -22,6 +24,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
 import org.apache.spark.sql.catalyst.plans.logical.Range;
 import org.apache.spark.sql.catalyst.plans.logical.View;
+import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.command.CreateViewCommand;
 import org.apache.spark.sql.execution.command.ResetCommand;
 import org.apache.spark.sql.execution.command.SetCommand;
@@ -77,6 +80,9 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   private static final Set<String> NAMESPACE = Set.of(
       "SetCatalogAndNamespace", "SetNamespaceCommand", "SetCatalogCommand");
 
+  /** The metadata key of a file source's hidden columns ({@code _metadata.file_path} ...). */
+  private static final String METADATA_COLUMN = "__metadata_col";
+
   private static final List<String> CLIENT_CODE_MARKERS = List.of(
       "Python", "Pandas", "InArrow", "ScriptTransformation");
 
@@ -91,9 +97,13 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
 
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
+    extensions.injectPostHocResolutionRule(session -> new AnalystRule(session));
     extensions.injectCheckRule(session -> plan -> {
       if (!isTrusted(session) && !resolvingView() && !deltaInternal()) {
         walk(session, plan);
+        if (!(plan instanceof Command)) {
+          Sizes.checkPlan(plan, Policy.get().maxValueBytes);
+        }
       }
       return BoxedUnit.UNIT;
     });
@@ -185,6 +195,10 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
 
   /** DESCRIBE and SHOW of the views' names and columns, never of their definitions. */
   private static void metadata(SparkSession session, LogicalPlan plan, String name) {
+    if (call(plan, "info") instanceof ExpressionInfo function) {
+      Functions.get().checkName(List.of(function.getName())); // its usage and examples
+      return;
+    }
     if (Boolean.TRUE.equals(call(plan, "isExtended"))) {
       throw Refusal.of("metadata", "the EXTENDED forms of DESCRIBE and SHOW show the views' "
           + "definitions, which are the server's; DESCRIBE <view> shows its columns");
@@ -235,6 +249,13 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
       throw Refusal.of("client_code", "code sent by the client does not run on the SQL "
           + "server (" + name + ")");
     }
+    if (expression instanceof AttributeReference column
+        && column.metadata().contains(METADATA_COLUMN)) {
+      throw Refusal.of("metadata", column.name() + " is not available: the files behind the "
+          + "views are the server's");
+    }
+    Functions.get().checkClass(expression);
+    Patterns.checkExpression(expression);
     if (expression instanceof PlanExpression<?> subquery
         && subquery.plan() instanceof LogicalPlan inner) {
       walk(session, inner);
@@ -298,5 +319,22 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
 
   private static <T> List<T> list(Seq<T> seq) {
     return CollectionConverters.asJava(seq);
+  }
+
+  /** The analyst's SHOW FUNCTIONS and EXPLAIN, answered by {@link AnalystCommands}. */
+  private static final class AnalystRule extends Rule<LogicalPlan> {
+    private final SparkSession session;
+
+    AnalystRule(SparkSession session) {
+      this.session = session;
+    }
+
+    @Override
+    public LogicalPlan apply(LogicalPlan plan) {
+      if (isTrusted(session) || resolvingView() || deltaInternal()) {
+        return plan;
+      }
+      return AnalystCommands.rewrite(session, plan);
+    }
   }
 }

@@ -13,15 +13,19 @@ JSON document (its last line of output).
 - ``fair``: the same statement in one session and, five seconds into it, a
   small job in another: how long each took.
 - ``select1``: ``SELECT 1`` from a new session: its error and duration.
+- ``functions``: ``SHOW FUNCTIONS``, and each example of ``DESCRIBE FUNCTION EXTENDED`` of
+  every function the job names, run: the names shown and the examples the server refused.
 - ``long``: prints ``running`` and runs the long statement (the test kills it).
 """
 
 import json
+import re
 import sys
 import threading
 import time
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 LONG = "SELECT max(sha2(CAST(id AS STRING), 256)) AS m FROM range(0, 4000000000, 1, 20000)"
 """Most of an hour of work for two cores, in 20,000 tasks of a fraction of a second: a core
@@ -32,6 +36,20 @@ two look alike)."""
 
 def nested(depth):
     return "SELECT " + "(" * depth + "1" + ")" * depth
+
+
+def xsd(path):
+    """from_xml with an XSD option: Spark opens ``path`` (a file or a URL) while it resolves it."""
+    return f"SELECT from_xml('<r><a>1</a></r>', 'a INT', map('rowValidationXSDPath', '{path}'))"
+
+
+def full_error(run):
+    """The whole message of the error ``run`` raises (not only its first line)."""
+    try:
+        run()
+    except Exception as error:  # the message is the value under test
+        return str(error)
+    return None
 
 
 ATTACKS = {
@@ -90,7 +108,69 @@ ATTACKS = {
     "cache_table": lambda s, j: s.catalog.cacheTable("events"),
     "clear_cache": lambda s, j: s.catalog.clearCache(),
     "cache_sql": lambda s, j: s.sql("CACHE TABLE events").collect(),
+    # 8. Functions that read files and fetch URLs while Spark resolves them; storage shown.
+    "xsd_file": lambda s, j: s.sql(xsd("/etc/passwd")).collect(),
+    "xsd_missing": lambda s, j: s.sql(xsd(j["missing"])).collect(),
+    "xsd_url": lambda s, j: s.sql(xsd(j["url_inside"])).collect(),
+    "protobuf_file": lambda s, j: s.sql(
+        "SELECT from_protobuf(X'00', 'M', '/etc/passwd')"
+    ).collect(),
+    "protobuf_zero": lambda s, j: s.sql("SELECT from_protobuf(X'00', 'M', '/dev/zero')").collect(),
+    "avro_url": lambda s, j: s.sql(
+        "SELECT from_avro(X'00', '{}', map('avroSchemaUrl', 'file:///etc/passwd'))"
+    ).collect(),
+    "schema_of_xml": lambda s, j: s.sql("SELECT schema_of_xml('<r/>', map())").collect(),
+    "input_file_name": lambda s, j: s.sql("SELECT input_file_name() FROM events").collect(),
+    "metadata_column": lambda s, j: s.sql("SELECT _metadata.file_path FROM events").collect(),
+    "table_changes": lambda s, j: s.sql(
+        f"SELECT * FROM table_changes_by_path('{j['silver']}', 0)"
+    ).collect(),
+    "df_from_xml": lambda s, j: s.range(1).select(F.expr(xsd("/etc/passwd")[7:])).collect(),
+    "df_input_file_name": lambda s, j: s.table("events").select(F.input_file_name()).collect(),
+    "df_reflect": lambda s, j: s.range(1)
+    .select(F.call_function("reflect", F.lit("java.lang.System"), F.lit("exit"), F.lit(1)))
+    .collect(),
+    # 9. One statement that ran the driver out of memory (constants folded on the driver).
+    "repeat_900m": lambda s, j: s.sql(
+        "SELECT length(repeat('x', 900000000)) AS n FROM range(1)"
+    ).collect(),
+    "values_900m": lambda s, j: s.sql(
+        "SELECT length(x) FROM VALUES (repeat('x', 900000000)) t(x)"
+    ).collect(),
+    "sequence_1g": lambda s, j: s.sql("SELECT size(sequence(1, 1000000000))").collect(),
+    "array_repeat_1g": lambda s, j: s.sql("SELECT size(array_repeat(1, 1000000000))").collect(),
+    "lpad_900m": lambda s, j: s.sql("SELECT length(lpad('x', 900000000, 'y'))").collect(),
+    "growth_by_cte": lambda s, j: s.sql(
+        "WITH a AS (SELECT repeat('x', 1000000) s FROM VALUES (1) t(i)), "
+        "b AS (SELECT concat(s, s, s, s, s, s, s, s, s, s) s FROM a), "
+        "c AS (SELECT concat(s, s, s, s, s, s, s, s, s, s) s FROM b) SELECT length(s) FROM c"
+    ).collect(),
+    "df_repeat_900m": lambda s, j: s.range(1).select(F.repeat(F.lit("x"), 900000000)).collect(),
+    # 10. A pattern that backtracks for hours, past its cancellation.
+    "regex_backtracking": lambda s, j: s.sql(
+        "SELECT count(*) FROM range(0, 2, 1, 2) WHERE "
+        "regexp_like(concat(repeat('a', 36), CAST(id AS STRING), '!'), '(.*a){12}$')"
+    ).collect(),
+    # 11. Plans that show the views' bodies, the lake's paths and hidden columns.
+    "explain_extended": lambda s, j: s.sql("EXPLAIN EXTENDED SELECT * FROM events").collect(),
+    "explain_cost": lambda s, j: s.sql("EXPLAIN COST SELECT * FROM events").collect(),
+    "explain_formatted": lambda s, j: s.sql("EXPLAIN FORMATTED SELECT * FROM events").collect(),
+    "df_explain_extended": lambda s, j: s.table("events")._explain_string(extended=True),
+    "list_functions": lambda s, j: [f.name for f in s.catalog.listFunctions()],
     # What stays allowed.
+    "explain": lambda s, j: s.sql("EXPLAIN SELECT count(*) FROM events").collect()[0][0],
+    "error_text": lambda s, j: full_error(
+        lambda: s.sql("SELECT no_such_column FROM events").collect()
+    ),
+    "show_functions_from": lambda s, j: [
+        r[0] for r in s.sql("SHOW FUNCTIONS LIKE 'from*'").collect()
+    ],
+    "allowed_functions": lambda s, j: s.sql(
+        "SELECT repeat('ab', 3) AS r, lpad('7', 3, '0') AS p, size(sequence(1, 5)) AS n, "
+        "regexp_extract('https://a.b/c', '^https?://([^/]+)/', 1) AS host"
+    )
+    .collect()[0]
+    .asDict(),
     "is_cached": lambda s, j: s.catalog.isCached("events"),
     "describe_events": lambda s, j: [r.col_name for r in s.sql("DESCRIBE events").collect()],
     "set_time_zone": lambda s, j: s.sql("SET spark.sql.session.timeZone=UTC").collect()[0][1],
@@ -133,6 +213,22 @@ def attack(spark, other, job):
     return out
 
 
+def functions(spark, job):
+    """SHOW FUNCTIONS, then every example of each named function's DESCRIBE FUNCTION EXTENDED."""
+    shown = sorted(r[0] for r in spark.sql("SHOW FUNCTIONS").collect())
+    refused, ran = {}, 0
+    for name in job["names"]:
+        text = "\n".join(r[0] for r in spark.sql(f"DESCRIBE FUNCTION EXTENDED `{name}`").collect())
+        for example in re.findall(r">\s*(SELECT .*?);", text, re.S):
+            ran += 1
+            try:
+                spark.sql(example).collect()
+            except Exception as error:  # only the server's refusals count
+                if "Refused by the SQL server" in str(error):
+                    refused[example] = first_line(error)
+    return {"shown": shown, "refused": refused, "examples": ran}
+
+
 def timed(run):
     began = time.monotonic()
     try:
@@ -150,6 +246,8 @@ def main():
     mode = job["mode"]
     if mode == "attacks":
         out = attack(spark, SparkSession.builder.remote(job["url"]).create(), job)
+    elif mode == "functions":
+        out = functions(spark, job)
     elif mode == "select1":
         out = timed(lambda: spark.sql("SELECT 1").collect())
     elif mode == "time_limit":

@@ -14,12 +14,14 @@ share of the cores, a statement whose client left, ``/health`` and
 
 from __future__ import annotations
 
+import http.server
 import json
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings
 from tests.support.lake import GROUP
+from tests.support.ports import free_port
 from tests.support.processes import alive, children, java_children
 from tests.support.sql import DETACHED_S, SQL_TOKEN, TIME_LIMIT_S
 
@@ -81,9 +84,31 @@ def _run(python: Path, settings: Settings, folder: Path, mode: str, /, **job) ->
 
 
 @pytest.fixture(scope="module")
-def targets(serving_settings: Settings, tmp_path_factory) -> dict:
+def listener():
+    """An HTTP server on this machine that counts the requests it gets: a URL the attacks ask
+    the SQL server to fetch."""
+    hits: list[str] = []
+
+    class Counting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/schema.xsd", hits
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def targets(serving_settings: Settings, tmp_path_factory, listener) -> dict:
     """What the attacks aim at: a jar whose data source writes a file when loaded, a file to
-    copy and where to, Derby databases to create, silver's path and a path that is not."""
+    copy and where to, Derby databases to create, silver's path and a path that is not, a URL
+    that counts its requests."""
     import pyspark
 
     from layout.lake import silver_path
@@ -116,13 +141,17 @@ def targets(serving_settings: Settings, tmp_path_factory) -> dict:
         "derby_catalog": str(folder / "derby-catalog"),
         "silver": silver_path(serving_settings, serving_settings.kafka.events_topic),
         "missing": str(folder / "no-table-here"),
+        "url_inside": listener[0],
     }
 
 
 @pytest.fixture(scope="module")
 def attacks(sql_server, client_python: Path, targets: dict, serving_settings: Settings) -> dict:
-    """Every attack's answer (``sql_attacks.ATTACKS``), each followed by ``SELECT 1``."""
-    return _run(client_python, serving_settings, Path(targets["folder"]), "attacks", **targets)
+    """Every attack's answer (``sql_attacks.ATTACKS``), each followed by ``SELECT 1``; and
+    ``server``: the supervisor's server process before and after them."""
+    before = children(sql_server.process.pid)
+    answers = _run(client_python, serving_settings, Path(targets["folder"]), "attacks", **targets)
+    return answers | {"server": {"before": before, "after": children(sql_server.process.pid)}}
 
 
 def _refused(attacks: dict, *names: str, saying: str = "") -> None:
@@ -146,8 +175,10 @@ def _metrics(server) -> dict[tuple, float]:
 
 
 def test_every_attack_leaves_the_server_answering_other_sessions(attacks):
-    slow = {name: a["select1_s"] for name, a in attacks.items() if a["select1_s"] > 10}
+    answers = {name: a for name, a in attacks.items() if name != "server"}
+    slow = {name: a["select1_s"] for name, a in answers.items() if a["select1_s"] > 10}
     assert not slow, f"SELECT 1 from another session took longer than 10 s after {slow}"
+    assert attacks["server"]["before"] == attacks["server"]["after"], "the server was restarted"
 
 
 def test_client_code_never_runs_in_the_server(attacks, targets, sql_server):
@@ -235,6 +266,91 @@ def test_caching_is_refused(attacks):
     assert attacks["count_events"]["value"] > 0
 
 
+def test_no_function_reads_a_file_or_fetches_a_url(attacks, listener):
+    """Finding 1 of the second round: from_xml's XSD option read /etc/passwd, told missing
+    files from directories and fetched URLs; from_protobuf read descriptors (and /dev/zero
+    until the heap was gone); input_file_name() and table_changes_by_path showed the lake."""
+    files = ("xsd_file", "xsd_missing", "xsd_url", "protobuf_file", "protobuf_zero", "avro_url")
+    _refused(attacks, *files, "schema_of_xml", saying="is not available to analysts")
+    _refused(attacks, "input_file_name", "table_changes", saying="is not available to analysts")
+    _refused(attacks, "df_from_xml", "df_input_file_name", "df_reflect", saying="not available")
+    # The same answer whatever the path names: nothing to probe with.
+    assert attacks["xsd_file"]["error"] == attacks["xsd_missing"]["error"]
+    assert attacks["xsd_file"]["error"] == attacks["xsd_url"]["error"]
+    assert listener[1] == [], f"the SQL server fetched the attacker's URL: {listener[1]}"
+    metadata = attacks["metadata_column"]["error"]
+    assert metadata and "file_path" not in str(attacks["metadata_column"]["value"]), metadata
+
+
+def test_no_statement_can_hold_the_drivers_memory(attacks):
+    """Finding 3 of the second round: length(repeat('x', 900000000)) ran the 1 GB driver out of
+    heap (constant folding), every session was lost and the server restarted."""
+    _refused(
+        attacks,
+        "repeat_900m",
+        "values_900m",
+        "sequence_1g",
+        "array_repeat_1g",
+        "lpad_900m",
+        "growth_by_cte",
+        "df_repeat_900m",
+        saying="sql.max_value_bytes",
+    )
+    for name in ("repeat_900m", "values_900m", "growth_by_cte"):
+        assert attacks[name]["seconds"] < ANSWERS_WITHIN_S, attacks[name]
+    assert attacks["allowed_functions"]["value"] == {
+        "r": "ababab",
+        "p": "007",
+        "n": 5,
+        "host": "a.b",
+    }
+
+
+def test_a_pattern_that_backtracks_for_hours_is_refused(attacks):
+    """Finding 4 of the second round: (.*a){12}$ kept both cores busy past its cancellation."""
+    _refused(attacks, "regex_backtracking", saying="exponential time")
+    assert attacks["regex_backtracking"]["seconds"] < ANSWERS_WITHIN_S
+
+
+def test_plans_and_errors_show_no_internals(attacks, serving_settings):
+    """Finding 8 of the second round: errors carried the analysed plan (paths, hidden columns);
+    EXPLAIN EXTENDED and COST showed the views' bodies."""
+    _refused(
+        attacks,
+        "explain_extended",
+        "explain_cost",
+        "explain_formatted",
+        "df_explain_extended",
+        "list_functions",
+    )
+    plan = attacks["explain"]["value"]
+    assert "View spark_catalog.default.events" in plan or "View default.events" in plan, plan
+    for internal in (serving_settings.lake.root, "userId", "Relation", "FileScan", "parquet"):
+        assert internal not in plan, f"EXPLAIN shows {internal}:\n{plan}"
+    error = attacks["error_text"]["value"]
+    assert error and "no_such_column" in error, error
+    for internal in (serving_settings.lake.root, "Relation", "+- ", "userId"):
+        assert internal not in error, f"the error shows {internal}:\n{error}"
+    assert "from_json" in attacks["show_functions_from"]["value"]
+    assert "from_xml" not in attacks["show_functions_from"]["value"]
+
+
+def test_show_functions_is_the_list_and_every_listed_example_runs(
+    sql_server, client_python, tmp_path
+):
+    """One list for the parser, the protocol and the plans: SHOW FUNCTIONS shows it, and every
+    example of every listed function (DESCRIBE FUNCTION EXTENDED) passes all three."""
+    from serving.connect.guard import analyst_functions
+
+    listed = [name for group in analyst_functions().values() for name in group]
+    names = sorted({name.removeprefix("tvf:") for name in listed})
+    scalar = [name for name in listed if not name.startswith("tvf:")]
+    answer = _run(client_python, sql_server.settings, tmp_path, "functions", names=scalar)
+    assert answer["shown"] == names
+    assert answer["examples"] > 500, answer["examples"]
+    assert answer["refused"] == {}, answer["refused"]
+
+
 # --- SQL over HTTP -----------------------------------------------------------------------------
 
 
@@ -248,6 +364,20 @@ def test_post_sql_refuses_deep_nesting_with_a_clear_400(api, sql_server, caplog)
     assert time.monotonic() - began < 5
     logged = caplog.text + "".join(str(r.exc_info) for r in caplog.records)
     assert "RecursionError" not in logged and "Traceback" not in logged
+
+
+def test_post_sql_decides_on_the_same_functions(api, sql_server, listener):
+    """The functions' list holds over HTTP as over Spark Connect."""
+    xml = api.post(
+        "/v1/sql",
+        json={
+            "sql": f"SELECT from_xml('<r/>', 'a INT', map('rowValidationXSDPath', '{listener[0]}'))"
+        },
+    )
+    assert xml.status_code == 400 and "from_xml is not available" in xml.json()["message"], xml.text
+    big = api.post("/v1/sql", json={"sql": "SELECT length(repeat('x', 900000000)) AS n"})
+    assert big.status_code == 400 and "sql.max_value_bytes" in big.json()["message"], big.text
+    assert listener[1] == []
 
 
 def test_post_sql_shows_no_path_and_no_history(api, sql_server, targets, serving_settings):
