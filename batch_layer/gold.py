@@ -2,7 +2,10 @@
 
 The same view functions as the speed layer (:mod:`views`), applied to the
 complete, deduplicated events of whole days, so the answers are exact: late
-events are in their true windows. Each view's table is partitioned by
+events are in their true windows. As in the speed layer, each person's id (the
+pipeline's ``identity`` fields) is replaced by its keyed digest before the views
+are built (:func:`views.digest.pseudonymise`), so both layers' sketches hold the
+same digests. Each view's table is partitioned by
 ``window_date`` and a run rewrites exactly the days it covers
 (``replaceWhere``): reprocessing a day rewrites that day and nothing else.
 
@@ -26,6 +29,7 @@ from core.log import get_logger, log_event
 from core.settings import Settings
 from layout.lake import gold_path
 from views import ViewSpec
+from views.digest import pseudonymise
 from views.input import PAYLOAD
 
 if TYPE_CHECKING:
@@ -95,9 +99,12 @@ def build_gold(
     days = tuple(sorted(set(dates)))
     written: dict[str, int] = {}
     if days:
+        key = settings.views.identity_key_for(settings.environment)
         silver = spark.read.format("delta").load(silver_path(settings, spec))
-        # Read once for every view: the days' typed columns, kept while the views are built.
-        events = silver.where(F.col("event_date").isin(list(days))).drop(PAYLOAD).persist()
+        # Read once for every view: the days' typed columns, ids digested, kept while the
+        # views are built.
+        days_events = silver.where(F.col("event_date").isin(list(days))).drop(PAYLOAD)
+        events = pseudonymise(days_events, spec.identity, key).persist()
         predicate = days_predicate("window_date", days)
         try:
             for view in views or spec.view_specs:

@@ -12,6 +12,8 @@ views, in three named steps, as in the rest of the platform:
    (:func:`bound_event_time`), so only real time moves it; a watermark bounds
    lateness and duplicates of an event (the contract's key, ``(source_id,
    event_id)``) within it are dropped (RocksDB state).
+   Each person's id (the pipeline's ``identity`` fields) is replaced by its
+   keyed digest (:func:`views.digest.pseudonymise`), as gold does;
 2. the view functions of :mod:`views`, unchanged, over each micro-batch's
    new events;
 3. :func:`start_queries` - the query (:data:`QUERY_NAME`) whose
@@ -37,6 +39,7 @@ from layout import ViewTables
 from speed_layer.sink import ViewsSink
 from speed_layer.start import StartPosition
 from views import VIEWS, ViewSpec
+from views.digest import pseudonymise
 from views.input import REJECT_REASONS, check_records, valid_of
 
 if TYPE_CHECKING:
@@ -52,6 +55,7 @@ __all__ = [
     "bound_event_time",
     "contract_of",
     "count_rejects",
+    "identity_of",
     "parse_fields",
     "read_events",
     "reject_metric",
@@ -152,18 +156,31 @@ def contract_of(views: tuple[ViewSpec, ...]) -> Contract:
     return load_contract(spec.contract, spec.contract_major)
 
 
+def identity_of(views: tuple[ViewSpec, ...]) -> tuple[str, ...]:
+    """The fields that identify a person in the events of the pipeline declaring ``views``
+    (:attr:`pipelines.PipelineSpec.identity`)."""
+    from pipelines import pipeline_of_view
+
+    return pipeline_of_view(views[0].name).identity
+
+
 def read_events(
     spark: SparkSession,
     settings: Settings,
     start: StartPosition | None = None,
     contract: Contract | None = None,
     views: tuple[ViewSpec, ...] = VIEWS,
+    identity: tuple[str, ...] | None = None,
 ) -> DataFrame:
     """The bounded, deduplicated, watermarked stream of events ``views`` read: the topic
     ``settings.kafka.events_topic`` parsed with ``contract`` (default: that of the pipeline
-    declaring ``views``), into the fields they read (``speed.parse``, :func:`parse_fields`)."""
+    declaring ``views``), into the fields they read (``speed.parse``, :func:`parse_fields`),
+    each of the ``identity`` fields (default: that pipeline's) a keyed digest under
+    ``views.identity_key``, as gold's input."""
     start = start or StartPosition()
     contract = contract or contract_of(views)
+    identity = identity_of(views) if identity is None else identity
+    key = settings.views.identity_key_for(settings.environment)
     raw = (
         spark.readStream.format("kafka")
         .options(**settings.kafka.spark_options())
@@ -179,11 +196,12 @@ def read_events(
     validated = validated_by_collector(contract) if fields is not None else None
     checked = check_records(raw, contract, tolerance, fields=fields, validated=validated)
     events = valid_of(count_rejects(checked))
-    return (
+    deduplicated = (
         bound_event_time(events, settings.event_time.future_tolerance_s, start.floor)
         .withWatermark("event_time", settings.speed.watermark)
         .dropDuplicatesWithinWatermark(list(contract.key))
     )
+    return pseudonymise(deduplicated, identity, key)
 
 
 def parse_fields(
@@ -226,12 +244,13 @@ def start_queries(
     available_now: bool = False,
     start: StartPosition | None = None,
     contract: Contract | None = None,
+    identity: tuple[str, ...] | None = None,
 ) -> list[StreamingQuery]:
     """Start the speed layer's query (one, for every view); ``available_now`` drains the log.
 
     ``settings`` are a pipeline's stream settings
-    (:meth:`pipelines.PipelineSpec.stream_settings`) and ``contract`` its contract
-    (default: that of the pipeline declaring ``views``).
+    (:meth:`pipelines.PipelineSpec.stream_settings`), ``contract`` its contract and
+    ``identity`` its personal fields (default: those of the pipeline declaring ``views``).
 
     Its checkpoint is ``<run's checkpoint dir>/views``: the Kafka offsets and the
     deduplication state. The views' state is the rows in Cassandra.
@@ -243,7 +262,7 @@ def start_queries(
     fold = settings.speed.fold
     on_driver = fold == "driver" or (fold == "auto" and settings.speed.state_partitions == 1)
     writer = (
-        read_events(spark, settings, start, contract or contract_of(views), views)
+        read_events(spark, settings, start, contract or contract_of(views), views, identity)
         .writeStream.queryName(start.query_name)
         .outputMode("append")
         .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint, on_driver=on_driver))

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import ViewTables, create_view_tables
-from speed_layer.job import contract_of, start_queries
+from speed_layer.job import contract_of, identity_of, start_queries
 from speed_layer.progress import ProgressRecorder
 from speed_layer.replay import CatchUp, drop_superseded, resume_switch, switch
 from speed_layer.start import (
@@ -76,14 +76,16 @@ class SpeedService:
         *,
         views: Sequence[ViewSpec] = VIEWS,
         contract: Contract | None = None,
+        identity: tuple[str, ...] | None = None,
         available_now: bool = False,
         metrics: SpeedMetrics | None = None,
         on_switch_step: Callable[[str], None] | None = None,
         pool: str | None = None,
     ) -> None:
         """One pipeline's speed layer: ``settings`` are its stream settings
-        (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views and
-        ``contract`` its contract (default: that of the pipeline declaring ``views``).
+        (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views,
+        ``contract`` its contract and ``identity`` its personal fields (default: those of
+        the pipeline declaring ``views``).
 
         ``on_switch_step(step)`` is called before each statement of a switch
         (:data:`speed_layer.replay.SWITCH_STEPS`) and before the old query is stopped
@@ -93,6 +95,7 @@ class SpeedService:
 
         self.spark, self.settings, self.views = spark, settings, tuple(views)
         self.contract = contract or contract_of(self.views)
+        self.identity = identity_of(self.views) if identity is None else identity
         self.available_now = available_now
         self._on_step = on_switch_step
         self.pool = pool
@@ -168,6 +171,7 @@ class SpeedService:
             available_now=self.available_now,
             start=run,
             contract=self.contract,
+            identity=self.identity,
         )
         self.queries[run.generation] = query
 

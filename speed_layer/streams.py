@@ -104,6 +104,7 @@ class Streams:
                 session,
                 settings,
                 views=spec.view_specs,
+                identity=spec.identity,
                 available_now=self.available_now,
                 metrics=self.metrics,
                 pool=spec.name,

@@ -4,6 +4,10 @@ Spark is the suite's one shared session (the ``spark`` fixture of ``tests/confte
 
 Every view test runs under both modes (Bytewax style), through ``views_over``:
 
+The views' input is parsed by :mod:`views.input` and each person's id
+replaced by its keyed digest (:func:`views.digest.pseudonymise`, under
+:data:`KEY`), as both layers prepare it.
+
 - ``batch``: ``spark.read`` the event files, build the view, collect;
 - ``stream``: ``spark.readStream`` the same files, one per micro-batch, with
   the speed layer's watermark, in one query with ``trigger(availableNow=True)``
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -34,8 +39,10 @@ from core.frames import local_frame
 from data_contracts import Contract, load_contract
 from ingest.enrich import RequestFacts, enrich
 from ingest.simulator import GroundTruth, SimEvent, SimulatorConfig, build_truth, generate
+from pipelines import pipeline
 from speed_layer.sink import fold
 from views import VIEWS, ViewSpec, estimates
+from views.digest import pseudonymise
 from views.input import parse_records
 from views.kinds import kind
 
@@ -46,6 +53,9 @@ WATERMARK = "10 minutes"
 
 FUTURE_TOLERANCE = timedelta(seconds=60)
 """How far an event's time may lie after its ``receivedAt`` (the default settings')."""
+
+KEY = SecretStr("views-tests-identity-key-0123456789abcdef")
+"""The ``views.identity_key`` the view tests digest personal ids under."""
 
 SIMULATION = SimulatorConfig(
     seed=20240301,
@@ -78,6 +88,8 @@ class Streamed:
     """Per window and key, the row the folds left."""
     batches_with_updates: int
     """Micro-batches that gave the view at least one partial row."""
+    frame: DataFrame
+    """The rows the folds left, as the view's columns (sketches as bytes)."""
 
 
 @pytest.fixture(scope="session")
@@ -93,16 +105,20 @@ class Runner:
     spark: SparkSession
     contract: Contract
     scratch: pytest.TempPathFactory
+    identity: tuple[str, ...]
+    """The pipeline's personal fields, digested in the views' input."""
 
-    def events(self, source: Path) -> DataFrame:
-        """The views' input, batch: the event files checked by :mod:`views.input`."""
-        return self._parsed(self.spark.read.text(str(source)))
+    def events(self, source: Path, *, digested: bool = True) -> DataFrame:
+        """The views' input, batch: the event files checked by :mod:`views.input`, ids
+        digested (``digested=False``: as they were sent, as before the digest existed)."""
+        return self._parsed(self.spark.read.text(str(source)), digested)
 
-    def _parsed(self, lines: DataFrame) -> DataFrame:
-        """Lines of JSON as Kafka records, parsed as both layers parse them (no coordinates)."""
+    def _parsed(self, lines: DataFrame, digested: bool = True) -> DataFrame:
+        """Lines of JSON as Kafka records, parsed as both layers parse them (no coordinates),
+        each person's id a keyed digest."""
         records = lines.select("value", F.lit(0).alias("partition"), F.lit(0).alias("offset"))
         events, _ = parse_records(records, self.contract, FUTURE_TOLERANCE)
-        return events
+        return pseudonymise(events, self.identity, KEY) if digested else events
 
     def table(self, rows: DataFrame | Sequence[Row], spec: ViewSpec) -> Table:
         """``{(minute, *keys): {measure: value}}`` of view rows (a DataFrame or readable rows)."""
@@ -153,10 +169,12 @@ class Runner:
         assert query.exception() is None, query.exception()
         return {
             spec.name: Streamed(
-                table=self.table(self._frame(spec, held[spec.name]), spec),
+                table=self.table(frame, spec),
                 batches_with_updates=updated[spec.name],
+                frame=frame,
             )
             for spec in specs
+            for frame in [self._frame(spec, held[spec.name])]
         }
 
     def _frame(
@@ -187,7 +205,8 @@ def runner(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "2")
     session.conf.set("spark.sql.session.timeZone", "UTC")
-    return Runner(session, load_contract("web_events", 1), tmp_path_factory)
+    web = pipeline("web_events")
+    return Runner(session, load_contract("web_events", 1), tmp_path_factory, web.identity)
 
 
 @pytest.fixture(params=["batch", "stream"])

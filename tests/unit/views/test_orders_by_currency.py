@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from data_contracts import load_contract
+from pipelines import pipeline
 from pipelines.simulators.checkouts import CheckoutConfig, build_truth, generate
 from views.orders_by_currency import SPEC
 
@@ -37,7 +38,8 @@ def checkouts(spark, tmp_path_factory, write_events):
         (source / f"records-{index}.json").write_text("\n".join(part) + "\n")
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "2")
-    runner = Runner(session, load_contract("checkouts", 1), tmp_path_factory)
+    identity = pipeline("checkouts").identity
+    runner = Runner(session, load_contract("checkouts", 1), tmp_path_factory, identity)
     return runner, source, build_truth(records)
 
 
