@@ -19,21 +19,35 @@ import json
 from pathlib import Path
 
 from core.settings import Settings
+from core.view_settings import ViewSettings
 from platformctl.process import ManagedProcess
 from platformctl.services.base import Service, http_health, python_process
 
-__all__ = ["SERVICE", "healthy", "install", "process", "register_target"]
+__all__ = ["SERVICE", "healthy", "install", "process", "register_target", "without_identity_key"]
 
 
 def process(settings: Settings) -> ManagedProcess:
     """The SQL server's supervisor; it runs the server (Spark Connect and the catalog refresh)
-    and restarts it when it exits or stops answering."""
+    and restarts it when it exits or stops answering. Its settings leave out the key of the
+    views' digests (``views.identity_key``, the local default in its place): it only reads
+    the sketches the layers built, and analysts' statements run in its driver."""
     return python_process(
-        settings,
+        without_identity_key(settings),
         "sql",
         ["serving.connect", "--supervise"],
         ports=(settings.sql.port, settings.sql.health_port),
     )
+
+
+def without_identity_key(settings: Settings) -> Settings:
+    """``settings`` with the local default in place of ``views.identity_key``.
+
+    >>> from core.view_settings import LOCAL_IDENTITY_KEY
+    >>> mine = Settings(views={"identity_key": "k" * 32})
+    >>> without_identity_key(mine).views.identity_key.get_secret_value() == LOCAL_IDENTITY_KEY
+    True
+    """
+    return settings.model_copy(update={"views": ViewSettings()})
 
 
 def install(settings: Settings) -> None:
