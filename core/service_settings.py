@@ -69,6 +69,24 @@ class SqlSettings(_Section):
     restart_after: int = Field(default=3, ge=1)
     """The supervisor restarts the server after this many failed ``/health`` in a row (or at
     once when it exits)."""
+    executors: int = Field(default=3, ge=1, le=16)
+    """Executor JVMs of a server on this machine (a ``local`` master becomes Spark's
+    ``local-cluster``): the analysts' tasks run there, never in the driver's JVM. A task that
+    ignores its cancellation costs its executor (:attr:`task_kill_timeout_s`), which is started
+    again; the others serve meanwhile, so keep more of them than a statement's stuck tasks."""
+    executor_slots: int = Field(default=3, ge=1, le=64)
+    """Task slots of each executor (its ``cores``). Together more than the machine's cores and
+    than ``spark.default.parallelism``: a statement of the default partitioning leaves slots
+    free for the other sessions, and a few long tasks do not take them all."""
+    executor_memory: str = "1g"
+    """Heap of each executor (its ``spark.executor.memory``); an out-of-memory error ends that
+    executor, never the driver."""
+    executor_nice: int = Field(default=10, ge=0, le=19)
+    """CPU priority (``nice``) of the executors' task threads on this machine, below the
+    driver's: its gRPC, planning and ``/health`` never wait behind analysts' tasks."""
+    task_kill_timeout_s: float = Field(default=10.0, gt=0)
+    """A cancelled task still running this long after (Java's regex engine, for one, ignores
+    interrupts) ends its executor (``spark.task.reaper.killTimeout``)."""
     settable: tuple[str, ...] = (
         "spark.sql.session.timeZone",
         "spark.sql.ansi.enabled",

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(settings: Settings, stop: threading.Event, supervisor: int | None) -> int:
     import contextlib
 
+    from serving.connect.executors import cluster_master, lower_task_priority
     from serving.connect.health import serve_health
     from serving.connect.host import SqlServer, start_spark
 
@@ -57,6 +58,8 @@ def _serve(settings: Settings, stop: threading.Event, supervisor: int | None) ->
     driver = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
     if driver is not None:
         _stop_when_exited(driver, stop)
+        if cluster_master(settings) is not None:
+            lower_task_priority(driver.pid, settings.sql.executor_nice, stop)
     server = SqlServer(settings, spark)
     http = serve_health(server)
     log_event(_log, "sql.started", url=f"sc://{settings.sql.host}:{settings.sql.port}")

@@ -23,7 +23,10 @@ guard refuses at the protocol (:data:`INTERCEPTOR_CLASS`), when a text is
 parsed and when a plan is analysed; :func:`server_conf` sets the limits (time,
 result size, nesting, a scheduler pool per session, clients that left) and
 makes an out-of-memory error end the driver, so the supervisor restarts it
-rather than leave a server that no longer answers.
+rather than leave a server that no longer answers. On this machine the
+analysts' tasks run in executor JVMs of their own, below the driver's CPU
+priority, and a cancelled task that goes on running ends its executor, not the
+server (:mod:`serving.connect.executors`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from core.settings import Settings
 from core.spark import fair_allocations
 from pipelines import PIPELINES, Collector, PipelineSpec, declared_views
 from serving.connect import catalog
+from serving.connect.executors import executor_processes, prepare, task_conf
 from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
 from serving.connect.user_agents import refresh_user_agents
 from views import ViewSpec
@@ -118,6 +122,7 @@ def server_conf(
         # The server's own pandas -> Spark rows go through Arrow, never a Python worker.
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+        **task_conf(sql),
     }
 
 
@@ -137,12 +142,15 @@ def start_spark(settings: Settings) -> SparkSession:
     (root / "local").mkdir(parents=True, exist_ok=True)
     (root / "fairscheduler.xml").write_text(_pools())
     options = spark_conf(settings.spark, app_name="-").get("spark.driver.extraJavaOptions", "")
+    executors = prepare(settings, root)
     spark_settings = settings.spark.model_copy(
         update={
+            "master": executors.pop("spark.master", settings.spark.master),
             "driver_memory": settings.sql.driver_memory,
             "extra_conf": {
                 **settings.spark.extra_conf,
                 **server_conf(settings, guard, jars, options),
+                **executors,
             },
         }
     )
@@ -206,6 +214,8 @@ class SqlServer:
         self._retired: list[tuple[float, Path]] = []
         self._cluster: Any = None
         self._session: Any = None
+        driver = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
+        self.driver_pid: int | None = None if driver is None else driver.pid
 
     def _cassandra(self) -> Any:
         """The server's Cassandra session, opened once (no schema metadata: a refresh reads
@@ -393,6 +403,11 @@ class SqlServer:
 
     # --- health -------------------------------------------------------------------------------
 
+    def processes(self) -> dict[str, Any]:
+        """This process's pid, its driver JVM's, and the executor JVMs the driver started."""
+        executors = [] if self.driver_pid is None else executor_processes(self.driver_pid)
+        return {"server": os.getpid(), "driver": self.driver_pid, "executors": executors}
+
     def catalog_state(self) -> tuple[bool, dict[str, Any]]:
         """(built, figures) of the catalog, from what the refresh recorded (no Spark call):
         ``degraded`` when refreshes fail or it is older than three refresh periods."""
@@ -407,6 +422,7 @@ class SqlServer:
             # Per view, refreshes that read speed rows and those that kept the last ones.
             "speed_reads": {name: [r.reads, r.kept] for name, r in dict(self.speed_rows).items()},
             "error": self.error,
+            "processes": self.processes(),
         }
         if age is None:
             return False, body
