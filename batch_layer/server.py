@@ -8,7 +8,8 @@ driver like Livy's or Spark Connect's, and runs each step it is sent with
 the same code as ``python -m batch_layer STEP`` (:func:`batch_layer.__main__.run_steps`).
 The HTTP routes are in :mod:`batch_layer.server_http`: ``POST /steps``,
 ``GET /steps/{id}`` and ``DELETE /steps/{id}`` take the bearer token of
-``settings.batch.step_server_token``; ``/health`` and ``/metrics`` none.
+``settings.batch.step_server_token``; ``/metrics`` and ``/health``'s figures the
+operators' ``settings.monitoring.metrics_token``.
 
 Each request runs in a thread of its own on a new session of the one
 SparkContext (``spark.newSession()``: its own SQL settings, the shared

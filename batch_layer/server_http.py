@@ -1,7 +1,7 @@
 """The batch step server over HTTP: ``python -m batch_layer serve`` (:mod:`batch_layer.server`).
 
 Every ``/steps`` route takes ``Authorization: Bearer <settings.batch.step_server_token>``
-(401 without it); the DAGs' :class:`BatchStepOperator` sends it.
+(401 without it, or with an empty one); the DAGs' :class:`BatchStepOperator` sends it.
 
 - ``POST /steps`` with ``Content-Type: application/json`` and
   ``{"args": [STEP, "--pipeline", P, "--run-id", R, ...]}``: the step's
@@ -18,11 +18,15 @@ Every ``/steps`` route takes ``Authorization: Bearer <settings.batch.step_server
   hold (it restarted, or the request is older than its history).
 - ``DELETE /steps/{id}``: cancels the step (a killed or timed-out task);
   202 with its state, ``cancelling`` until it has stopped.
-- ``GET /metrics`` (Prometheus, :mod:`batch_layer.metrics`) and ``GET
-  /health`` (the Spark application, the steps running and the last ones)
-  need no token and hold no personal id. ``/health`` answers 503
-  ``driver_lost`` once the server's Spark driver has ended, and the server
-  then exits 1 (``steps.driver_lost`` in its log).
+- ``GET /metrics`` (Prometheus, :mod:`batch_layer.metrics`) takes the
+  operators' ``Authorization: Bearer <settings.monitoring.metrics_token>``
+  (401 without it); the local Prometheus sends it.
+- ``GET /health`` answers anyone 200 ``{"status": "ok"}`` or 503 (a load
+  balancer's probe); with the metrics token, also its figures: the Spark
+  application, the steps running and the last ones
+  (:func:`core.credentials.health_for`). Neither holds a personal id.
+  ``/health`` answers 503 ``driver_lost`` once the server's Spark driver
+  has ended, and the server then exits 1 (``steps.driver_lost`` in its log).
 
 A connection that sends nothing for ``settings.batch.step_header_timeout_s``
 while the server reads its request is closed.
@@ -31,7 +35,6 @@ while the server reads its request is closed.
 from __future__ import annotations
 
 import argparse
-import hmac
 import json
 import logging
 import threading
@@ -41,6 +44,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from batch_layer.server import Busy, StepRun, StepServer, import_step_modules
+from core.credentials import METRICS_TOKEN_HINT, bearer_of, health_for, owner_of
 from core.log import configure_logging, get_logger, log_event
 from core.settings import BatchSettings, Settings
 
@@ -56,7 +60,8 @@ _log = get_logger(__name__)
 
 def handler(server: StepServer, settings: Settings) -> type[BaseHTTPRequestHandler]:
     """The request handler class of ``server``."""
-    token = settings.batch.step_server_token.get_secret_value().encode()
+    steps = [("steps", settings.batch.step_server_token.get_secret_value().encode())]
+    operators = [("operator", settings.monitoring.metrics_token.get_secret_value().encode())]
 
     class Handler(BaseHTTPRequestHandler):
         timeout = settings.batch.step_header_timeout_s  # each read of the request
@@ -71,14 +76,18 @@ def handler(server: StepServer, settings: Settings) -> type[BaseHTTPRequestHandl
             self.end_headers()
             self.wfile.write(data)
 
+        def _presents(self, tokens: list[tuple[str, bytes]]) -> bool:
+            """Whether the request's bearer credential is one of ``tokens`` (never an empty
+            one)."""
+            return owner_of(bearer_of(self.headers.get("Authorization")), tokens) is not None
+
         def _authorized(self) -> bool:
-            scheme, _, given = (self.headers.get("Authorization") or "").partition(" ")
-            if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token):
+            if self._presents(steps):
                 return True
             message = (
                 "Send the step server's token: Authorization: Bearer <token> "
                 "(settings.batch.step_server_token, WAP_BATCH__STEP_SERVER_TOKEN)."
-                if not given
+                if bearer_of(self.headers.get("Authorization")) is None
                 else "Unknown token: the step server and its clients must share "
                 "WAP_BATCH__STEP_SERVER_TOKEN."
             )
@@ -103,7 +112,10 @@ def handler(server: StepServer, settings: Settings) -> type[BaseHTTPRequestHandl
             url = urlparse(self.path)
             if url.path == "/health":
                 health = server.health()
-                self._send(200 if health["status"] == "ok" else 503, health)
+                status = 200 if health["status"] == "ok" else 503
+                self._send(status, health_for(self._presents(operators), health))
+            elif url.path == "/metrics" and not self._presents(operators):
+                self._send(401, {"message": METRICS_TOKEN_HINT}, **{"WWW-Authenticate": "Bearer"})
             elif url.path == "/metrics":
                 data = server.metrics.render()
                 self.send_response(200)

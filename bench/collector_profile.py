@@ -25,7 +25,7 @@ from bench.collector_throughput import request_bodies
 from core.collector_settings import CollectorSettings
 from core.settings import load_settings
 
-_AUTH = b"Basic YmVuY2gtd3JpdGUta2V5Og=="  # bench-write-key, no password
+_AUTH = b"Basic YmVuY2gtd3JpdGUta2V5LTAwMDE6"  # bench-write-key-0001, no password
 
 
 class _InstantProducer:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     from ingest.app import create_app
 
     settings = load_settings().model_copy(
-        update={"collector": CollectorSettings(write_keys={"bench": "bench-write-key"})}
+        update={"collector": CollectorSettings(write_keys={"bench": "bench-write-key-0001"})}
     )
     app = create_app(settings, _InstantProducer(), _NoSuppressions())  # type: ignore[arg-type]
     _, bodies = request_bodies("profile", args.batch, args.requests * args.batch)

@@ -56,7 +56,7 @@ from core.settings import CollectorSettings, KafkaSettings, child_env, load_sett
 from ingest.producer import producer_config
 from platformctl import platform
 
-WRITE_KEY = "bench-write-key"
+WRITE_KEY = "bench-write-key-0001"
 
 
 def request_bodies(run: str, batch: int, count: int = 50_000) -> tuple[list[dict], list[bytes]]:
@@ -162,9 +162,11 @@ def _start_collector(settings, port: int, tree: Path | None = None) -> subproces
         time.sleep(0.2)
 
 
-def _requests_per_worker(port: int) -> list[int]:
+def _requests_per_worker(port: int, settings) -> list[int]:
     """The requests each worker answered, most first (``collector_worker_requests``)."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    token = settings.monitoring.metrics_token.get_secret_value()
+    bearer = {"Authorization": f"Bearer {token}"}  # /metrics takes the metrics token
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=bearer, timeout=10).text
     return sorted(
         (
             int(float(line.rsplit(" ", 1)[1]))
@@ -298,7 +300,7 @@ def _measure_collector(settings, args, encoded: dict, tree: Path | None = None) 
                 side["body_kb"] = len(payloads[0]) / 1024
                 sides[f"{encoding} {generator}"] = side
         for side in sides.values():
-            side["requests_per_worker"] = _requests_per_worker(args.port)
+            side["requests_per_worker"] = _requests_per_worker(args.port, settings)
     finally:
         proc.terminate()
         proc.wait(90)

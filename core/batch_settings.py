@@ -11,7 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from core.credentials import long_enough
 
 __all__ = ["BatchSettings"]
 
@@ -19,7 +29,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 class BatchSettings(_Section):
@@ -101,6 +111,11 @@ class BatchSettings(_Section):
     step_header_timeout_s: float = Field(default=10.0, gt=0)
     """How long the step server waits for each read from a connection (a request's line, its
     headers, its body) before it closes it: a client that sends half a request is dropped."""
+
+    @field_validator("step_server_token", "subject_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        return long_enough(f"batch.{info.field_name}", value)
 
     @model_validator(mode="after")
     def _check(self) -> BatchSettings:

@@ -11,7 +11,17 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from core.credentials import each_long_enough
 
 __all__ = ["CollectorSettings"]
 
@@ -22,7 +32,7 @@ _ORIGIN = re.compile(r"(https?://[^/\s:]+(:\d{1,5})?|null)")
 class CollectorSettings(BaseModel):
     """The Segment-compatible HTTP collector in front of Kafka."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     host: str = "127.0.0.1"
     """Interface the collector listens on (``0.0.0.0`` behind a load balancer)."""
@@ -95,6 +105,13 @@ class CollectorSettings(BaseModel):
     """Secret key of the keyed hash (``ip_anonymisation=hash``, and fields the contract marks
     ``anonymise: hash``), at least 32 characters (``openssl rand -hex 32``). No default: a
     known key would let anyone hash every IPv4 address and read the hashes back."""
+
+    @field_validator("write_keys")
+    @classmethod
+    def _long_enough(
+        cls, value: dict[str, SecretStr], info: ValidationInfo
+    ) -> dict[str, SecretStr]:
+        return each_long_enough(f"collector.{info.field_name}", value)
 
     @model_validator(mode="before")
     @classmethod

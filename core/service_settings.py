@@ -11,7 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from core.credentials import long_enough
 
 __all__ = ["LineageSettings", "MonitoringSettings", "SqlSettings"]
 
@@ -19,7 +29,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 class SqlSettings(_Section):
@@ -56,6 +66,10 @@ class SqlSettings(_Section):
     max_result_size: str = "256m"
     """``spark.driver.maxResultSize``: most result bytes one statement brings to the driver
     (a quarter of ``driver_memory``), so one answer cannot exhaust it."""
+    max_value_bytes: int = Field(default=16 * 1024 * 1024, ge=1024 * 1024)
+    """Largest value (and row) a statement may make, by the bound the server computes before
+    it runs (``repeat``, ``lpad``, ``sequence``... with constant counts): over it, refused,
+    so no constant the optimizer folds on the driver can exhaust its heap."""
     detached_timeout_s: float = Field(default=15.0, gt=0)
     """A statement whose client went away (closed, killed, network gone) is interrupted at
     most about twice this long after (a result stream lasts this long before the client
@@ -100,6 +114,11 @@ class SqlSettings(_Section):
     """The session settings analysts may SET (SQL ``SET``, ``spark.conf.set``); every other
     is refused, so no SET lifts a limit, adds a catalog or turns on a server feature."""
 
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        return long_enough(f"sql.{info.field_name}", value)
+
     def url(self) -> str:
         """The Spark Connect URL with the token, as ``SparkSession.builder.remote`` takes it.
 
@@ -140,6 +159,16 @@ class MonitoringSettings(_Section):
     """Start the local Prometheus with ``--web.enable-lifecycle`` (``POST /-/reload`` and
     ``/-/quit`` for anyone who reaches its port). Off: it reloads its configuration on
     ``SIGHUP`` (only its own OS user can send one) or a restart."""
+    metrics_token: SecretStr = SecretStr("local-dev-metrics-token")
+    """The operators' bearer token (``Authorization: Bearer <token>``): Prometheus scrapes
+    every service's ``/metrics`` with it, and ``/health`` shows its figures only to it (a
+    load balancer's probe without it gets the status alone). It reads figures, never data.
+    The local default is for this machine only."""
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        return long_enough(f"monitoring.{info.field_name}", value)
 
 
 class LineageSettings(_Section):

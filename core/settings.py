@@ -22,11 +22,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.batch_settings import BatchSettings
 from core.collector_settings import CollectorSettings
+from core.credentials import each_long_enough, long_enough, refuse_dev_secrets
 from core.local_kafka import cluster_kafka
 from core.local_settings import RING_ADDRESSES, RING_HEAP_MB, RING_REPLICATION, LocalSettings
 from core.service_settings import LineageSettings, MonitoringSettings, SqlSettings
@@ -62,7 +72,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 class KafkaSettings(_Section):
@@ -330,6 +340,13 @@ class ServingSettings(_Section):
     server never closes a connection just as a client reuses it (the client would get a
     reset, not an answer)."""
 
+    @field_validator("api_tokens")
+    @classmethod
+    def _long_enough(
+        cls, value: dict[str, SecretStr], info: ValidationInfo
+    ) -> dict[str, SecretStr]:
+        return each_long_enough(f"serving.{info.field_name}", value)
+
 
 class LakeSettings(_Section):
     """Where the Delta tables (bronze, silver, gold) live."""
@@ -364,6 +381,11 @@ class AirflowSettings(_Section):
     """Password of Airflow's ``admin`` user (the UI's login, and what ``platformctl`` asks its
     REST API tokens with). The local default is for this machine only."""
 
+    @field_validator("admin_password")
+    @classmethod
+    def _long_enough(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        return long_enough(f"airflow.{info.field_name}", value)
+
 
 class Settings(BaseSettings):
     """Everything the platform needs to know about where it runs."""
@@ -373,6 +395,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         frozen=True,
         extra="forbid",
+        hide_input_in_errors=True,  # a refused secret is not echoed into a log
     )
 
     environment: Literal["local", "dev", "prod"] = "local"
@@ -434,32 +457,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _no_dev_secrets_outside_local(self) -> Settings:
-        dev_keys = CollectorSettings().source_of()
-        if self.environment != "local" and set(self.collector.source_of()) & set(dev_keys):
-            raise ValueError(
-                f"environment={self.environment} still uses the local development write key; "
-                'set WAP_COLLECTOR__WRITE_KEYS=\'{"<source>": "<secret>"}\'.'
-            )
-        wildcard = sorted(s for s, o in self.collector.allowed_origins.items() if "*" in o)
-        if self.environment != "local" and wildcard and not self.collector.allow_any_origin:
-            raise ValueError(
-                f"environment={self.environment}: sources {wildcard} allow any origin ('*'); "
-                "list their sites' origins in WAP_COLLECTOR__ALLOWED_ORIGINS='{\"<source>\": "
-                '["https://<site>"]}\', or set WAP_COLLECTOR__ALLOW_ANY_ORIGIN=true.'
-            )
-        dev_tokens = {t.get_secret_value() for t in ServingSettings().api_tokens.values()}
-        tokens = {t.get_secret_value() for t in self.serving.api_tokens.values()}
-        if self.environment != "local" and tokens & dev_tokens:
-            raise ValueError(
-                f"environment={self.environment} still uses the local development API token; "
-                'set WAP_SERVING__API_TOKENS=\'{"<analyst>": "<secret>"}\'.'
-            )
-        dev_sql = SqlSettings().token.get_secret_value()
-        if self.environment != "local" and self.sql.token.get_secret_value() == dev_sql:
-            raise ValueError(
-                f"environment={self.environment} still uses the local development SQL token; "
-                "set WAP_SQL__TOKEN."
-            )
+        refuse_dev_secrets(self)  # core.credentials: every secret's rules in one place
         return self
 
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from core.credentials import long_enough
 
 __all__ = ["SparkSettings"]
 
@@ -17,7 +27,7 @@ __all__ = ["SparkSettings"]
 class SparkSettings(BaseModel):
     """How jobs get a SparkSession: local by default, any cluster manager by config."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     master: str = "local[2]"
     """Spark master URL: ``local[2]``, ``spark://host:7077``, ``yarn``, ``k8s://...``."""
@@ -64,6 +74,11 @@ class SparkSettings(BaseModel):
     """The shared secret of a standalone cluster (``spark.authenticate``): the master, its
     workers and every application must present it, so no other local user can submit code
     to the cluster. The local default is for this machine only."""
+
+    @field_validator("auth_secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        return long_enough(f"spark.{info.field_name}", value)
 
     @model_validator(mode="after")
     def _standalone_master(self) -> SparkSettings:

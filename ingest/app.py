@@ -11,6 +11,12 @@ keeps the events. Events of suppressed (forgotten) users are dropped unwritten
 and counted (``collector_events_dropped{reason="suppressed"}``); the client
 gets the same success as for any accepted event, as Segment answers for them.
 A batch refused whole is dead-lettered without their calls.
+
+``GET /metrics`` takes the operators' ``Authorization: Bearer
+<settings.monitoring.metrics_token>`` (the local Prometheus sends it);
+``GET /health`` answers anyone its status (a load balancer's probe) and
+shows its figures (Kafka, queue, workers, suppression list) only with that
+token (:func:`core.credentials.health_for`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from core.credentials import METRICS_TOKEN_HINT, bearer_of, health_for, owner_of
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
@@ -117,7 +124,11 @@ def create_app(
     limits = settings.collector
     bounds = EventTimeBounds.from_settings(settings)
     origins = OriginPolicy(settings.collector.allowed_origins)
+    operators = [("operator", settings.monitoring.metrics_token.get_secret_value().encode())]
     state: dict[str, Any] = {}
+
+    def _operator(request: Request) -> bool:
+        return owner_of(bearer_of(request.headers.get("authorization")), operators) is not None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -374,8 +385,8 @@ def create_app(
             openapi_extra={"requestBody": body},
         )
 
-    @app.get("/health", summary="Kafka reachable, every worker listening?")
-    async def health() -> JSONResponse:
+    @app.get("/health", summary="Kafka reachable, every worker listening? (figures: metrics token)")
+    async def health(request: Request) -> JSONResponse:
         # A metadata round trip off the event loop: a slow or absent cluster delays this
         # answer, never the others; a success clears librdkafka's "all brokers down".
         ok = await state["producer"].probe(timeout_s=2.0)
@@ -387,24 +398,31 @@ def create_app(
         listening, workers = listening_workers() or (1, 1)
         status = "ok" if listening >= workers else "starting"
         return JSONResponse(
-            {
-                "status": status if ok else "unavailable",
-                "kafka": "reachable" if ok else "down",
-                "queue_depth": service.queue_depth,
-                "workers": {"listening": listening, "of": workers},
-                "contract": contract.ref,
-                "suppressions": own
-                | {
-                    "size": service.suppressions_size,
-                    "lag": service.suppressions_lag,
-                    "loaded": service.suppressions_loaded,
+            health_for(
+                _operator(request),
+                {
+                    "status": status if ok else "unavailable",
+                    "kafka": "reachable" if ok else "down",
+                    "queue_depth": service.queue_depth,
+                    "workers": {"listening": listening, "of": workers},
+                    "contract": contract.ref,
+                    "suppressions": own
+                    | {
+                        "size": service.suppressions_size,
+                        "lag": service.suppressions_lag,
+                        "loaded": service.suppressions_loaded,
+                    },
                 },
-            },
+            ),
             200 if ok and status == "ok" else 503,
         )
 
-    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
-    async def prometheus() -> Response:
+    @app.get(
+        "/metrics", summary="Prometheus metrics (metrics token)", response_class=PlainTextResponse
+    )
+    async def prometheus(request: Request) -> Response:
+        if not _operator(request):
+            return _error(401, "unauthorized", METRICS_TOKEN_HINT, **{"WWW-Authenticate": "Bearer"})
         metrics.observe(state["producer"].queue_depth, state["suppressions"].status())
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 

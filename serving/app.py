@@ -2,7 +2,8 @@
 
 Every data route is ``GET`` (but ``POST /v1/sql``) and needs a read-only analyst token
 (``Authorization: Bearer <token>``, from ``settings.serving.api_tokens``), and so do
-``/metrics`` (Prometheus sends one), ``/openapi.json`` and ``/docs``; ``/health`` and
+``/openapi.json`` and ``/docs``; ``/metrics`` takes one or the operators'
+``settings.monitoring.metrics_token`` (Prometheus sends that); ``/health`` and
 the dashboard page need none (the page asks for a token).
 Times are ISO 8601 (UTC when no zone is given) or ``now``/``now-15m``/``now-2h``;
 a range holds the 1-minute windows whose start lies in ``[start, end)``.
@@ -96,6 +97,10 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     """Build the serving app; it connects to Cassandra at start-up unless ``queries`` is given."""
     serving = settings.serving
     tokens = [(name, t.get_secret_value().encode()) for name, t in serving.api_tokens.items()]
+    operators = [
+        *tokens,
+        ("operator", settings.monitoring.metrics_token.get_secret_value().encode()),
+    ]
     limits = Limits.from_settings(serving)
     state: dict[str, Any] = {}
     metrics = ServingMetrics()
@@ -173,6 +178,18 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         return found
 
     Analyst = Annotated[str, Depends(analyst)]
+
+    async def operator(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> str:
+        found = token_owner(operators, credentials.credentials) if credentials else None
+        if found is None:
+            raise _Unauthorized(
+                "Send an analyst token or the metrics token (settings.monitoring.metrics_token): "
+                "Authorization: Bearer <token>."
+            )
+        return found
+
     View = Annotated[str, Query(description="A view: " + ", ".join(s.name for s in VIEWS))]
     Start = Annotated[
         str, Query(description="Range start: ISO 8601 or now-<n>{s,m,h,d}", max_length=64)
@@ -293,7 +310,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         "view, the shared caches",
         response_class=Response,
     )
-    async def prometheus(_: Analyst) -> Response:
+    async def prometheus(_: Annotated[str, Depends(operator)]) -> Response:
         q: Queries = state["queries"]
         pointers = await q.store.pointers()
         metrics.observe({name: p.reconciled for name, p in pointers.views.items()})

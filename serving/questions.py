@@ -9,13 +9,13 @@ range, the same call of :class:`serving.query.Queries`. Answers are asked
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
 import orjson
 
+from core.credentials import owner_of
 from pipelines import declared_views
 from serving.errors import QueryError
 from serving.query import Queries
@@ -50,13 +50,8 @@ Tokens = Sequence[tuple[str, bytes]]
 
 def token_owner(tokens: Tokens, credentials: str) -> str | None:
     """The analyst whose token ``credentials`` is, compared with every token in constant
-    time; None for an unknown token."""
-    given = credentials.encode()
-    found = None
-    for name, token in tokens:
-        if hmac.compare_digest(given, token):
-            found = name
-    return found
+    time; None for an unknown or empty token (:func:`core.credentials.owner_of`)."""
+    return owner_of(credentials, tokens)
 
 
 def keys_of(view: str, raw: Sequence[str]) -> list[tuple[str, ...]]:

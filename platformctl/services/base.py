@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from core.settings import PROJECT_ROOT, Settings, settings_env
 from platformctl.process import ManagedProcess, port_open
 
@@ -122,14 +124,16 @@ def python_process(
     )
 
 
-def http_health(host: str, port: int) -> tuple[Any, str]:
-    """``GET /health`` on a local HTTP service: (the answer, "") or (None, why not)."""
+def http_health(host: str, port: int, token: SecretStr | None = None) -> tuple[Any, str]:
+    """``GET /health`` on a local HTTP service: (the answer, "") or (None, why not).
+    ``token``: the bearer token its figures take (``monitoring.metrics_token``)."""
     import httpx
 
     host = "127.0.0.1" if host == "0.0.0.0" else host
     if not port_open(port, host):
         return None, f"nothing listening on {host}:{port}"
     try:
-        return httpx.get(f"http://{host}:{port}/health", timeout=5), ""
+        bearer = {} if token is None else {"Authorization": f"Bearer {token.get_secret_value()}"}
+        return httpx.get(f"http://{host}:{port}/health", headers=bearer, timeout=5), ""
     except httpx.HTTPError as exc:
         return None, f"/health failed: {exc}"

@@ -24,7 +24,10 @@ def process(settings: Settings) -> ManagedProcess:
 
 def healthy(settings: Settings) -> tuple[bool, str]:
     """Probe: ``/health`` answers; detail = the Spark application, steps running and run."""
-    answer, why_not = http_health(settings.batch.step_server_host, settings.batch.step_server_port)
+    batch = settings.batch
+    answer, why_not = http_health(
+        batch.step_server_host, batch.step_server_port, settings.monitoring.metrics_token
+    )
     if answer is None:
         return False, why_not
     body = answer.json()

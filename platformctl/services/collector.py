@@ -17,7 +17,8 @@ def process(settings: Settings) -> ManagedProcess:
 def healthy(settings: Settings) -> tuple[bool, str]:
     """Probe: the collector's /health answers 200 (it checks Kafka itself, and that every
     worker listens)."""
-    answer, why_not = http_health(settings.collector.host, settings.collector.port)
+    collector = settings.collector
+    answer, why_not = http_health(collector.host, collector.port, settings.monitoring.metrics_token)
     if answer is None:
         return False, why_not
     body = answer.json()

@@ -9,9 +9,9 @@ the alerts firing.
 
 It listens on 127.0.0.1 only, without its lifecycle API (``/-/quit``,
 ``/-/reload``) unless ``monitoring.lifecycle_api`` asks for it; it reloads
-its configuration on ``SIGHUP``. Serving's ``/metrics`` takes an analyst
-token like the rest of its API: Prometheus sends the first of
-``serving.api_tokens``, from a file only its user reads (``serving.token``).
+its configuration on ``SIGHUP``. The collector's, serving's and the step
+server's ``/metrics`` take the operators' ``monitoring.metrics_token``:
+Prometheus sends it from a file only its user reads (``metrics.token``).
 """
 
 from __future__ import annotations
@@ -50,29 +50,23 @@ def render_rules(settings: Settings) -> str:
     )
 
 
-def _serving_token(settings: Settings, home: Path) -> Path:
-    """The file of the bearer token Prometheus scrapes serving with (mode 0600)."""
-    path = home / "serving.token"
-    token = next(iter(settings.serving.api_tokens.values()), None)
-    if token is None:
-        raise ValueError(
-            "serving.api_tokens is empty: Prometheus needs an analyst token to scrape serving's "
-            '/metrics; set WAP_SERVING__API_TOKENS=\'{"prometheus": "<secret>"}\'.'
-        )
+def _metrics_token(settings: Settings, home: Path) -> Path:
+    """The file of the bearer token Prometheus scrapes the services with (mode 0600)."""
+    path = home / "metrics.token"
     path.touch(mode=0o600, exist_ok=True)
     path.chmod(0o600)
-    path.write_text(token.get_secret_value())
+    path.write_text(settings.monitoring.metrics_token.get_secret_value())
     return path
 
 
 def write_config(settings: Settings) -> Path:
-    """``prometheus.yml`` (and the rules and serving's token beside it) under the state
+    """``prometheus.yml`` (and the rules and the metrics token beside it) under the state
     directory; its path."""
     home = _home(settings)
     home.mkdir(parents=True, exist_ok=True)
     rules = home / "alerts.yml"
     rules.write_text(render_rules(settings))
-    token_file = _serving_token(settings, home)
+    token_file = _metrics_token(settings, home)
     config = home / "prometheus.yml"
     config.write_text(
         Template((TEMPLATE_DIR / "prometheus.yml.tmpl").read_text()).substitute(
@@ -82,7 +76,7 @@ def write_config(settings: Settings) -> Path:
             prometheus_port=settings.monitoring.prometheus_port,
             collector=f"{_loopback(settings.collector.host)}:{settings.collector.port}",
             serving=f"{_loopback(settings.serving.host)}:{settings.serving.port}",
-            serving_token_file=str(token_file),
+            metrics_token_file=str(token_file),
             speed=f"{_loopback(settings.speed.metrics_host)}:{settings.speed.metrics_port}",
             batch=f"{_loopback(settings.batch.step_server_host)}:{settings.batch.step_server_port}",
         )

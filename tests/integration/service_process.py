@@ -26,11 +26,13 @@ def started_service(
     until: Callable[[httpx.Response], bool] = lambda _answer: True,
     timeout_s: float = 120,
     stop_s: float = 30,
+    headers: dict[str, str] | None = None,
 ) -> Iterator[tuple[subprocess.Popen, str, httpx.Response]]:
     """Run ``python -m <module_args>`` until the block ends, once an answer of its ``/health``
-    satisfies ``until`` (by default any answer); yields the process, its base URL and that
-    answer. Its output goes to ``log``; a process that exits or does not answer in time
-    fails with the tail of it. Still running at the end, it gets SIGTERM and ``stop_s``."""
+    (asked with ``headers``) satisfies ``until`` (by default any answer); yields the process,
+    its base URL and that answer. Its output goes to ``log``; a process that exits or does
+    not answer in time fails with the tail of it. Still running at the end, it gets SIGTERM
+    and ``stop_s``."""
     url = f"http://127.0.0.1:{port}"
     with log.open("a") as out:
         proc = subprocess.Popen(
@@ -44,7 +46,7 @@ def started_service(
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                answer = httpx.get(f"{url}/health", timeout=5)
+                answer = httpx.get(f"{url}/health", headers=headers, timeout=5)
                 if until(answer):
                     break
             except httpx.HTTPError:

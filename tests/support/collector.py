@@ -26,7 +26,7 @@ __all__ = [
 class RunningCollector:
     url: str
     settings: Settings
-    write_key: str = "test-write-key"
+    write_key: str = "test-write-key-0001"
 
 
 def consume_all(settings: Settings, topic: str, expected: int, timeout_s: float = 30) -> list:

@@ -9,7 +9,7 @@ from tests.support.ports import free_port
 
 __all__ = ["DETACHED_S", "SQL_TOKEN", "TIME_LIMIT_S", "sql_settings"]
 
-SQL_TOKEN = "sql-test-token"
+SQL_TOKEN = "sql-test-token-0001"
 TIME_LIMIT_S = 30.0
 """A statement's time limit: above the time a client that left is given (``DETACHED_S``)."""
 DETACHED_S = 4.0

@@ -23,6 +23,7 @@ from core.settings import Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl import platform
+from tests.support.operator import operator
 from tests.support.ports import free_port
 from tests.support.spark_cluster import (
     finished_applications,
@@ -89,14 +90,18 @@ def _kill_worker_during(server: StepServerProcess, cluster: Settings, step: str,
     the step was still running then, and start the worker again."""
     deadline = time.monotonic() + 900
     while True:
-        running = httpx.get(f"{server.url}/health", timeout=10).json()["running"]
+        running = httpx.get(
+            f"{server.url}/health", headers=operator(server.settings), timeout=10
+        ).json()["running"]
         if any(run["args"][0] == step for run in running):
             break
         assert time.monotonic() < deadline, f"{step} never ran"
         time.sleep(0.2)
     time.sleep(1)  # its first Spark jobs are on the executors
     os.kill(worker_pid(cluster, worker), signal.SIGKILL)
-    running = httpx.get(f"{server.url}/health", timeout=10).json()["running"]
+    running = httpx.get(
+        f"{server.url}/health", headers=operator(server.settings), timeout=10
+    ).json()["running"]
     assert any(run["args"][0] == step for run in running), f"{step} ended before the kill"
     time.sleep(5)
     platform.up(cluster, (f"spark-worker-{worker}",), install_missing=False)
@@ -137,7 +142,11 @@ def test_a_worker_killed_during_steps_changes_no_published_number(
     assert published_view(settings.cassandra.keyspace) == truth.page_views
     # Said, not asserted: whether Spark absorbed the loss or Airflow retried a step.
     print("tries:", result["tries"] | result_views["tries"])
-    health = httpx.get(f"{step_server_process.url}/health", timeout=10).json()
+    health = httpx.get(
+        f"{step_server_process.url}/health",
+        headers=operator(step_server_process.settings),
+        timeout=10,
+    ).json()
     assert health["spark"]["master"] == cluster.spark.master
     step_server_process.stop()
     assert "batch-steps" in finished_applications(cluster, "batch-steps")

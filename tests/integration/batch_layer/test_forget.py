@@ -31,10 +31,11 @@ from data_contracts import load_contract
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct, produce_payloads
 from tests.support.collector import collector_settings, consume_all, serve_collector
+from tests.support.operator import operator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
-AUTH = ("test-write-key", "")
+AUTH = ("test-write-key-0001", "")
 
 
 def _theirs(user: str):
@@ -228,7 +229,9 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
 
     # The collector drops the user's new events (as userId or anonymousId) and says success.
     served = collector_settings(
-        settings, f"{settings.kafka.events_topic}-c", write_keys={"test-site": "test-write-key"}
+        settings,
+        f"{settings.kafka.events_topic}-c",
+        write_keys={"test-site": "test-write-key-0001"},
     )
     suppressions = {"suppressions_topic": settings.kafka.suppressions_topic}
     served = served.model_copy(update={"kafka": served.kafka.model_copy(update=suppressions)})
@@ -237,8 +240,9 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
         {"type": "track", "messageId": "m-2", "anonymousId": user},  # invalid, and theirs
         {"type": "page", "messageId": "m-3", "userId": other, "properties": {"path": "/x"}},
     ]
-    with serve_collector(served, "test-write-key") as running:
-        health = httpx.get(f"{running.url}/health", timeout=30).json()
+    with serve_collector(served, "test-write-key-0001") as running:
+        health = httpx.get(f"{running.url}/health", headers=operator(served), timeout=30)
+        health = health.json()
         assert health["suppressions"]["loaded"] and health["suppressions"]["size"] == 1
         answer = httpx.post(f"{running.url}/v1/batch", json={"batch": batch}, auth=AUTH, timeout=30)
         assert answer.status_code == 200, answer.text
@@ -247,7 +251,8 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
             f"{running.url}/v1/page", json=batch[0] | {"messageId": "m-4"}, auth=AUTH
         )
         assert single.status_code == 200 and single.json()["success"]
-        metrics = httpx.get(f"{running.url}/metrics", timeout=30).text
+        metrics = httpx.get(f"{running.url}/metrics", headers=operator(served), timeout=30)
+        metrics = metrics.text
         written = consume_all(served, served.kafka.events_topic, 1, timeout_s=20)
         letters = consume_all(served, served.kafka.dlq_topic, 0, timeout_s=3)
     assert [json.loads(r.value())["event_id"] for r in written] == ["m-3"]

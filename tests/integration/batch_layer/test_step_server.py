@@ -22,6 +22,7 @@ from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 from tests.integration.slow_loris import seconds_until_closed
+from tests.support.operator import operator
 from tests.support.ports import free_port
 from tests.support.processes import java_children
 from tests.support.step_server import StepServerProcess
@@ -127,19 +128,19 @@ def test_steps_run_with_their_logs_and_exit_codes_and_no_answer_or_log_holds_a_f
     gate = _wait(settings, _submit(settings, "check_silver").json()["id"])
     assert (gate["state"], gate["exit_code"]) == ("success", 0)
 
-    health = httpx.get(f"{_url(settings)}/health").json()
+    health = httpx.get(f"{_url(settings)}/health", headers=operator(settings)).json()
     assert health["spark"]["application_id"] and health["finished"] == 4
 
     request = _submit(settings, "forget", "--user", user)
     assert request.status_code == 202, request.text
     # While it runs and after: no answer shows the id.
-    running = httpx.get(f"{_url(settings)}/health").text
+    running = httpx.get(f"{_url(settings)}/health", headers=operator(settings)).text
     assert user not in running
     forget = _wait(settings, request.json()["id"])
     assert forget["state"] == "success", forget["log"][-5:]
     assert forget["args"][forget["args"].index("--user") + 1] == "[redacted]"
     answer = _get(settings, f"/steps/{request.json()['id']}").text
-    health = httpx.get(f"{_url(settings)}/health").text
+    health = httpx.get(f"{_url(settings)}/health", headers=operator(settings)).text
     assert user not in answer and user not in health
     assert "[redacted]" in health
     # A refused request does not echo it either.
@@ -147,7 +148,7 @@ def test_steps_run_with_their_logs_and_exit_codes_and_no_answer_or_log_holds_a_f
     assert refused.status_code == 400 and user not in refused.text
 
     # More requests have finished than the history holds: the first is gone.
-    health = httpx.get(f"{_url(settings)}/health").json()
+    health = httpx.get(f"{_url(settings)}/health", headers=operator(settings)).json()
     assert health["finished"] == 5 > HISTORY and len(health["last"]) == HISTORY
     assert _get(settings, f"/steps/{first.json()['id']}").status_code == 404
 
@@ -194,7 +195,7 @@ def test_only_json_with_the_token_runs_a_step(quiet_server):
     assert httpx.get(f"{url}/steps/any").status_code == 401
     assert httpx.delete(f"{url}/steps/any").status_code == 401
 
-    health = httpx.get(f"{url}/health").json()
+    health = httpx.get(f"{url}/health", headers=operator(settings)).json()
     assert (health["running"], health["finished"]) == ([], 0)
 
 
@@ -202,7 +203,7 @@ def test_connections_that_send_half_a_request_are_closed(quiet_server):
     settings = quiet_server
     # The header timeout is 2 s (pipeline_settings above).
     assert seconds_until_closed(settings.batch.step_server_port) < 6
-    assert httpx.get(f"{_url(settings)}/health").status_code == 200
+    assert httpx.get(f"{_url(settings)}/health", headers=operator(settings)).status_code == 200
 
 
 _OPERATOR = """

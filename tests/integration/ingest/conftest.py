@@ -18,9 +18,9 @@ from tests.support.collector import (
 @pytest.fixture
 def collector(local_platform: Settings, unique_name: str) -> Iterator[RunningCollector]:
     settings = collector_settings(
-        local_platform, unique_name, write_keys={"test-site": "test-write-key"}
+        local_platform, unique_name, write_keys={"test-site": "test-write-key-0001"}
     )
-    with serve_collector(settings, "test-write-key") as running:
+    with serve_collector(settings, "test-write-key-0001") as running:
         yield running
 
 

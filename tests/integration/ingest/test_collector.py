@@ -8,9 +8,11 @@ from collections import defaultdict
 import httpx
 import pytest
 
+from tests.support.operator import operator
+
 pytestmark = pytest.mark.integration
 
-AUTH = ("test-write-key", "")
+AUTH = ("test-write-key-0001", "")
 
 
 def _page(i: int, user: str) -> dict:
@@ -162,12 +164,12 @@ def test_oversized_event_in_a_batch_is_rejected_alone(collector):
 
 def test_write_key_in_body_and_health_and_metrics(collector):
     answer = httpx.post(
-        f"{collector.url}/v1/page", json=_page(1, "wk") | {"writeKey": "test-write-key"}
+        f"{collector.url}/v1/page", json=_page(1, "wk") | {"writeKey": "test-write-key-0001"}
     )
     assert answer.status_code == 200
-    health = httpx.get(f"{collector.url}/health").json()
+    health = httpx.get(f"{collector.url}/health", headers=operator(collector.settings)).json()
     assert health["kafka"] == "reachable"
-    metrics = httpx.get(f"{collector.url}/metrics").text
+    metrics = httpx.get(f"{collector.url}/metrics", headers=operator(collector.settings)).text
     assert 'collector_events_accepted_total{pipeline="web_events"} 1.0' in metrics
     assert "collector_produce_latency_seconds_bucket" in metrics
     assert "collector_producer_queue_depth" in metrics

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.collector import collector_settings, serve_collector
+from tests.support.operator import operator
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +33,10 @@ def site(local_platform, unique_name):
     settings = collector_settings(
         local_platform,
         unique_name,
-        write_keys={"site": "site-key", "shop": "shop-key"},
+        write_keys={"site": "site-write-key-0001", "shop": "shop-write-key-0001"},
         allowed_origins={"site": ["*"], "shop": [SHOP]},
     )
-    with serve_collector(settings, "site-key") as running:
+    with serve_collector(settings, "site-write-key-0001") as running:
         yield running
 
 
@@ -66,12 +67,12 @@ def test_analytics_js_paths_and_text_plain_bodies_are_accepted(site, consume) ->
         "s": _call("screen", run, 0, name="Home"),
     }
     for path, call in calls.items():
-        body = json.dumps({**call, "writeKey": "site-key"})
+        body = json.dumps({**call, "writeKey": "site-write-key-0001"})
         answer = httpx.post(f"{site.url}/v1/{path}", content=body, headers={**TEXT, "origin": PAGE})
         assert answer.status_code == 200, (path, answer.text)
         assert answer.headers["access-control-allow-origin"] == PAGE
     batch = [_call("page", run, n, properties={"path": f"/b{n}"}) for n in (1, 2)]
-    body = {"writeKey": "site-key", "batch": batch, "sentAt": "2026-11-21T10:00:00.200Z"}
+    body = {"writeKey": "site-write-key-0001", "batch": batch, "sentAt": "2026-11-21T10:00:00.200Z"}
     answer = httpx.post(f"{site.url}/v1/b", content=json.dumps(body), headers=TEXT)
     assert answer.status_code == 200 and answer.json()["accepted"] == 2
 
@@ -100,7 +101,7 @@ def test_cors_refuses_an_origin_a_production_source_does_not_list(site, consume)
     refused = _call("page", run, 1, properties={"path": "/refused"})
     answer = httpx.post(
         f"{site.url}/v1/p",
-        content=json.dumps({**refused, "writeKey": "shop-key"}),
+        content=json.dumps({**refused, "writeKey": "shop-write-key-0001"}),
         headers={**TEXT, "origin": EVIL},
     )
     assert answer.status_code == 403, answer.text
@@ -108,7 +109,7 @@ def test_cors_refuses_an_origin_a_production_source_does_not_list(site, consume)
     assert EVIL in answer.json()["message"]
     answer = httpx.post(
         f"{site.url}/v1/p",
-        content=json.dumps({**kept, "writeKey": "shop-key"}),
+        content=json.dumps({**kept, "writeKey": "shop-write-key-0001"}),
         headers={**TEXT, "origin": SHOP},
     )
     assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == SHOP
@@ -116,7 +117,7 @@ def test_cors_refuses_an_origin_a_production_source_does_not_list(site, consume)
     events = _by_message_id(consume(site.settings, site.settings.kafka.events_topic, 1))
     assert set(events) == {kept["messageId"]}
     assert events[kept["messageId"]]["source_id"] == "shop"
-    metrics = httpx.get(f"{site.url}/metrics").text
+    metrics = httpx.get(f"{site.url}/metrics", headers=operator(site.settings)).text
     assert 'collector_request_errors_total{reason="origin"} 1.0' in metrics
 
 
@@ -130,7 +131,7 @@ def test_gzip_and_deflate_bodies_are_decoded(site, consume) -> None:
             f"{site.url}/v1/batch",
             content=encode(json.dumps({"batch": batch}).encode()),
             headers={"content-type": "application/json", "content-encoding": encoding},
-            auth=("site-key", ""),
+            auth=("site-write-key-0001", ""),
         )
         assert answer.status_code == 200, answer.text
         assert answer.json()["accepted"] == 5
@@ -147,7 +148,7 @@ def test_a_gzip_bomb_gets_413_with_bounded_memory(site, consume) -> None:
         f"{site.url}/v1/batch",
         content=bomb,
         headers={"content-type": "application/json", "content-encoding": "gzip"},
-        auth=("site-key", ""),
+        auth=("site-write-key-0001", ""),
     )
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
     assert answer.status_code == 413, answer.text

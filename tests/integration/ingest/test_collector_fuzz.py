@@ -15,7 +15,7 @@ from core.event_time import EventTimeBounds
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-AUTH = ("test-write-key", "")
+AUTH = ("test-write-key-0001", "")
 ENDPOINTS = ["track", "page", "screen", "identify", "alias", "group", "batch", "import"]
 LIVE_ENDPOINTS = [e for e in ENDPOINTS if e != "import"]
 

@@ -17,6 +17,7 @@ from core.settings import KafkaSettings, Settings
 from ingest.app import create_app
 from tests.integration.asgi import serving
 from tests.support.collector import collector_settings
+from tests.support.operator import operator
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -77,15 +78,16 @@ def _serve(settings: Settings) -> Iterator[str]:
 def test_health_probes_off_the_event_loop(local_platform, unique_name):
     # Nothing listens at the bootstrap address: each metadata request waits its 2 s out.
     settings = _with_bootstrap(
-        collector_settings(local_platform, unique_name, write_keys={"s": "k"}),
+        collector_settings(local_platform, unique_name, write_keys={"s": "s-write-key-0001"}),
         f"127.0.0.1:{free_port()}",
     )
     with _serve(settings) as url, ThreadPoolExecutor(6) as pool:
         started = time.monotonic()
-        checks = [pool.submit(httpx.get, f"{url}/health", timeout=30) for _ in range(5)]
+        ask = {"headers": operator(settings), "timeout": 30}
+        checks = [pool.submit(httpx.get, f"{url}/health", **ask) for _ in range(5)]
         time.sleep(0.3)
         metrics_started = time.monotonic()
-        metrics = httpx.get(f"{url}/metrics", timeout=30)
+        metrics = httpx.get(f"{url}/metrics", **ask)
         metrics_took = time.monotonic() - metrics_started
         answers = [c.result() for c in checks]
         health_took = time.monotonic() - started
@@ -101,7 +103,7 @@ def test_health_recovers_after_an_outage_without_traffic(local_platform, unique_
     host, port = local_platform.kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
     forwarder = _Forwarder((host, int(port)))
     settings = _with_bootstrap(
-        collector_settings(local_platform, unique_name, write_keys={"s": "k"}),
+        collector_settings(local_platform, unique_name, write_keys={"s": "s-write-key-0001"}),
         f"127.0.0.1:{forwarder.port}",
     )
     try:
@@ -117,6 +119,7 @@ def test_health_recovers_after_an_outage_without_traffic(local_platform, unique_
                     break
                 time.sleep(0.5)
             assert statuses[-1] == 200, statuses
-            assert httpx.get(f"{url}/health", timeout=30).json()["kafka"] == "reachable"
+            health = httpx.get(f"{url}/health", headers=operator(settings), timeout=30)
+            assert health.json()["kafka"] == "reachable"
     finally:
         forwarder.close()

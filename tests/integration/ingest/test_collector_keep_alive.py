@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 def test_an_idle_connection_is_still_served_after_a_client_pause(local_platform, unique_name):
     # HTTP libraries drop idle connections after about 5 s (httpx, Node); a server that
     # closes at the same moment resets requests sent on them, which clients see unanswered.
-    settings = collector_settings(local_platform, unique_name, write_keys={"s": "k"})
+    settings = collector_settings(local_platform, unique_name, write_keys={"s": "s-write-key-0001"})
     with serving(server_config(settings)):
         connection = http.client.HTTPConnection("127.0.0.1", settings.collector.port, timeout=10)
         statuses = []

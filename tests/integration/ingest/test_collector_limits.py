@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-AUTH = ("test-write-key", "")
+AUTH = ("test-write-key-0001", "")
 
 
 def _deep(depth: int) -> str:
@@ -96,7 +96,7 @@ def test_a_full_queue_refuses_a_request_whole(local_platform, unique_name, consu
     settings = collector_settings(
         local_platform,
         unique_name,
-        write_keys={"test-site": "test-write-key"},
+        write_keys={"test-site": "test-write-key-0001"},
         queue_max_messages=2500,
         linger_ms=3000,  # the first request's records wait in the queue for 3 s
         delivery_timeout_s=20,
@@ -117,7 +117,7 @@ def test_a_full_queue_refuses_a_request_whole(local_platform, unique_name, consu
             second = await client.post(f"{url}/v1/batch", json=pages("second"))
             return await first, second
 
-    with serve_collector(settings, "test-write-key") as running:
+    with serve_collector(settings, "test-write-key-0001") as running:
         first, second = asyncio.run(two_requests(running.url))
         assert first.status_code == 200, first.text
         assert second.status_code == 503, second.text

@@ -13,7 +13,7 @@ from platformctl import platform
 # Stops the shared Kafka: run alone, after the parallel part of the suite.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.exclusive]
 
-AUTH = ("test-write-key", "")
+AUTH = ("test-write-key-0001", "")
 
 
 def _batch(tag: str, n: int = 10) -> list[dict]:

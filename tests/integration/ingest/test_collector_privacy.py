@@ -20,7 +20,8 @@ from tests.support.collector import collector_settings, serve_collector
 
 pytestmark = pytest.mark.integration
 
-AUTH = ("k", "")
+KEY_S = "s-write-key-0001"
+AUTH = (KEY_S, "")
 KEY = "integration-test-key-" + "0" * 16
 RAW = ("127.0.0.1", "192.0.2.77", "198.51.100.23", "2001:db8:aa:bb::9", "jane@example.com")
 """Every address (and the one non-address) the requests carry."""
@@ -29,9 +30,9 @@ RAW = ("127.0.0.1", "192.0.2.77", "198.51.100.23", "2001:db8:aa:bb::9", "jane@ex
 def _collector(base, name: str, **collector: object):
     """A collector of one source (write key ``k``) that refuses batches of more than 4 calls."""
     settings = collector_settings(
-        base, name, write_keys={"s": "k"}, max_batch_events=4, **collector
+        base, name, write_keys={"s": KEY_S}, max_batch_events=4, **collector
     )
-    return serve_collector(settings, "k")
+    return serve_collector(settings, KEY_S)
 
 
 def _post(url: str, path: str, body: object) -> httpx.Response:

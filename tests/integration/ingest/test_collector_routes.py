@@ -22,10 +22,11 @@ from ingest.topics import ensure_topics, pipeline_topics, platform_topics
 from pipelines import Collector, PipelineSpec, pipeline
 from tests.integration.asgi import serving
 from tests.support.collector import collector_settings, consume_all
+from tests.support.operator import operator
 
 pytestmark = pytest.mark.integration
 
-KEYS = {"site": "site-key", "ios": "ios-key", "till": "till-key"}
+KEYS = {"site": "site-write-key-0001", "ios": "ios-write-key-0001", "till": "till-write-key-0001"}
 
 
 def _pipelines(name: str) -> tuple[PipelineSpec, ...]:
@@ -79,7 +80,7 @@ def test_each_source_s_events_go_to_its_pipeline_s_topic_under_its_contract(
                 source: httpx.post(f"{url}/v1/page", json=_page(n), auth=(key, ""), timeout=30)
                 for n, (source, key) in enumerate(KEYS.items())
             }
-            metrics = httpx.get(f"{url}/metrics", timeout=30).text
+            metrics = httpx.get(f"{url}/metrics", headers=operator(settings), timeout=30).text
         assert answers["site"].status_code == 200, answers["site"].text
         assert answers["ios"].status_code == 200, answers["ios"].text
         refused = answers["till"]

@@ -15,10 +15,12 @@ import pytest
 
 from core.suppressions import SuppressionRequest, record_suppression
 from tests.support.collector import collector_settings, serve_collector
+from tests.support.operator import operator
 
 pytestmark = pytest.mark.integration
 
-AUTH = ("k", "")
+KEY_S = "s-write-key-0001"
+AUTH = (KEY_S, "")
 FORGOTTEN = "forgotten-user-7"
 
 
@@ -30,7 +32,7 @@ def test_a_refused_batch_dead_letters_only_the_calls_of_users_not_forgotten(
     from ingest.topics import ensure_topics, platform_topics
 
     settings = collector_settings(
-        local_platform, unique_name, write_keys={"s": "k"}, max_batch_events=4
+        local_platform, unique_name, write_keys={"s": KEY_S}, max_batch_events=4
     )
     ensure_topics(AdminClient(settings.kafka.client_config()), platform_topics(settings.kafka))
     record_suppression(settings.kafka, SuppressionRequest(FORGOTTEN, datetime.now(UTC), "t-1"))
@@ -44,14 +46,16 @@ def test_a_refused_batch_dead_letters_only_the_calls_of_users_not_forgotten(
     ]
     theirs_only = [{**page, "messageId": f"g{n}", "userId": FORGOTTEN} for n in range(5)]
 
-    with serve_collector(settings, "k") as running:
-        health = httpx.get(f"{running.url}/health", timeout=30).json()
+    with serve_collector(settings, KEY_S) as running:
+        health = httpx.get(f"{running.url}/health", headers=operator(settings), timeout=30)
+        health = health.json()
         assert health["suppressions"]["loaded"] and health["suppressions"]["size"] == 1
         answers = [
             httpx.post(f"{running.url}/v1/batch", json={"batch": b}, auth=AUTH, timeout=30)
             for b in (mixed, theirs_only)
         ]
-        metrics = httpx.get(f"{running.url}/metrics", timeout=30).text
+        metrics = httpx.get(f"{running.url}/metrics", headers=operator(settings), timeout=30)
+        metrics = metrics.text
         letters = consume(settings, settings.kafka.dlq_topic, 1, timeout_s=20)
 
     # Both answers are the usual refusal: they do not tell who was forgotten.

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.settings import Settings
 from tests.integration.service_process import started_service
 from tests.support.collector import collector_settings, consume_all
+from tests.support.operator import operator
 
 pytestmark = [pytest.mark.integration]
 
@@ -50,6 +51,7 @@ def _collector(
             log,
             until=lambda answer: answer.status_code == 200,
             stop_s=90,
+            headers=operator(settings),  # the figures: the workers listening
         ) as (proc, url, ready):
             yield proc, url, ready.json()
     finally:
@@ -88,8 +90,8 @@ def _post(url: str, body: bytes) -> httpx.Response:
         return client.post("/v1/batch", content=body, headers={"content-type": "application/json"})
 
 
-def _samples(url: str) -> dict[tuple[str, tuple], float]:
-    text = httpx.get(f"{url}/metrics").text
+def _samples(url: str, settings: Settings) -> dict[tuple[str, tuple], float]:
+    text = httpx.get(f"{url}/metrics", headers=operator(settings)).text
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -114,7 +116,7 @@ def test_two_workers_share_the_port_and_answer_for_the_service(
         assert [a.status_code for a in answers] == [200] * 40
         assert all(a.json()["accepted"] == 10 for a in answers)
 
-        samples = _samples(url)
+        samples = _samples(url, settings)
         per_worker = {
             dict(labels)["pid"]: value
             for (name, labels), value in samples.items()
@@ -130,7 +132,7 @@ def test_two_workers_share_the_port_and_answer_for_the_service(
         assert samples[("collector_produce_latency_seconds_count", ())] == 40
         assert ("collector_producer_queue_depth", ()) in samples
 
-        health = httpx.get(f"{url}/health").json()
+        health = httpx.get(f"{url}/health", headers=operator(settings)).json()
         assert health["workers"] == {"listening": 2, "of": 2} and health["queue_depth"] >= 0
         assert set(health["suppressions"]) >= {"size", "lag", "loaded"}
 

@@ -29,7 +29,7 @@ from tests.support.collector import collector_settings, consume_all, serve_colle
 
 pytestmark = pytest.mark.integration
 
-KEY = "test-write-key"
+KEY = "test-write-key-0001"
 
 
 def _replay(settings: Settings, *args: str) -> subprocess.CompletedProcess:

@@ -37,7 +37,7 @@ pytestmark = [
     pytest.mark.xdist_group("service_clusters"),
 ]
 
-WRITE_KEY = "test-write-key"
+WRITE_KEY = "test-write-key-0001"
 EVENTS_PER_REQUEST = 20
 
 

@@ -34,7 +34,7 @@ from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-WRITE_KEY = "site-write-key"
+WRITE_KEY = "site-write-key-0001"
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,19 @@ def test_the_api_description_and_the_metrics_take_the_analyst_token(
     assert {"/docs": "swagger", "/openapi.json": '"paths"', "/metrics": "wap_"}[path] in answer.text
 
 
+def test_the_metrics_take_the_operators_metrics_token_too(
+    serving_process: str, serving_settings: Settings
+):
+    token = serving_settings.monitoring.metrics_token.get_secret_value()
+    scraped = httpx.get(f"{serving_process}/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert scraped.status_code == 200 and "wap_" in scraped.text
+    empty = httpx.get(f"{serving_process}/metrics", headers={"Authorization": "Bearer"})
+    assert empty.status_code == 401
+    # It reads figures, not data.
+    data = httpx.get(f"{serving_process}/v1/views", headers={"Authorization": f"Bearer {token}"})
+    assert data.status_code == 401
+
+
 def test_health_and_the_dashboard_page_stay_open(serving_process: str):
     assert httpx.get(f"{serving_process}/health").status_code in (200, 503)
     assert httpx.get(f"{serving_process}/dashboard").status_code == 200

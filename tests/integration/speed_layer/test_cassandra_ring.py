@@ -55,7 +55,7 @@ ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 """The ring's nodes: loopback addresses of their own, on the standard ports."""
 VICTIM = "cassandra-2"
 """The node killed: neither the seed nor the only contact point."""
-TOKEN = "ring-test-token"
+TOKEN = "ring-test-token-0001"
 SPEED_TTL_S = 10 * 365 * 24 * 3600
 """The simulator's 2024 minutes are kept (and served) as speed rows."""
 START, END = "2024-01-01T00:00:00Z", "2024-01-01T02:00:00Z"

@@ -25,7 +25,7 @@ from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-KEY = "event-time-key"
+KEY = "event-time-key-0001"
 
 
 @contextmanager

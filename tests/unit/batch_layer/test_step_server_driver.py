@@ -31,14 +31,16 @@ def test_a_server_whose_driver_ended_answers_503_and_stops_serving():
     serving = threading.Thread(target=httpd.serve_forever, daemon=True)
     serving.start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}/health"
+    token = Settings().monitoring.metrics_token.get_secret_value()
+    operator = {"Authorization": f"Bearer {token}"}  # /health's figures take it
     try:
-        running = httpx.get(url, timeout=10)
+        running = httpx.get(url, headers=operator, timeout=10)
         assert (running.status_code, running.json()["status"]) == (200, "ok")
         assert "driver_exit_code" not in running.json()["spark"]
 
         driver.kill()
         driver.wait(10)
-        ended = httpx.get(url, timeout=10)
+        ended = httpx.get(url, headers=operator, timeout=10)
         assert (ended.status_code, ended.json()["status"]) == (503, "driver_lost")
         assert ended.json()["spark"]["driver_exit_code"] == -9
 

@@ -14,7 +14,10 @@ def test_the_baseline_gets_each_field_it_needs_alone_with_its_secrets(tmp_path, 
         update={
             "kafka": KafkaSettings(events_topic="bench.events.x", dlq_topic="bench.dlq.x"),
             "collector": CollectorSettings(
-                port=18188, write_keys={"bench": "k"}, ip_anonymisation="hash", hash_key="h" * 32
+                port=18188,
+                write_keys={"bench": "bench-write-key-0001"},
+                ip_anonymisation="hash",
+                hash_key="h" * 32,
             ),
         }
     )
@@ -25,7 +28,7 @@ def test_the_baseline_gets_each_field_it_needs_alone_with_its_secrets(tmp_path, 
         "WAP_KAFKA__EVENTS_TOPIC": "bench.events.x",
         "WAP_KAFKA__DLQ_TOPIC": "bench.dlq.x",
         "WAP_COLLECTOR__PORT": "18188",
-        "WAP_COLLECTOR__WRITE_KEYS": '{"bench": "k"}',
+        "WAP_COLLECTOR__WRITE_KEYS": '{"bench": "bench-write-key-0001"}',
         "WAP_COLLECTOR__IP_ANONYMISATION": "hash",
         "WAP_COLLECTOR__HASH_KEY": "h" * 32,
         "WAP_LOCAL__STATE_DIR": str(settings.local.state_dir),

@@ -5,10 +5,18 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from core.settings import CollectorSettings, ServingSettings, Settings, SqlSettings, settings_env
+from core.settings import (
+    CollectorSettings,
+    MonitoringSettings,
+    ServingSettings,
+    Settings,
+    SqlSettings,
+    settings_env,
+)
 
-PROD_TOKENS = ServingSettings(api_tokens={"analyst": "prod-token"})
-PROD_SQL = SqlSettings(token="prod-sql-token")
+PROD_TOKENS = ServingSettings(api_tokens={"analyst": "prod-analyst-token-0001"})
+PROD_SQL = SqlSettings(token="prod-sql-token-0001")
+PROD_METRICS = MonitoringSettings(metrics_token="prod-metrics-token-0001")
 
 
 def test_the_local_development_source_allows_any_origin_by_default() -> None:
@@ -16,44 +24,69 @@ def test_the_local_development_source_allows_any_origin_by_default() -> None:
 
 
 def test_other_sources_allow_no_origin_unless_listed() -> None:
-    assert CollectorSettings(write_keys={"shop": "k"}).allowed_origins == {}
+    assert CollectorSettings(write_keys={"shop": "shop-write-key-0001"}).allowed_origins == {}
     listed = CollectorSettings(
-        write_keys={"shop": "k"}, allowed_origins={"shop": ["https://shop.example"]}
+        write_keys={"shop": "shop-write-key-0001"},
+        allowed_origins={"shop": ["https://shop.example"]},
     )
     assert listed.allowed_origins == {"shop": ("https://shop.example",)}
 
 
 def test_origins_of_unknown_sources_and_malformed_origins_are_refused() -> None:
     with pytest.raises(ValidationError, match="sources without a write key"):
-        CollectorSettings(write_keys={"shop": "k"}, allowed_origins={"blog": ["https://b.example"]})
+        CollectorSettings(
+            write_keys={"shop": "shop-write-key-0001"},
+            allowed_origins={"blog": ["https://b.example"]},
+        )
     with pytest.raises(ValidationError, match="is not an origin"):
         CollectorSettings(
-            write_keys={"shop": "k"}, allowed_origins={"shop": ["https://s.example/"]}
+            write_keys={"shop": "shop-write-key-0001"},
+            allowed_origins={"shop": ["https://s.example/"]},
         )
 
 
 def test_production_refuses_a_wildcard_unless_explicitly_allowed() -> None:
-    wildcard = {"write_keys": {"shop": "prod-key"}, "allowed_origins": {"shop": ["*"]}}
+    wildcard = {"write_keys": {"shop": "prod-write-key-0001"}, "allowed_origins": {"shop": ["*"]}}
     with pytest.raises(ValidationError, match="allow any origin"):
         Settings(
             environment="prod",
             collector=CollectorSettings(**wildcard),
             serving=PROD_TOKENS,
             sql=PROD_SQL,
+            monitoring=PROD_METRICS,
         )
     explicit = CollectorSettings(**wildcard, allow_any_origin=True)
-    assert Settings(environment="prod", collector=explicit, serving=PROD_TOKENS, sql=PROD_SQL)
-    listed = CollectorSettings(
-        write_keys={"shop": "prod-key"}, allowed_origins={"shop": ["https://shop.example"]}
+    assert Settings(
+        environment="prod",
+        collector=explicit,
+        serving=PROD_TOKENS,
+        sql=PROD_SQL,
+        monitoring=PROD_METRICS,
     )
-    assert Settings(environment="prod", collector=listed, serving=PROD_TOKENS, sql=PROD_SQL)
+    listed = CollectorSettings(
+        write_keys={"shop": "prod-write-key-0001"},
+        allowed_origins={"shop": ["https://shop.example"]},
+    )
+    assert Settings(
+        environment="prod",
+        collector=listed,
+        serving=PROD_TOKENS,
+        sql=PROD_SQL,
+        monitoring=PROD_METRICS,
+    )
 
 
 def test_environment_variables_set_origins_and_keep_write_keys_as_they_were(monkeypatch) -> None:
-    monkeypatch.setenv("WAP_COLLECTOR__WRITE_KEYS", '{"shop": "k1", "blog": "k2"}')
+    monkeypatch.setenv(
+        "WAP_COLLECTOR__WRITE_KEYS",
+        '{"shop": "shop-write-key-0001", "blog": "blog-write-key-0001"}',
+    )
     monkeypatch.setenv("WAP_COLLECTOR__ALLOWED_ORIGINS", '{"shop": ["https://shop.example"]}')
     settings = Settings()
-    assert settings.collector.source_of() == {"k1": "shop", "k2": "blog"}
+    assert settings.collector.source_of() == {
+        "shop-write-key-0001": "shop",
+        "blog-write-key-0001": "blog",
+    }
     assert settings.collector.allowed_origins == {"shop": ("https://shop.example",)}
     monkeypatch.delenv("WAP_COLLECTOR__WRITE_KEYS")
     monkeypatch.delenv("WAP_COLLECTOR__ALLOWED_ORIGINS")

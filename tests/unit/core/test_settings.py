@@ -108,24 +108,32 @@ def test_sasl_credentials_survive_the_jaas_line(spark, user, password):
 def test_the_sql_server_url_carries_the_token_and_a_local_host(monkeypatch):
     from core.settings import SqlSettings
 
-    monkeypatch.setenv("WAP_SQL__TOKEN", "s3cret")
+    monkeypatch.setenv("WAP_SQL__TOKEN", "s3cret-of-this-test")
     monkeypatch.setenv("WAP_SQL__PORT", "16002")
     sql = Settings().sql
-    assert sql.url() == "sc://localhost:16002/;token=s3cret"
+    assert sql.url() == "sc://localhost:16002/;token=s3cret-of-this-test"
     assert "s3cret" not in repr(sql)
     # Any other host name: the client speaks TLS to it (docs/sql.md).
-    assert SqlSettings(host="sql.example.com", token="t").url().startswith("sc://sql.example.com:")
+    assert (
+        SqlSettings(host="sql.example.com", token="t" * 16)
+        .url()
+        .startswith("sc://sql.example.com:")
+    )
 
 
-def test_production_refuses_the_local_sql_token():
-    from core.settings import CollectorSettings, ServingSettings, SqlSettings
+def test_production_refuses_the_local_sql_and_metrics_tokens():
+    from core.settings import CollectorSettings, MonitoringSettings, ServingSettings, SqlSettings
 
     collector = CollectorSettings(write_keys={"site": "k" * 32}, allowed_origins={"site": []})
-    serving = ServingSettings(api_tokens={"analyst": "prod-token"})
+    serving = ServingSettings(api_tokens={"analyst": "prod-analyst-token-0001"})
     with pytest.raises(ValidationError, match="WAP_SQL__TOKEN"):
         Settings(environment="prod", collector=collector, serving=serving)
+    sql = SqlSettings(token="x" * 24)
+    with pytest.raises(ValidationError, match="WAP_MONITORING__METRICS_TOKEN"):
+        Settings(environment="prod", collector=collector, serving=serving, sql=sql)
+    monitoring = MonitoringSettings(metrics_token="m" * 24)
     assert Settings(
-        environment="prod", collector=collector, serving=serving, sql=SqlSettings(token="x" * 24)
+        environment="prod", collector=collector, serving=serving, sql=sql, monitoring=monitoring
     )
 
 

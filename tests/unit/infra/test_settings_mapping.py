@@ -48,9 +48,10 @@ SAMPLE_OUTPUTS = {
 SAMPLE_SECRETS = {
     "WAP_KAFKA__SASL_PASSWORD": "scram-password",
     "WAP_CASSANDRA__PASSWORD": "keyspaces-password",
-    "WAP_COLLECTOR__WRITE_KEYS": '{"website": "write-key"}',
-    "WAP_SERVING__API_TOKENS": '{"analyst": "read-token"}',
-    "WAP_SQL__TOKEN": "sql-token",
+    "WAP_COLLECTOR__WRITE_KEYS": '{"website": "website-write-key-0001"}',
+    "WAP_SERVING__API_TOKENS": '{"analyst": "analyst-read-token-0001"}',
+    "WAP_SQL__TOKEN": "sql-token-of-production",
+    "WAP_MONITORING__METRICS_TOKEN": "metrics-token-of-production",
 }
 _SETTINGS_ENV_KEY = re.compile(r"^\s+(WAP_[A-Z_]+)\s+=", re.MULTILINE)
 

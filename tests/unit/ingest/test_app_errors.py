@@ -37,6 +37,10 @@ def test_a_write_key_whose_source_goes_to_no_pipeline_stops_the_collector_from_s
     mobile = PipelineSpec(
         "mobile_app", "web_events", 1, ("m",), topic="m.v1", arrival=Collector(("ios",))
     )
-    settings = Settings(collector=CollectorSettings(write_keys={"web": "k1", "ios": "k2"}))
+    settings = Settings(
+        collector=CollectorSettings(
+            write_keys={"web": "web-write-key-0001", "ios": "ios-write-key-0001"}
+        )
+    )
     with pytest.raises(DeclarationError, match=r"sources \['web'\].*go to no pipeline"):
         create_app(settings, pipelines=(mobile,))

@@ -19,6 +19,7 @@ from ingest.browser import (
 )
 
 SHOP = "https://shop.example"
+SHOP_KEY = "shop-write-key-0001"
 POLICY = OriginPolicy({"shop": (SHOP,), "local": ("*",)})
 STRICT = OriginPolicy({"shop": (SHOP,)})
 
@@ -132,7 +133,7 @@ def _documents_app(tmp_path, **collector) -> FastAPI:
     (bundles / "standalone.js").write_text("/* analytics.js */")
     (bundles / "auto-track.bundle.1.js").write_text("/* part */")
     settings = CollectorSettings(
-        write_keys={"shop": "shop-key", "local": "local-key"},
+        write_keys={"shop": SHOP_KEY, "local": "local-write-key-0001"},
         allowed_origins={"shop": (SHOP,), "local": ("*",)},
         **collector,
     )
@@ -143,14 +144,14 @@ def _documents_app(tmp_path, **collector) -> FastAPI:
 
 
 def test_the_settings_document_points_analytics_js_at_the_collector(tmp_path) -> None:
-    answer = _call(_documents_app(tmp_path), "GET", "/v1/projects/shop-key/settings")
+    answer = _call(_documents_app(tmp_path), "GET", f"/v1/projects/{SHOP_KEY}/settings")
     assert answer.status_code == 200
     segment = answer.json()["integrations"]["Segment.io"]
     assert segment["apiHost"] == "collector/v1" and segment["protocol"] == "http"
-    assert segment["apiKey"] == "shop-key"
+    assert segment["apiKey"] == SHOP_KEY
     assert answer.json()["remotePlugins"] == []
     public = _documents_app(tmp_path / "p", public_url="https://collect.shop.example")
-    segment = _call(public, "GET", "/v1/projects/shop-key/settings").json()["integrations"]
+    segment = _call(public, "GET", f"/v1/projects/{SHOP_KEY}/settings").json()["integrations"]
     assert segment["Segment.io"]["apiHost"] == "collect.shop.example/v1"
     assert segment["Segment.io"]["protocol"] == "https"
 
@@ -159,17 +160,17 @@ def test_documents_are_refused_for_unknown_keys_and_disallowed_origins(tmp_path)
     app = _documents_app(tmp_path)
     assert _call(app, "GET", "/v1/projects/nope/settings").status_code == 404
     evil = {"origin": "https://evil.example"}
-    refused = _call(app, "GET", "/v1/projects/shop-key/settings", headers=evil)
+    refused = _call(app, "GET", f"/v1/projects/{SHOP_KEY}/settings", headers=evil)
     assert refused.status_code == 403 and refused.json()["error"] == "origin_not_allowed"
-    allowed = _call(app, "GET", "/v1/projects/shop-key/settings", headers={"origin": SHOP})
+    allowed = _call(app, "GET", f"/v1/projects/{SHOP_KEY}/settings", headers={"origin": SHOP})
     assert allowed.headers["access-control-allow-origin"] == SHOP
-    config = _call(app, "GET", "/sourceConfig/?p=npm&writeKey=shop-key").json()
+    config = _call(app, "GET", f"/sourceConfig/?p=npm&writeKey={SHOP_KEY}").json()
     assert config["source"]["id"] == "shop" and config["source"]["destinations"] == []
 
 
 def test_the_collector_serves_analytics_js_and_its_parts(tmp_path) -> None:
     app = _documents_app(tmp_path)
-    script = _call(app, "GET", "/analytics.js/v1/shop-key/analytics.min.js")
+    script = _call(app, "GET", f"/analytics.js/v1/{SHOP_KEY}/analytics.min.js")
     assert script.status_code == 200 and script.text == "/* analytics.js */"
     assert "javascript" in script.headers["content-type"]
     part = _call(app, "GET", "/analytics-next/bundles/auto-track.bundle.1.js")

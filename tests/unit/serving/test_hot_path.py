@@ -25,7 +25,7 @@ from serving.query import Queries
 from serving.store import Pointers, ViewPointers
 from serving.timerange import HOUR_MS, MINUTE_MS
 
-TOKEN = "hot-path-token"
+TOKEN = "hot-path-token-0001"
 NOW_MS = 1_764_000_000_000 + 17_345  # not on a minute: start and end carry milliseconds
 BOUNDARY = NOW_MS - NOW_MS % HOUR_MS - HOUR_MS
 SITE_TS = (

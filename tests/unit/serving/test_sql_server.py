@@ -114,7 +114,7 @@ def test_prometheus_finds_the_sql_server_where_its_service_registers_it(tmp_path
 
     settings = Settings(
         local=LocalSettings(state_dir=tmp_path),
-        serving=ServingSettings(api_tokens={"prometheus": "scrape-token"}),
+        serving=ServingSettings(api_tokens={"prometheus": "scrape-token-0001"}),
         sql=SqlSettings(health_port=25003),
     )
     config = write_config(settings)

@@ -65,11 +65,12 @@ locals {
 
   # Settings that are secrets: never outputs, read from Secrets Manager.
   secret_env = {
-    WAP_KAFKA__SASL_PASSWORD  = { secret_arn = module.kafka.scram_secret_arn, json_key = "password" }
-    WAP_CASSANDRA__PASSWORD   = { secret_arn = module.cassandra.credentials_secret_arn, json_key = "password" }
-    WAP_COLLECTOR__WRITE_KEYS = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "collector_write_keys" }
-    WAP_SERVING__API_TOKENS   = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "serving_api_tokens" }
-    WAP_SQL__TOKEN            = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "sql_token" }
+    WAP_KAFKA__SASL_PASSWORD      = { secret_arn = module.kafka.scram_secret_arn, json_key = "password" }
+    WAP_CASSANDRA__PASSWORD       = { secret_arn = module.cassandra.credentials_secret_arn, json_key = "password" }
+    WAP_COLLECTOR__WRITE_KEYS     = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "collector_write_keys" }
+    WAP_SERVING__API_TOKENS       = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "serving_api_tokens" }
+    WAP_SQL__TOKEN                = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "sql_token" }
+    WAP_MONITORING__METRICS_TOKEN = { secret_arn = aws_secretsmanager_secret.app.arn, json_key = "metrics_token" }
   }
 }
 
@@ -165,7 +166,7 @@ module "airflow" {
 resource "aws_secretsmanager_secret" "app" {
   # checkov:skip=CKV2_AWS_57: Write keys are handed to websites and tokens to analysts; rotating them is a coordinated change with those people, not an automatic one.
   name        = "${var.name}/app"
-  description = "WAP_COLLECTOR__WRITE_KEYS, WAP_SERVING__API_TOKENS and WAP_SQL__TOKEN as JSON keys collector_write_keys, serving_api_tokens, sql_token"
+  description = "WAP_COLLECTOR__WRITE_KEYS, WAP_SERVING__API_TOKENS, WAP_SQL__TOKEN and WAP_MONITORING__METRICS_TOKEN as JSON keys collector_write_keys, serving_api_tokens, sql_token, metrics_token"
   kms_key_id  = module.kms.key_arn
 }
 

@@ -12,6 +12,7 @@ from pydantic import SecretStr
 from core.settings import (
     AirflowSettings,
     CollectorSettings,
+    MonitoringSettings,
     ServingSettings,
     Settings,
     SparkSettings,
@@ -33,9 +34,10 @@ def _settings(**overrides) -> Settings:
 def _dev_settings() -> Settings:
     return _settings(
         environment="dev",
-        collector=CollectorSettings(write_keys={"site": SecretStr("dev-key")}),
-        serving=ServingSettings(api_tokens={"analyst": SecretStr("dev-token")}),
-        sql=SqlSettings(token=SecretStr("dev-sql-token")),
+        collector=CollectorSettings(write_keys={"site": SecretStr("dev-write-key-0001")}),
+        serving=ServingSettings(api_tokens={"analyst": SecretStr("dev-analyst-token-0001")}),
+        sql=SqlSettings(token=SecretStr("dev-sql-token-0001")),
+        monitoring=MonitoringSettings(metrics_token=SecretStr("dev-metrics-token-0001")),
     )
 
 
@@ -105,10 +107,10 @@ def test_no_visitor_is_admin_without_the_password_from_settings(tmp_path):
             "/srv/af-home/simple_auth_manager_passwords.json"
         )
         assert airflow.login_hint(settings) == "log in as admin with WAP_AIRFLOW__ADMIN_PASSWORD"
-    airflow_settings = AirflowSettings(home=tmp_path, admin_password="s3cret-pass")
+    airflow_settings = AirflowSettings(home=tmp_path, admin_password="s3cret-pass-of-this-test")
     local = _settings().model_copy(update={"airflow": airflow_settings})
     written = airflow.write_passwords(local)
-    assert json.loads(written.read_text()) == {"admin": "s3cret-pass"}
+    assert json.loads(written.read_text()) == {"admin": "s3cret-pass-of-this-test"}
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
 
 
@@ -117,7 +119,7 @@ def test_the_development_password_is_refused_outside_local(tmp_path):
     with pytest.raises(ServiceStartError, match="WAP_AIRFLOW__ADMIN_PASSWORD"):
         airflow.write_passwords(dev)
     chosen = dev.model_copy(
-        update={"airflow": AirflowSettings(home=tmp_path, admin_password="chosen-one")}
+        update={"airflow": AirflowSettings(home=tmp_path, admin_password="chosen-one-of-this-test")}
     )
     assert airflow.write_passwords(chosen).exists()
 

@@ -1,4 +1,4 @@
-"""The local Prometheus: no lifecycle API unless asked for; serving scraped with a token."""
+"""The local Prometheus: no lifecycle API unless asked for; the services scraped with a token."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import stat
 
 import yaml
 
-from core.settings import LocalSettings, MonitoringSettings, ServingSettings, Settings
+from core.settings import LocalSettings, MonitoringSettings, Settings
 from platformctl.services import prometheus
 
 
@@ -19,17 +19,19 @@ def test_the_lifecycle_api_is_off_unless_a_setting_asks_for_it(tmp_path):
     assert "--web.enable-lifecycle" in prometheus.process(asked).argv
 
 
-def test_serving_is_scraped_with_an_analyst_token_only_prometheus_reads(tmp_path):
-    serving = ServingSettings(api_tokens={"prometheus": "scrape-secret", "ana": "other"})
+def test_the_services_are_scraped_with_the_metrics_token_only_prometheus_reads(tmp_path):
+    monitoring = MonitoringSettings(metrics_token="scrape-secret-of-this-test")
     config = prometheus.write_config(
-        Settings(local=LocalSettings(state_dir=tmp_path), serving=serving)
+        Settings(local=LocalSettings(state_dir=tmp_path), monitoring=monitoring)
     )
     jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
-    authorization = jobs["serving"]["authorization"]
-    assert authorization["type"] == "Bearer"
-    token_file = tmp_path / "prometheus" / "serving.token"
-    assert authorization["credentials_file"] == str(token_file)
-    assert token_file.read_text() == "scrape-secret"
+    token_file = tmp_path / "prometheus" / "metrics.token"
+    for name in ("collector", "serving", "batch"):
+        assert jobs[name]["authorization"] == {
+            "type": "Bearer",
+            "credentials_file": str(token_file),
+        }
+    assert token_file.read_text() == "scrape-secret-of-this-test"
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert "scrape-secret" not in config.read_text()
-    assert all("authorization" not in jobs[name] for name in ("collector", "speed", "batch"))
+    assert "authorization" not in jobs["speed"]
