@@ -50,7 +50,7 @@ from core.settings import (
 )
 from serving.connect.examples import doc_queries
 
-__all__ = ["main"]
+__all__ = ["main", "server_settings", "start_server"]
 
 
 def _free_port() -> int:
@@ -77,7 +77,9 @@ def _timed(run, repeats: int) -> dict[str, float]:
     return {"cold_s": round(seconds[0], 3), "median_s": round(statistics.median(warm), 3)}
 
 
-def _start_server(settings: Settings, state: Path) -> tuple[subprocess.Popen, float, dict]:
+def start_server(settings: Settings, state: Path) -> tuple[subprocess.Popen, float, dict]:
+    """``python -m serving.connect`` on ``settings`` (its log in ``state``), once its
+    ``/health`` answers 200: the process (a group of its own), seconds to healthy, health."""
     env = child_env(settings)
     log = open(state / "sql-bench.log", "w")  # noqa: SIM115 - the child's log, kept open for it
     began = time.perf_counter()
@@ -100,6 +102,25 @@ def _start_server(settings: Settings, state: Path) -> tuple[subprocess.Popen, fl
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
+
+
+def server_settings(base: Settings, name: str) -> Settings:
+    """``base`` with a SQL server of its own: free ports, its state under ``<state>/<name>``
+    (its guard built there from this checkout), the platform's lake, keyspace and jars."""
+    state = base.local.state_dir / name
+    state.mkdir(parents=True, exist_ok=True)
+    sql = SqlSettings(**base.sql.model_dump() | {"port": _free_port(), "health_port": _free_port()})
+    settings = base.model_copy(
+        update={"sql": sql, "local": base.local.model_copy(update={"state_dir": state})}
+    )
+    if base.spark.jars is None:
+        from core.spark import local_spark_jars
+
+        jars = local_spark_jars(base.local.state_dir)
+        settings = settings.model_copy(
+            update={"spark": settings.spark.model_copy(update={"jars": jars})}
+        )
+    return settings
 
 
 def _connect_phase(settings: Settings, repeats: int, params: dict) -> dict[str, dict]:
@@ -152,20 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     base = load_settings()
-    state = base.local.state_dir / "bench-sql"
-    state.mkdir(parents=True, exist_ok=True)
-    sql = SqlSettings(**base.sql.model_dump() | {"port": _free_port(), "health_port": _free_port()})
-    settings = base.model_copy(
-        update={"sql": sql, "local": base.local.model_copy(update={"state_dir": state})}
-    )
-    if base.spark.jars is None:
-        from core.spark import local_spark_jars
-
-        jars = local_spark_jars(base.local.state_dir)
-        settings = settings.model_copy(
-            update={"spark": settings.spark.model_copy(update={"jars": jars})}
-        )
-    process, start_s, health = _start_server(settings, state)
+    settings = server_settings(base, "bench-sql")
+    state = settings.local.state_dir
+    process, start_s, health = start_server(settings, state)
     rss_started = group_rss_mb(process.pid)
     print(
         f"[start] healthy in {start_s:.1f} s; RSS {rss_started} MB; "

@@ -2,18 +2,27 @@
 
 The serving API is a Spark Connect client of the SQL server
 (:mod:`serving.connect`), so a statement sees exactly the views an analyst's
-own Spark Connect session sees, under the same read-only guard. Before it is
-sent, the statement is parsed (sqlglot, Spark's dialect): exactly one query
-(``SELECT``, ``WITH``, ``VALUES``, set operations) or ``DESCRIBE``; anything
-else (DML, DDL, ``SET``, ``CACHE``, several statements) is refused with 400
-before it reaches Spark. A statement longer than ``sql.max_statement_chars``
-or nested deeper than ``sql.max_statement_depth`` (parentheses outside
-literals and comments, :func:`nesting_depth`, the SQL server's own rule) is
-refused before it is parsed (``statement_too_large``, ``statement_too_deep``).
-Parameters are named (``:start``) and bound by Spark as literals, never pasted
-into the text. A row limit (``LIMIT n+1`` on the query: more than ``n`` rows
-is a 400, not a silent cut) and a time limit (the query's Spark jobs are
-interrupted by their tag) bound every request.
+own Spark Connect session sees, under the same read-only guard. Every
+statement runs in a Spark Connect session of its own, released after it
+(:class:`serving.connect.remote.SessionSource`): nothing one caller's
+statement sets (a time zone, a temporary view, a variable) is seen by any
+other, and a restarted SQL server is used again as soon as it answers.
+
+What a statement may do is decided by the SQL server: its own parser and its
+check rule on the analysed plan (``serving/connect/guard/``) are the security
+boundary. Before it is sent, the statement is also parsed here (sqlglot,
+Spark's dialect) to refuse early, with a clear 400, what is plainly not one
+read-only query (DML, DDL, ``SET``, ``CACHE``, several statements); sqlglot
+does not read SQL exactly as Spark does (a ``--`` comment ending in a
+backslash goes on in Spark's lexer), so this check is no boundary. A
+statement longer than ``sql.max_statement_chars`` or nested deeper than
+``sql.max_statement_depth`` (parentheses outside literals and comments,
+:func:`nesting_depth`, the SQL server's own rule) is refused before it is
+parsed (``statement_too_large``, ``statement_too_deep``). Parameters are
+named (``:start``) and bound by Spark as literals, never pasted into the
+text. A row limit (``LIMIT n+1`` on the query: more than ``n`` rows is a
+400, not a silent cut) and a time limit (the session's Spark jobs are
+interrupted) bound every request; the SQL server unreachable is a 503.
 
 >>> check_statement("SELECT path FROM serving_page_activity WHERE window_start >= :start")
 'SELECT path FROM serving_page_activity WHERE window_start >= :start'
@@ -34,7 +43,7 @@ import io
 import logging
 import threading
 import time
-import uuid
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +53,8 @@ from serving.errors import QueryError
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.connect.session import SparkSession
+
+    from serving.connect.remote import SessionSource
 
 __all__ = ["FORMATS", "SqlAnswer", "SqlEndpoint", "check_statement", "nesting_depth"]
 
@@ -63,6 +74,9 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Com
 # pyspark's client logs every failed query with the server's stack; a refused query is the
 # analyst's 400 here, not the serving API's error.
 logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+# ... and every failed call (a server down or restarting: the caller's 503) with its stack.
+logging.getLogger("pyspark.sql.connect.logging").setLevel(logging.CRITICAL)
+warnings.filterwarnings("ignore", r"\[RETRIES_EXCEEDED\]", UserWarning)  # the same, once more
 
 
 def nesting_depth(sql: str, stop_above: int = 1_000_000) -> int:
@@ -225,21 +239,22 @@ def _plain(value: Any) -> Any:
 
 
 class SqlEndpoint:
-    """A Spark Connect client of the SQL server, shared by one serving worker's requests."""
+    """One serving worker's client of the SQL server: each statement in a Spark Connect
+    session of its own, over one channel."""
 
     def __init__(self, sql: SqlSettings) -> None:
         self.settings = sql
-        self._session: SparkSession | None = None
+        self._sessions: SessionSource | None = None
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="sql")
 
-    def _spark(self) -> SparkSession:
-        from serving.connect.remote import remote_session
+    def _source(self) -> SessionSource:
+        from serving.connect.remote import SessionSource
 
         with self._lock:
-            if self._session is None:
-                self._session = remote_session(self.settings.url())
-            return self._session
+            if self._sessions is None:
+                self._sessions = SessionSource(self.settings.url())
+            return self._sessions
 
     def run(
         self,
@@ -255,13 +270,16 @@ class SqlEndpoint:
         )
         limit = min(max_rows or self.settings.max_rows, self.settings.max_rows)
         timeout = min(timeout_s or self.settings.time_limit_s, self.settings.time_limit_s)
-        tag = f"sql-{uuid.uuid4().hex}"
+        sessions = self._source()
+        spark = sessions.open()
         began = time.monotonic()
-        future = self._pool.submit(self._fetch, statement, params or {}, limit, tag)
+        future = self._pool.submit(_fetch, spark, statement, params or {}, limit)
+        future.add_done_callback(lambda _: sessions.release(spark))
         try:
             table = future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
-            self._interrupt(tag)
+            with contextlib.suppress(Exception):  # the server is gone: nothing left to cancel
+                spark.interruptAll()
             raise QueryError(
                 "time_limit",
                 f"The query ran longer than its time limit of {timeout:g} s and was cancelled; "
@@ -275,43 +293,47 @@ class SqlEndpoint:
             )
         return SqlAnswer(table, round(time.monotonic() - began, 3))
 
-    def _fetch(self, statement: str, params: dict[str, Any], limit: int, tag: str) -> pa.Table:
-        try:
-            spark = self._spark()
-            spark.addTag(tag)
-            try:
-                return spark.sql(statement, args=params).limit(limit + 1).toArrow()
-            finally:
-                spark.removeTag(tag)
-        except QueryError:
-            raise
-        except Exception as error:
-            raise _readable(error) from None
-
-    def _interrupt(self, tag: str) -> None:
-        with contextlib.suppress(Exception):  # the server is gone: nothing left to cancel
-            self._spark().interruptTag(tag)
-
     def close(self) -> None:
-        from serving.connect.remote import close_session
-
         self._pool.shutdown(wait=False, cancel_futures=True)
-        close_session(self._session)
+        if self._sessions is not None:
+            self._sessions.close()
+
+
+def _fetch(spark: SparkSession, statement: str, params: dict[str, Any], limit: int) -> pa.Table:
+    try:
+        return spark.sql(statement, args=params).limit(limit + 1).toArrow()
+    except Exception as error:
+        raise _readable(error) from None
+
+
+_GONE = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_")
+"""Error conditions of a session the server no longer holds (it restarted): the next
+request's new session is served, so these are the server's unavailability, not the query's."""
 
 
 def _readable(error: Exception) -> QueryError:
-    """The engine's error as a 400 (its condition and first line), or 503 when unreachable."""
+    """The engine's error as a 400 (its condition and first line), or 503 when the server is
+    unreachable or lost the session (it restarted)."""
+    import grpc
     from pyspark.errors import PySparkException
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     text = str(error)
-    if "UNAVAILABLE" in text or "failed to connect" in text.lower():
+    condition = error.getCondition() if isinstance(error, PySparkException) else None
+    code = error.getGrpcStatusCode() if isinstance(error, SparkConnectGrpcException) else None
+    if (
+        code == grpc.StatusCode.UNAVAILABLE
+        or (condition or "").startswith(_GONE)
+        or "UNAVAILABLE" in text
+        or "failed to connect" in text.lower()
+    ):
         return QueryError(
             "sql_unavailable",
-            "The SQL server is not reachable; `platformctl status` shows it "
-            "(docs/operations.md: the SQL server is down).",
+            "The SQL server is not reachable or was restarted; retry in a few seconds, and "
+            "if it lasts, `platformctl status` shows it (docs/operations.md: the SQL server "
+            "is down).",
             status=503,
         )
-    condition = error.getCondition() if isinstance(error, PySparkException) else None
     first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
     first = first.replace("(platform.sql.Refusal) ", "")
     prefix = f"{condition}: " if condition and condition not in first else ""
