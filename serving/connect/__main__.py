@@ -56,11 +56,12 @@ def _serve(settings: Settings, stop: threading.Event, supervisor: int | None) ->
         _stop_without(supervisor, stop)
     spark = start_spark(settings)
     driver = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
+    server = SqlServer(settings, spark)
     if driver is not None:
         _stop_when_exited(driver, stop)
         if cluster_master(settings) is not None:
-            lower_task_priority(driver.pid, settings.sql.executor_nice, stop)
-    server = SqlServer(settings, spark)
+            nice = settings.sql.executor_nice
+            lower_task_priority(driver.pid, nice, stop, lambda: server.refreshed is not None)
     http = serve_health(server)
     log_event(_log, "sql.started", url=f"sc://{settings.sql.host}:{settings.sql.port}")
     try:

@@ -19,11 +19,12 @@ and Spark's task reaper ends an executor whose cancelled task still runs
   made at each start (``spark.authenticate``): the master and worker inside the driver take
   orders, and executors, from nobody else on this machine; the secret is on no command line.
 
-:func:`lower_task_priority` renices, every second, the executors' task threads (``Executor
-task launch worker``, pooled and reused) to ``sql.executor_nice``: the analysts' work runs
-below the driver's gRPC, planning and ``/health``, while an executor's start, heartbeats and
-block transfers keep the driver's priority (an executor started again serves within seconds
-on a busy machine; one started whole at ``nice 10`` took minutes there).
+:func:`lower_task_priority` renices, every second once the first catalog is built, the
+executors' task threads (``Executor task launch worker``, pooled and reused) to
+``sql.executor_nice``: the analysts' work runs below the driver's gRPC, planning and
+``/health``, while an executor's start, heartbeats and block transfers keep the driver's
+priority (an executor started again serves within seconds on a busy machine; one started
+whole at ``nice 10`` took minutes there).
 
 A server on a cluster (``spark.master`` ``spark://``, ``yarn``, ``k8s://``) keeps it: its
 executors are the cluster's, and the task reaper holds there too.
@@ -37,6 +38,7 @@ import re
 import secrets
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from core.settings import Settings, SqlSettings
@@ -196,14 +198,20 @@ def lower_tasks_once(driver: int, nice: int, done: set[tuple[int, int]]) -> int:
     return lowered
 
 
-def lower_task_priority(driver: int, nice: int, stop: threading.Event) -> threading.Thread:
-    """A daemon thread renicing the driver's executors' task threads every second, until
-    ``stop`` (a task thread started in between runs at most a second at the driver's)."""
+def lower_task_priority(
+    driver: int, nice: int, stop: threading.Event, ready: Callable[[], bool]
+) -> threading.Thread:
+    """A daemon thread renicing the driver's executors' task threads every second, once
+    ``ready()`` (the first catalog is built), until ``stop``; a task thread started in between
+    runs at most a second at the driver's priority. The first catalog build is the server's
+    largest work, and on a machine busy with other programs' work its tasks at ``nice 10``
+    outlasted the supervisor's start time (three restarts in a row)."""
 
     def run() -> None:
         done: set[tuple[int, int]] = set()
         while not stop.wait(1.0):
-            lower_tasks_once(driver, nice, done)
+            if ready():
+                lower_tasks_once(driver, nice, done)
 
     thread = threading.Thread(target=run, name="sql-task-priority", daemon=True)
     thread.start()
