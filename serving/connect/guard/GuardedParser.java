@@ -192,7 +192,9 @@ final class GuardedParser implements ParserInterface {
       throw Refusal.of("write", "SQL scripts (BEGIN ... END) are not run on the SQL server");
     }
     List<String> parts = nameParts(plan, "multipartIdentifier");
-    if (parts != null && name.startsWith("Unresolved")) {
+    if (parts != null && name.equals("UnresolvedFunctionName")) { // DESCRIBE FUNCTION f
+      Functions.get().checkName(parts);
+    } else if (parts != null && name.startsWith("Unresolved")) {
       boolean ok = name.equals("UnresolvedNamespace")
           ? Policy.namespace(parts) : Policy.relationName(parts);
       if (!ok) {

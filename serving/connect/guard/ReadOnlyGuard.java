@@ -55,6 +55,10 @@ import scala.runtime.BoxedUnit;
  *       {@code TRANSFORM} scripts.
  * </ul>
  *
+ * <p>Every expression must be of a class the analysts' functions make ({@link Functions}); a
+ * statement's values and rows are bounded ({@link Sizes}), its patterns checkable
+ * ({@link Patterns}); SHOW FUNCTIONS and EXPLAIN are answered by {@link AnalystCommands}.
+ *
  * <p>Names, sizes and nesting are checked earlier, when the text is parsed
  * ({@link GuardedParser}), and what the protocol carries before that ({@link ProtocolGuard}).
  *
@@ -270,7 +274,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     String name = leaf.getClass().getSimpleName();
     return leaf instanceof LocalRelation || leaf instanceof OneRowRelation || leaf instanceof Range
         || name.equals("ResolvedPersistentView") || name.equals("ResolvedTempView")
-        || name.equals("ResolvedNamespace");
+        || name.equals("ResolvedNamespace") || name.equals("ResolvedNonPersistentFunc");
   }
 
   /**

@@ -14,7 +14,8 @@ JSON document (its last line of output).
   small job in another: how long each took.
 - ``select1``: ``SELECT 1`` from a new session: its error and duration.
 - ``functions``: ``SHOW FUNCTIONS``, and each example of ``DESCRIBE FUNCTION EXTENDED`` of
-  every function the job names, run: the names shown and the examples the server refused.
+  every function the job names, run: the names shown, the examples the server refused and
+  the names it could not describe.
 - ``long``: prints ``running`` and runs the long statement (the test kills it).
 """
 
@@ -216,9 +217,16 @@ def attack(spark, other, job):
 def functions(spark, job):
     """SHOW FUNCTIONS, then every example of each named function's DESCRIBE FUNCTION EXTENDED."""
     shown = sorted(r[0] for r in spark.sql("SHOW FUNCTIONS").collect())
-    refused, ran = {}, 0
+    refused, undescribed, ran = {}, [], 0
     for name in job["names"]:
-        text = "\n".join(r[0] for r in spark.sql(f"DESCRIBE FUNCTION EXTENDED `{name}`").collect())
+        try:
+            rows = spark.sql(f"DESCRIBE FUNCTION EXTENDED `{name}`").collect()
+        except Exception as error:  # a name only DataFrames call (product), or refused
+            if "Refused by the SQL server" in str(error):
+                refused[f"DESCRIBE FUNCTION {name}"] = first_line(error)
+            undescribed.append(name)
+            continue
+        text = "\n".join(r[0] for r in rows)
         for example in re.findall(r">\s*(SELECT .*?);", text, re.S):
             ran += 1
             try:
@@ -226,7 +234,7 @@ def functions(spark, job):
             except Exception as error:  # only the server's refusals count
                 if "Refused by the SQL server" in str(error):
                     refused[example] = first_line(error)
-    return {"shown": shown, "refused": refused, "examples": ran}
+    return {"shown": shown, "refused": refused, "undescribed": undescribed, "examples": ran}
 
 
 def timed(run):
