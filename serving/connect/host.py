@@ -119,6 +119,7 @@ def server_conf(
         "spark.platform.sql.maxStatementChars": str(sql.max_statement_chars),
         "spark.platform.sql.maxStatementDepth": str(sql.max_statement_depth),
         "spark.platform.sql.timeLimitSeconds": str(sql.time_limit_s),
+        "spark.platform.sql.maxValueBytes": str(sql.max_value_bytes),
         # The server's own pandas -> Spark rows go through Arrow, never a Python worker.
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",

@@ -37,6 +37,7 @@ def test_the_limits_come_from_the_sql_settings():
         max_statement_depth=9,
         max_plan_depth=100,
         max_result_size="64m",
+        max_value_bytes=2_000_000,
         detached_timeout_s=4,
         settable=("spark.sql.session.timeZone",),
     )
@@ -46,6 +47,7 @@ def test_the_limits_come_from_the_sql_settings():
     assert conf["spark.platform.sql.settable"] == "spark.sql.session.timeZone"
     assert conf["spark.connect.grpc.marshallerRecursionLimit"] == "100"
     assert conf["spark.driver.maxResultSize"] == "64m"
+    assert conf["spark.platform.sql.maxValueBytes"] == "2000000"
     assert conf["spark.connect.execute.manager.detachedTimeout"] == "4000ms"
     assert conf["spark.connect.execute.reattachable.senderMaxStreamDuration"] == "4000ms"
     assert conf["spark.connect.execute.manager.maintenanceInterval"] == "1333ms"
