@@ -83,8 +83,25 @@ def healthy(settings: Settings) -> tuple[bool, str]:
     return True, (
         f"{state}{body['url']} (token: WAP_SQL__TOKEN); catalog {body['catalog_age_s']}s old, "
         f"{len(body.get('views', []))} views, silver versions {body.get('silver_versions')}, "
-        f"SELECT 1 in {body.get('health_query_s')}s"
+        f"SELECT 1 in {body.get('health_query_s')}s{_processes(body.get('processes'))}"
     )
+
+
+def _processes(processes: dict | None) -> str:
+    """The server's processes, as ``/health`` lists them: its driver JVM and executor JVMs.
+
+    >>> _processes({"server": 1, "driver": 2, "executors": [{"pid": 3, "rss_mb": 300, "nice": 10}]})
+    '; driver pid 2, executors 3 (300 MB, tasks at nice 10)'
+    """
+    if not processes:
+        return ""
+    executors = ", ".join(
+        f"{e['pid']} ({e['rss_mb']} MB, tasks at nice {e['nice']})"
+        if e.get("nice") is not None
+        else f"{e['pid']} ({e['rss_mb']} MB)"
+        for e in processes.get("executors", [])
+    )
+    return f"; driver pid {processes.get('driver')}, executors {executors or 'none'}"
 
 
 SERVICE = Service(

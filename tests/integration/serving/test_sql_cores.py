@@ -1,0 +1,129 @@
+"""No analyst's statement takes the SQL server's cores from the others.
+
+A real ``python -m serving.connect --supervise`` (the session's, over the published
+lake) is sent, from the analyst's virtualenv (``sql_hogs.py``: ``pyspark-client``
+only), a statement that holds cores: a regex whose backtracking ignores interrupts,
+or a cartesian join. Meanwhile two other sessions measure: ``SELECT 1`` every half
+second and a small aggregate every second, through the statement, its cancellation
+and the seconds after (an executor whose task ignored its cancellation is ended
+then, and started again). ``SELECT 1`` must answer within 2 s and the aggregate
+within 10 s each time, and the server must not be restarted: the supervisor logs
+no restart and the driver is the same process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.lake import GROUP
+from tests.support.processes import children, java_children
+from tests.support.sql import TIME_LIMIT_S
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+    pytest.mark.xdist_group(GROUP),
+]
+
+HOGS = Path(__file__).with_name("sql_hogs.py")
+SELECT_1_WITHIN_S = 2.0
+SMALL_WITHIN_S = 10.0
+AFTER_S = 40.0
+"""How long the others go on measuring after the statement ended: the time a cancelled task
+that goes on running is given (10 s), the reaper's rounds, and an executor started again."""
+
+
+def _driver(sql_server) -> int:
+    """The pid of the server's driver JVM (the supervisor's child's only JVM child)."""
+    (server,) = children(sql_server.process.pid)
+    (driver,) = java_children(server)
+    return driver
+
+
+def _restarts(sql_server) -> int:
+    return sql_server.log.read_text(errors="replace").count("sql.supervisor.restarting")
+
+
+def _wait_answering(sql_server, timeout_s: float = 300) -> None:
+    """Until ``/health`` is 200 ``ok`` (a test before may have left it restarting)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if sql_server.health().get("status") == "ok":
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    pytest.fail(f"the SQL server did not answer:\n{sql_server.log.read_text()[-3000:]}")
+
+
+def _hog(python: Path, sql_server, folder: Path, statement: str) -> dict:
+    """``statement`` (a name of ``sql_hogs.HOGS``) run while the others measure: the answer."""
+    _wait_answering(sql_server)
+    job = folder / f"{statement}.json"
+    url = sql_server.settings.sql.url()
+    job.write_text(json.dumps({"url": url, "statement": statement, "after_s": AFTER_S}))
+    driver, restarts = _driver(sql_server), _restarts(sql_server)
+    done = subprocess.run(
+        [python, HOGS, job],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")},
+    )
+    errors = [line for line in done.stderr.splitlines() if not line.startswith(("\tat ", "  "))]
+    assert done.returncode == 0, "\n".join(errors)[-5000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert _restarts(sql_server) == restarts, f"the server was restarted during {statement}"
+    assert _driver(sql_server) == driver, f"the driver is another process after {statement}"
+    return answer
+
+
+def _assert_the_others_answered(answer: dict) -> None:
+    for name, bound in (("select1", SELECT_1_WITHIN_S), ("small", SMALL_WITHIN_S)):
+        runs = answer[name]
+        assert len(runs) >= 10, f"too few {name} measured: {runs}"
+        failed = [run for run in runs if run["error"]]
+        assert not failed, f"{name} failed during the statement: {failed[:3]}"
+        slow = [run for run in runs if run["seconds"] > bound]
+        assert not slow, f"{name} took longer than {bound} s: {slow} (of {len(runs)})"
+
+
+def test_a_regex_that_ignores_interrupts_costs_an_executor_not_the_server(
+    sql_server, client_python, tmp_path
+):
+    """Its two tasks ran on after the time limit (the regex engine never looks at
+    interrupts), holding both cores: another session's small job waited and failed,
+    /health failed and the supervisor restarted the server."""
+    answer = _hog(client_python, sql_server, tmp_path, "regex")
+    assert "time limit" in (answer["hog"]["error"] or ""), answer["hog"]
+    assert answer["hog"]["seconds"] < TIME_LIMIT_S + 30, answer["hog"]
+    _assert_the_others_answered(answer)
+
+
+def test_a_cartesian_join_leaves_the_others_answering(sql_server, client_python, tmp_path):
+    """It held both cores for its 28 s: another session's SELECT 1 took 13.5 s."""
+    answer = _hog(client_python, sql_server, tmp_path, "cross_join")
+    assert answer["hog"]["error"] is None or "time limit" in answer["hog"]["error"], answer
+    _assert_the_others_answered(answer)
+
+
+def test_analysts_tasks_run_in_executors_below_the_drivers_priority(sql_server):
+    """The executors are JVMs the driver started, apart from it; their task threads (every
+    one that ran a task) run at ``sql.executor_nice``."""
+    _wait_answering(sql_server)
+    processes = sql_server.health()["processes"]
+    assert processes["driver"] == _driver(sql_server)
+    executors = processes["executors"]
+    assert len(executors) == sql_server.settings.sql.executors, executors
+    ran = [executor for executor in executors if executor["nice"] is not None]
+    assert ran, f"no executor ran a task: {executors}"
+    assert {executor["nice"] for executor in ran} == {sql_server.settings.sql.executor_nice}
