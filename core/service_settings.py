@@ -98,9 +98,11 @@ class SqlSettings(_Section):
     executor_nice: int = Field(default=10, ge=0, le=19)
     """CPU priority (``nice``) of the executors' task threads on this machine, below the
     driver's: its gRPC, planning and ``/health`` never wait behind analysts' tasks."""
-    task_kill_timeout_s: float = Field(default=10.0, gt=0)
+    task_kill_timeout_s: float = Field(default=30.0, gt=0)
     """A cancelled task still running this long after (Java's regex engine, for one, ignores
-    interrupts) ends its executor (``spark.task.reaper.killTimeout``)."""
+    interrupts) ends its executor (``spark.task.reaper.killTimeout``). Not less: an executor's
+    first task fetches the jars and cannot be interrupted meanwhile, which took over 10 s on
+    a busy machine, and a cancelled ``SELECT 1`` of ``/health`` then ended its executor."""
     settable: tuple[str, ...] = (
         "spark.sql.session.timeZone",
         "spark.sql.ansi.enabled",

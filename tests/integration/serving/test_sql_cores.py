@@ -38,7 +38,8 @@ SELECT_1_WITHIN_S = 2.0
 SMALL_WITHIN_S = 10.0
 AFTER_S = 40.0
 """How long the others go on measuring after the statement ended: the time a cancelled task
-that goes on running is given (10 s), the reaper's rounds, and an executor started again."""
+that goes on running is given (``sql.task_kill_timeout_s``, 30 s), the reaper's rounds, and
+an executor started again."""
 
 
 def _driver(sql_server) -> int:
