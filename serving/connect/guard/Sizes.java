@@ -18,6 +18,7 @@ import org.apache.spark.sql.catalyst.expressions.LambdaFunction;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedLambdaVariable;
+import org.apache.spark.sql.catalyst.expressions.PlanExpression;
 import org.apache.spark.sql.catalyst.expressions.RuntimeReplaceable;
 import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
 import org.apache.spark.sql.catalyst.plans.logical.CTERelationDef;
@@ -49,7 +50,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * arguments', those that multiply ({@code repeat}, {@code lpad}, {@code array_repeat},
  * {@code sequence}, {@code replace}, {@code concat_ws}, {@code hex} ...) their product, with
  * constant counts only. Bounds follow columns through projections, aggregates, windows,
- * generators and WITH clauses; a statement with an expression or a row over
+ * generators, subqueries and WITH clauses; a statement with an expression or a row over
  * {@code sql.max_value_bytes} is refused before it runs. Inline tables ({@code VALUES}), which
  * Spark evaluates while it resolves them, are bounded when the text is parsed.
  */
@@ -216,6 +217,11 @@ final class Sizes {
     }
     if (expression instanceof HigherOrderFunction) {
       return higherOrder(expression);
+    }
+    if (expression instanceof PlanExpression<?> subquery
+        && subquery.plan() instanceof LogicalPlan inner) { // the optimizer folds in there too
+      long largest = plan(inner).stream().mapToLong(Long::longValue).max().orElse(SMALL);
+      return Math.max(SMALL, largest + sum(list(expression.children())));
     }
     List<Expression> args = list(expression.children());
     long bound = switch (kind) {

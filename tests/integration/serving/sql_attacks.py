@@ -146,6 +146,9 @@ ATTACKS = {
         "b AS (SELECT concat(s, s, s, s, s, s, s, s, s, s) s FROM a), "
         "c AS (SELECT concat(s, s, s, s, s, s, s, s, s, s) s FROM b) SELECT length(s) FROM c"
     ).collect(),
+    "subquery_900m": lambda s, j: s.sql(
+        "SELECT length((SELECT repeat('x', 900000000))) AS n"
+    ).collect(),
     "df_repeat_900m": lambda s, j: s.range(1).select(F.repeat(F.lit("x"), 900000000)).collect(),
     # 10. A pattern that backtracks for hours, past its cancellation.
     "regex_backtracking": lambda s, j: s.sql(

@@ -293,6 +293,7 @@ def test_no_statement_can_hold_the_drivers_memory(attacks):
         "array_repeat_1g",
         "lpad_900m",
         "growth_by_cte",
+        "subquery_900m",
         "df_repeat_900m",
         saying="sql.max_value_bytes",
     )
