@@ -99,10 +99,15 @@ def task_conf(sql: SqlSettings) -> dict[str, str]:
     }
 
 
-def prepare(settings: Settings, root: Path) -> dict[str, str]:
+def prepare(settings: Settings, root: Path, jars: tuple[str, ...] = ()) -> dict[str, str]:
     """The ``spark.*`` settings of executors on this machine (``{}`` on a cluster), their Spark
     home and secret written under ``root / "spark"`` and named in this process's environment,
-    which the driver's JVM inherits."""
+    which the driver's JVM inherits.
+
+    ``jars`` (the connectors' and the guard's) go on the driver's and the executors' class
+    path from this machine's disk instead of ``spark.jars``: an executor's first task fetched
+    the jars from the driver (64 MB) and could not be interrupted meanwhile; on a machine at
+    load 40 that outlasted the task reaper, so a cancelled ``SELECT 1`` ended executors."""
     master = cluster_master(settings)
     if master is None:
         return {}
@@ -130,8 +135,12 @@ def prepare(settings: Settings, root: Path) -> dict[str, str]:
         "SPARK_SCALA_VERSION": "2.13",  # what spark-class's load-spark-env.sh exports
     }
     log4j = f"-Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}" if LOCAL_LOG4J2.exists() else ""
+    class_path = ":".join(jars)
     return {
         "spark.master": master,
+        "spark.jars": "",
+        "spark.driver.extraClassPath": class_path,
+        "spark.executor.extraClassPath": class_path,
         "spark.executor.memory": f"{megabytes(sql.executor_memory)}m",
         "spark.authenticate": "true",
         "spark.executor.extraJavaOptions": f"{log4j} -XX:+ExitOnOutOfMemoryError".strip(),

@@ -143,7 +143,7 @@ def start_spark(settings: Settings) -> SparkSession:
     (root / "local").mkdir(parents=True, exist_ok=True)
     (root / "fairscheduler.xml").write_text(_pools())
     options = spark_conf(settings.spark, app_name="-").get("spark.driver.extraJavaOptions", "")
-    executors = prepare(settings, root)
+    executors = prepare(settings, root, (*jars, str(guard)))
     spark_settings = settings.spark.model_copy(
         update={
             "master": executors.pop("spark.master", settings.spark.master),

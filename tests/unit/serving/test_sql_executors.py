@@ -45,11 +45,15 @@ def test_the_executors_home_secret_and_settings(tmp_path, monkeypatch):
     for name in ("SPARK_HOME", "SPARK_CONF_DIR", "SPARK_SCALA_VERSION"):
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "spark" / "home" / "work" / "app-old").mkdir(parents=True)
-    conf = prepare(_settings(executor_memory="2g"), tmp_path)
+    conf = prepare(_settings(executor_memory="2g"), tmp_path, ("/j/delta.jar", "/j/guard.jar"))
     home = tmp_path / "spark" / "home"
     assert conf["spark.master"] == "local-cluster[3,3,2048]"
     assert conf["spark.executor.memory"] == "2048m"
     assert conf["spark.authenticate"] == "true"
+    # The jars from this machine's disk: an executor fetches none before its first task.
+    assert conf["spark.jars"] == ""
+    assert conf["spark.executor.extraClassPath"] == "/j/delta.jar:/j/guard.jar"
+    assert conf["spark.driver.extraClassPath"] == conf["spark.executor.extraClassPath"]
     assert "-XX:+ExitOnOutOfMemoryError" in conf["spark.executor.extraJavaOptions"]
     assert "spark.authenticate.secret" not in conf  # never on a command line
     assert (home / "jars").is_symlink() and (home / "jars" / "..").resolve().name == "pyspark"
