@@ -44,7 +44,7 @@ __all__ = ["ATTACKS", "main"]
 ATTACKS = {
     "none": None,
     "regex": "SELECT count(*) FROM range(0, 2, 1, 2) WHERE regexp_like("
-    "concat(repeat('a', 36), cast(id AS STRING), '!'), '(.*a){12}$')",
+    "concat(repeat('a', 100000), cast(id AS STRING)), '.*.*.*!')",
     "cross_join": "SELECT count(*) FROM range(200000) a CROSS JOIN range(200000) b "
     "WHERE a.id + b.id = -1",
     "huge_value": "SELECT length(repeat('x', 900000000))",
@@ -166,7 +166,7 @@ def _measure(url: str, statement: str | None, measure_s: float, after_s: float) 
     if statement is None:
         done.wait(measure_s)
     else:
-        outcome = _timed(hog.sql(statement).collect)
+        outcome = _timed(lambda: hog.sql(statement).collect())
         done.wait(after_s)
     done.set()
     for thread in threads:
