@@ -22,7 +22,6 @@ waited for before the next one.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -142,9 +141,10 @@ class _Server:
 
 def _measure(url: str, statement: str | None, measure_s: float, after_s: float) -> dict:
     """``statement`` in one session while two others measure: their times and errors."""
-    from pyspark.sql.connect.session import SparkSession
+    from serving.connect.remote import close_session, remote_session
 
-    hog, probe, small = (SparkSession.builder.remote(url).create() for _ in range(3))
+    # No exit hook: pyspark's retries for minutes once the server is stopped.
+    hog, probe, small = (remote_session(url) for _ in range(3))
     probe.sql("SELECT 1").collect()
     small.range(0, 1_000_000, 1, 4).count()
     runs: dict[str, list[tuple[float, str | None]]] = {"select1": [], "small": []}
@@ -172,8 +172,7 @@ def _measure(url: str, statement: str | None, measure_s: float, after_s: float) 
     for thread in threads:
         thread.join()
     for session in (hog, probe, small):
-        with contextlib.suppress(Exception):  # a session on a server that was restarted
-            session.stop()
+        close_session(session)
     return {"statement": outcome, **runs}
 
 
