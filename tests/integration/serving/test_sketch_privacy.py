@@ -20,10 +20,7 @@ history included) or of the lineage.
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import subprocess
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +29,7 @@ import pytest
 
 from core.settings import Settings
 from core.view_settings import ViewSettings
+from tests.support.analyst import run_analyst_script
 from tests.support.cassandra import SCHEMA_TIMEOUT_S
 from tests.support.processes import children
 from tests.support.sql import sql_settings
@@ -161,18 +159,9 @@ def sql_server(private_lake, start_sql_server, tmp_path_factory):
 
 def _attack(python: Path, server, folder: Path, probes: list[dict]) -> list[dict]:
     """The analyst's script over ``probes``: per probe, its rows and what it found."""
-    job = folder / f"probes-{uuid.uuid4().hex[:6]}.json"
-    job.write_text(json.dumps({"url": server.settings.sql.url(), "probes": probes}))
-    done = subprocess.run(
-        [python, ATTACKER, job],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")},
-    )
-    errors = [line for line in done.stderr.splitlines() if not line.startswith(("\tat ", "  "))]
-    assert done.returncode == 0, "\n".join(errors)[-5000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    job = {"url": server.settings.sql.url(), "probes": probes}
+    path = folder / f"probes-{uuid.uuid4().hex[:6]}.json"
+    return run_analyst_script(python, ATTACKER, path, job, timeout_s=1200)
 
 
 def _probe(table: str, measure: str, keys: list[str], candidates: dict) -> dict:

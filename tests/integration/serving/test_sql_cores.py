@@ -13,15 +13,13 @@ no restart and the driver is the same process.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.analyst import run_analyst_script
 from tests.support.lake import GROUP
 from tests.support.processes import children, java_children
 from tests.support.sql import TIME_LIMIT_S
@@ -69,20 +67,9 @@ def _wait_answering(sql_server, timeout_s: float = 300) -> None:
 def _hog(python: Path, sql_server, folder: Path, statement: str) -> dict:
     """``statement`` (a name of ``sql_hogs.HOGS``) run while the others measure: the answer."""
     _wait_answering(sql_server)
-    job = folder / f"{statement}.json"
-    url = sql_server.settings.sql.url()
-    job.write_text(json.dumps({"url": url, "statement": statement, "after_s": AFTER_S}))
+    job = {"url": sql_server.settings.sql.url(), "statement": statement, "after_s": AFTER_S}
     driver, restarts = _driver(sql_server), _restarts(sql_server)
-    done = subprocess.run(
-        [python, HOGS, job],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")},
-    )
-    errors = [line for line in done.stderr.splitlines() if not line.startswith(("\tat ", "  "))]
-    assert done.returncode == 0, "\n".join(errors)[-5000:]
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = run_analyst_script(python, HOGS, folder / f"{statement}.json", job)
     assert _restarts(sql_server) == restarts, f"the server was restarted during {statement}"
     assert _driver(sql_server) == driver, f"the driver is another process after {statement}"
     return answer

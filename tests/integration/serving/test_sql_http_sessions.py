@@ -32,7 +32,11 @@ pytestmark = [
     pytest.mark.xdist_group(GROUP),
 ]
 
-TOKENS = {"tester": "serving-test-token", "attacker": "attacker-token", "analyst": "analyst-token"}
+TOKENS = {
+    "tester": "serving-test-token",
+    "attacker": "attacker-token-0001",
+    "analyst": "analyst-token-00001",
+}
 SERVING = {"api_tokens": TOKENS}
 """This module's serving app: the fixtures' caller (``api``) and two of its own."""
 SMUGGLE = "-- \\\nSELECT '\n{statement} -- '"

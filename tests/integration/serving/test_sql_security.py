@@ -30,6 +30,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings
+from tests.support.analyst import run_analyst_script
 from tests.support.lake import GROUP
 from tests.support.ports import free_port
 from tests.support.processes import alive, children, java_children
@@ -69,18 +70,8 @@ def serving_settings(serving_settings: Settings, sql_server) -> Settings:
 
 def _run(python: Path, settings: Settings, folder: Path, mode: str, /, **job) -> dict:
     """The attacker's script in ``mode``: its JSON answer."""
-    path = folder / f"{mode}.json"
-    path.write_text(json.dumps({"url": settings.sql.url(), "mode": mode, **job}))
-    done = subprocess.run(
-        [python, ATTACKER, path],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")},
-    )
-    errors = [line for line in done.stderr.splitlines() if not line.startswith(("\tat ", "  "))]
-    assert done.returncode == 0, "\n".join(errors)[-5000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    job = {"url": settings.sql.url(), "mode": mode, **job}
+    return run_analyst_script(python, ATTACKER, folder / f"{mode}.json", job)
 
 
 @pytest.fixture(scope="module")
