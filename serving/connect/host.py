@@ -159,6 +159,11 @@ def start_spark(settings: Settings) -> SparkSession:
         settings.model_copy(update={"spark": spark_settings}), app_name="platform-sql"
     )
     jvm = spark._jvm  # type: ignore[attr-defined]
+    # Analysts' Connect sessions are cut from Spark's default session: this one, whose catalog
+    # the refresh builds. Until trust() below, the guard answers their calls UNAVAILABLE.
+    getattr(jvm, "org.apache.spark.sql.classic.SparkSession").setDefaultSession(
+        spark._jsparkSession  # type: ignore[attr-defined]
+    )
     jvm.platform.sql.ReadOnlyGuard.trust(spark._jsparkSession)  # type: ignore[attr-defined]
     jvm.platform.sql.StatementWatchdog.start()
     return spark

@@ -64,6 +64,13 @@ public final class ProtocolGuard implements ServerInterceptor {
   public <Q, R> ServerCall.Listener<Q> interceptCall(
       ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
     String method = call.getMethodDescriptor().getBareMethodName();
+    if (!ReadOnlyGuard.started()) {
+      // Spark Connect listens while the driver starts; a session made now would be cut from
+      // a Spark session other than the server's, whose catalog stays empty for good.
+      call.close(org.sparkproject.connect.grpc.Status.UNAVAILABLE.withDescription(
+          "the SQL server is starting; try again in a few seconds"), new Metadata());
+      return new ServerCall.Listener<>() { };
+    }
     if (!SERVED.contains(method)) {
       String what = method != null && method.contains("Artifact")
           ? "artifacts (jars, classes, files, copyFromLocalToFs) are not accepted: code and "

@@ -90,9 +90,19 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   private static final List<String> CLIENT_CODE_MARKERS = List.of(
       "Python", "Pandas", "InArrow", "ScriptTransformation");
 
-  /** Trusts the session {@code session} (the server's own): its plans are not checked. */
+  private static volatile boolean started;
+
+  /** Trusts the session {@code session} (the server's own): its plans are not checked. From
+   * then on the server takes analysts' calls ({@link #started}). */
   public static void trust(Object session) {
     TRUSTED.add(session);
+    started = true;
+  }
+
+  /** Whether the server's own session exists (and is Spark's default one), so an analyst's
+   * session is cut from it; before, {@link ProtocolGuard} answers UNAVAILABLE. */
+  static boolean started() {
+    return started;
   }
 
   static boolean isTrusted(Object session) {
