@@ -181,11 +181,18 @@ def test_after_a_restart_of_the_sql_server_post_sql_serves_again(callers, sql_se
         time.sleep(0.5)
     healthy = time.monotonic()
     assert not alive(server), "the server whose driver was killed is still running"
-    while (answer := _answer(analyst, PAGES))[0] != 200:
+    # When the first statement that is answered was sent: a restarted server's first query
+    # over the views is a cold one (new executors, the Delta logs read again), and its own
+    # time is the query's, not the endpoint's recovery.
+    while True:
+        sent = time.monotonic()
+        answer = _answer(analyst, PAGES)
+        if answer[0] == 200:
+            break
         answers.append((time.monotonic(), *answer))
         assert time.monotonic() - healthy < RECOVERS_WITHIN_S, answers[-3:]
         time.sleep(0.5)
-    took = time.monotonic() - healthy
+    took = sent - healthy
     assert took < RECOVERS_WITHIN_S, f"served again {took:.1f} s after the server's health"
     outcomes = {(status, error) for _, status, error, _ in answers}
     assert (503, "sql_unavailable") in outcomes, outcomes
