@@ -218,6 +218,19 @@ class SqlServerProcess:
                 pass
             time.sleep(1)
 
+    def answering_after(self, replaced: int) -> bool:
+        """Whether the supervisor runs a server other than ``replaced`` (a pid) and its
+        ``/health`` says it answers."""
+        from tests.support.processes import children
+
+        if not [pid for pid in children(self.process.pid) if pid != replaced]:
+            return False
+        try:
+            health = self.health()
+        except httpx.HTTPError:
+            return False
+        return health.get("status") == "ok" and bool(health.get("answering"))
+
     def stop(self) -> None:
         """SIGTERM, as ``platformctl down`` stops it: the server must exit by itself (a
         Connect client's exit hook once held it for minutes after its Spark had stopped)."""

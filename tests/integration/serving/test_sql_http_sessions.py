@@ -171,13 +171,8 @@ def test_after_a_restart_of_the_sql_server_post_sql_serves_again(callers, sql_se
         assert time.monotonic() < deadline, f"not restarted:\n{sql_server.log.read_text()[-3000:]}"
         if not _listens(port):
             answers.append((time.monotonic(), *_answer(analyst, "SELECT 1 AS one")))
-        if [pid for pid in children(sql_server.process.pid) if pid != server]:
-            try:
-                health = sql_server.health()
-            except httpx.HTTPError:
-                health = {}
-            if health.get("status") == "ok" and health.get("answering"):
-                break
+        if sql_server.answering_after(server):
+            break
         time.sleep(0.5)
     healthy = time.monotonic()
     assert not alive(server), "the server whose driver was killed is still running"
