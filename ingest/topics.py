@@ -156,30 +156,38 @@ def ensure_topics(
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
             raced.append(name)
-    if raced:
-        _check_partitions([s for s in missing if s.name in raced], _listed(admin, raced, timeout_s))
+    listed = _listed(admin, created + raced, timeout_s)
+    _check_partitions([s for s in missing if s.name in raced], listed)
     return [spec.name for spec in missing if spec.name in created]
 
 
 def _listed(admin: AdminClient, names: list[str], timeout_s: float) -> dict:
-    """The broker's listing once it shows every topic of ``names`` with its partitions.
+    """The broker's listing once it shows every topic of ``names`` with a leader for each of
+    its partitions.
 
-    A topic another process just created can be missing from a broker's listing for a
-    moment (its metadata reaches the brokers after the controller answered), and a check
-    against that listing would pass a topic of any shape.
+    A topic just created, by this process or another, can be missing from a broker's
+    listing for a moment (its metadata reaches the brokers after the controller answered):
+    a check against that listing would pass a topic of any shape, and a client asking that
+    broker about it at once is told the topic does not exist.
     """
     deadline = time.monotonic() + timeout_s
     while True:
         topics = admin.list_topics(timeout=timeout_s).topics
-        absent = [n for n in names if n not in topics or not topics[n].partitions]
+        absent = [n for n in names if not _led(topics.get(n))]
         if not absent:
             return topics
         if time.monotonic() > deadline:
             raise TimeoutError(
-                f"Topics {absent} exist (their creation was refused as a duplicate) but no "
-                f"broker listed them within {timeout_s:.0f}s."
+                f"Topics {absent} were created but no broker listed them with a leader for "
+                f"every partition within {timeout_s:.0f}s."
             )
         time.sleep(0.2)
+
+
+def _led(topic: object | None) -> bool:
+    """Whether a listed topic has partitions, each with a leader."""
+    partitions = getattr(topic, "partitions", None) or {}
+    return bool(partitions) and all(p.leader >= 0 for p in partitions.values())
 
 
 def _check_partitions(specs: list[TopicSpec], existing: dict) -> None:

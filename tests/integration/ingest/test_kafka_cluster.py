@@ -190,12 +190,22 @@ def _read_to_end(settings: Settings, topic: str) -> list[str]:
 
 def _topic_shape(settings: Settings, topic: str) -> tuple[set[int], str]:
     """(replicas per partition, the topic's min.insync.replicas)."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     admin = AdminClient(settings.kafka.client_config())
     partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    deadline = time.monotonic() + 30
+    while True:  # the broker asked may learn of a new topic a moment after the one listing it
+        try:
+            configs = admin.describe_configs([resource])[resource].result(timeout=10)
+            break
+        except KafkaException as error:
+            unknown = error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     return {len(p.replicas) for p in partitions}, configs["min.insync.replicas"].value
 
 

@@ -39,20 +39,29 @@ def test_the_suppression_list_is_compacted_and_kept_for_good():
 
 
 class _BrokerCatchingUp:
-    """An admin client whose topic was created by another process a moment ago: creating
-    it is refused as a duplicate, and the first listings do not show it yet."""
+    """An admin client whose topic was created a moment ago (by another process, unless
+    ``ours``: then creating it succeeds): the first listings do not show it yet, the next
+    ones show its partitions without a leader, then led."""
 
-    def __init__(self, name: str, partitions: int, unseen_listings: int) -> None:
+    def __init__(
+        self, name: str, partitions: int, unseen_listings: int, leaderless: int = 0,
+        ours: bool = False,
+    ) -> None:  # fmt: skip
         self.name, self.partitions, self.unseen = name, partitions, unseen_listings
+        self.leaderless, self.ours, self.created = leaderless, ours, False
 
     def list_topics(self, timeout: float):
         from types import SimpleNamespace
 
+        if not self.created and self.ours:
+            return SimpleNamespace(topics={})
         if self.unseen > 0:
             self.unseen -= 1
             return SimpleNamespace(topics={})
-        topic = SimpleNamespace(partitions=dict.fromkeys(range(self.partitions)))
-        return SimpleNamespace(topics={self.name: topic})
+        leader = -1 if self.leaderless > 0 else 0
+        self.leaderless -= 1
+        partitions = {p: SimpleNamespace(leader=leader) for p in range(self.partitions)}
+        return SimpleNamespace(topics={self.name: SimpleNamespace(partitions=partitions)})
 
     def create_topics(self, new_topics, operation_timeout: float):
         from concurrent.futures import Future
@@ -62,6 +71,10 @@ class _BrokerCatchingUp:
         futures = {}
         for topic in new_topics:
             futures[topic.topic] = Future()
+            if self.ours:
+                self.created = True
+                futures[topic.topic].set_result(None)
+                continue
             futures[topic.topic].set_exception(
                 KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS))
             )
@@ -87,3 +100,18 @@ def test_a_raced_topic_no_broker_ever_lists_is_an_error_not_a_pass():
     admin = _BrokerCatchingUp("clicks", partitions=2, unseen_listings=10**6)
     with pytest.raises(TimeoutError, match="no broker listed them"):
         ensure_topics(admin, [TopicSpec("clicks", 3, 1)], timeout_s=0.5)
+
+
+def test_a_created_topic_is_returned_once_every_partition_has_a_leader():
+    """A client asking a broker about a topic before its metadata reached that broker is
+    told it does not exist (UNKNOWN_TOPIC_OR_PART): creation waits for the listing."""
+    from ingest.topics import TopicSpec, ensure_topics
+
+    admin = _BrokerCatchingUp("clicks", partitions=3, unseen_listings=2, leaderless=2, ours=True)
+    assert ensure_topics(admin, [TopicSpec("clicks", 3, 1)], timeout_s=5) == ["clicks"]
+    assert (admin.unseen, admin.leaderless) == (0, -1)
+
+    never = _BrokerCatchingUp("clicks", partitions=3, unseen_listings=0, leaderless=10**6,
+                              ours=True)  # fmt: skip
+    with pytest.raises(TimeoutError, match="leader for every partition"):
+        ensure_topics(never, [TopicSpec("clicks", 3, 1)], timeout_s=0.5)
