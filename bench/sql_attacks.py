@@ -47,7 +47,9 @@ ATTACKS = {
     "cross_join": "SELECT count(*) FROM range(200000) a CROSS JOIN range(200000) b "
     "WHERE a.id + b.id = -1",
     "huge_value": "SELECT length(repeat('x', 900000000))",
-    "time_limit": "SELECT max(sha2(CAST(id AS STRING), 256)) FROM range(0, 4000000000, 1, 20000)",
+    "many_partitions": "SELECT max(sha2(CAST(id AS STRING), 256)) "
+    "FROM range(0, 4000000000, 1, 20000)",
+    "time_limit": "SELECT max(sha2(CAST(id AS STRING), 256)) FROM range(0, 4000000000, 1, 8)",
 }
 """Each statement that held the cores (or the server), by name; ``none``: measure only."""
 

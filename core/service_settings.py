@@ -70,6 +70,11 @@ class SqlSettings(_Section):
     """Largest value (and row) a statement may make, by the bound the server computes before
     it runs (``repeat``, ``lpad``, ``sequence``... with constant counts): over it, refused,
     so no constant the optimizer folds on the driver can exhaust its heap."""
+    max_partitions: int = Field(default=8, ge=1)
+    """Most partitions a statement may ask for (``range``'s fourth argument, ``REPARTITION``,
+    ``repartition()``); more is refused. Keep it below the server's task slots (on this machine
+    :attr:`executors` x :attr:`executor_slots`, 9): Spark hands a job every free slot and takes
+    none back, so a statement of more partitions than slots leaves the others none."""
     detached_timeout_s: float = Field(default=15.0, gt=0)
     """A statement whose client went away (closed, killed, network gone) is interrupted at
     most about twice this long after (a result stream lasts this long before the client

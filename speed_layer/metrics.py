@@ -15,6 +15,8 @@ job's process, on a registry of its own, with the standard process metrics.
 - ``wap_speed_pipeline_up{pipeline}``: 1 while the pipeline's query runs, 0 from its
   failure until it runs again; ``wap_speed_pipeline_failures_total{pipeline}``: its failures
   (each followed by a restart in the job, :mod:`speed_layer.streams`);
+- ``wap_speed_replay_start_failures_total{pipeline}``: replays whose query failed to start
+  (each tried again at a later poll, the wait doubling up to 5 minutes);
 - ``wap_speed_late_rows_dropped{view}``, ``wap_speed_future_rows_dropped{view}``,
   ``wap_speed_rejected_rows{view, reason}``: cumulative rows dropped (across restarts:
   the totals the job keeps in ``speed_progress``).
@@ -67,6 +69,12 @@ class SpeedMetrics:
             ["pipeline"],
             registry=r,
         )
+        self.replay_failures = Counter(
+            "wap_speed_replay_start_failures",
+            "Replay queries of the pipeline that failed to start (each tried again later)",
+            ["pipeline"],
+            registry=r,
+        )
         self.rejected = gauge(
             "wap_speed_rejected_rows", "Rows the input rules rejected (total)", ("view", "reason")
         )
@@ -95,6 +103,10 @@ class SpeedMetrics:
         self.up.labels(pipeline).set(1 if up else 0)
         if not up:
             self.failures.labels(pipeline).inc()
+
+    def replay_start_failed(self, pipeline: str) -> None:
+        """A replay's query of ``pipeline`` failed to start (it is tried again later)."""
+        self.replay_failures.labels(pipeline).inc()
 
     def serve(self, host: str, port: int) -> bool:
         """``/metrics`` on ``host:port``, in a daemon thread; False (logged) when the port is

@@ -282,6 +282,29 @@ def _complete(
     update_run(session, settings, run.generation, state=LIVE)
 
 
+def point_new_views(
+    session: Session, settings: Settings, live: StartPosition, views: Sequence[ViewSpec]
+) -> list[str]:
+    """Point each view that has no ``speed_versions`` row at ``live``'s version; return their
+    names. Only a switch writes pointers, so a view added after one read version 0 (empty)
+    while the live run wrote ``speed_v<N>_<view>``: served as zeros with normal freshness."""
+    if live.version == 0:
+        return []  # no pointer reads as version 0: the first run's tables
+    tables = PointerTables(settings.cassandra.keyspace)
+    names = [spec.name for spec in views]
+    select = prepare(session, tables.select_speed_versions)
+    pointed = {row.view_name for row in session.execute(select, (names,))}
+    missing = [name for name in names if name not in pointed]
+    if missing:
+        pointer = prepare(session, tables.insert_speed_version)
+        now = datetime.now(UTC)
+        session.execute(
+            logged_batch([(pointer, (name, live.version, live.generation, now)) for name in missing])
+        )
+        log_event(_log, "speed.views_pointed", version=live.version, views=missing)
+    return missing
+
+
 def drop_superseded(
     session: Session, settings: Settings, views: Sequence[ViewSpec], now: datetime | None = None
 ) -> list[int]:
@@ -311,5 +334,6 @@ def drop_superseded(
                     execute_schema(session, statement)
             dropped.append(run.version)
             log_event(_log, "speed.version_dropped", version=run.version, generation=run.generation)
-        update_run(session, settings, run.generation, dropped_at=now)
+            update_run(session, settings, run.generation, dropped_at=now)
+        # A version still in use is tried again at a later poll, once nothing reads it.
     return dropped

@@ -42,7 +42,13 @@ from core.settings import Settings
 from layout import ViewTables, create_view_tables
 from speed_layer.job import contract_of, identity_of, start_queries
 from speed_layer.progress import ProgressRecorder
-from speed_layer.replay import CatchUp, drop_superseded, resume_switch, switch
+from speed_layer.replay import (
+    CatchUp,
+    drop_superseded,
+    point_new_views,
+    resume_switch,
+    switch,
+)
 from speed_layer.start import (
     LIVE,
     REPLAYING,
@@ -65,6 +71,9 @@ __all__ = ["SpeedService", "supervise"]
 
 _log = get_logger(__name__)
 
+MAX_REPLAY_BACKOFF_S = 300.0
+"""Longest wait between two tries to start a replay's query."""
+
 
 class SpeedService:
     """The live run's query, a replay's query while one catches up, and the switch between."""
@@ -81,6 +90,7 @@ class SpeedService:
         metrics: SpeedMetrics | None = None,
         on_switch_step: Callable[[str], None] | None = None,
         pool: str | None = None,
+        pipeline: str = "",
     ) -> None:
         """One pipeline's speed layer: ``settings`` are its stream settings
         (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views,
@@ -88,9 +98,11 @@ class SpeedService:
         the pipeline declaring ``views``).
 
         ``on_switch_step(step)`` is called before each statement of a switch
-        (:data:`speed_layer.replay.SWITCH_STEPS`) and before the old query is stopped
-        (``"stop"``); an exception it raises interrupts the switch there. ``pool``: the
-        Spark scheduler pool its queries' jobs run in."""
+        (:data:`speed_layer.replay.SWITCH_STEPS`), before the old query is stopped
+        (``"stop"``) and before a replay's query is started (``"start"``); an exception it
+        raises interrupts the switch (or the start) there. ``pool``: the
+        Spark scheduler pool its queries' jobs run in; ``pipeline`` its name in metrics and
+        logs (default: ``pool``)."""
         from core.cassandra import connect
 
         self.spark, self.settings, self.views = spark, settings, tuple(views)
@@ -102,6 +114,7 @@ class SpeedService:
         self._cluster, self.session = connect(settings.cassandra)
         resume_switch(self.session, settings, self.views, on_step=on_switch_step)
         self.live: StartPosition = current_start(self.session, settings)
+        point_new_views(self.session, settings, self.live, self.views)
         self.replay: StartPosition | None = None
         self.queries: dict[int, StreamingQuery] = {}
         """The running queries by run generation."""
@@ -115,6 +128,10 @@ class SpeedService:
         self._catch_up = CatchUp(settings.speed.replay_max_lag, settings.speed.replay_sustain_s)
         self._polled = 0.0
         self._listener: Any = None
+        self.metrics = metrics
+        self.pipeline = pipeline or (pool or "")
+        self._replay_failures = 0
+        self._replay_retry_at = 0.0
 
     def start(self) -> None:
         self._listener = self.recorder.listener()
@@ -185,21 +202,55 @@ class SpeedService:
             wanted is None or wanted.generation != self.replay.generation
         ):
             self._stop_replay()  # abandoned (or replaced by an operator)
-        if self.replay is None and wanted is not None:
-            self.replay = wanted
-            self.recorder.follow_replay(wanted.query_name, wanted.generation)
-            self._catch_up.since = None
-            self._start(wanted)
-            log_event(
-                _log,
-                "speed.replay_started",
-                generation=wanted.generation,
-                version=wanted.version,
-                requested=wanted.requested,
-            )
+        if self.replay is None and wanted is not None and self._replay_start_due():
+            self._start_replay(wanted)
         if self.replay is not None and self._caught_up():
             self._switch()
         drop_superseded(self.session, self.settings, self.views)
+
+    def _replay_start_due(self) -> bool:
+        return time.monotonic() >= self._replay_retry_at
+
+    def _start_replay(self, wanted: StartPosition) -> None:
+        """Start ``wanted``'s query; it is the replay only once it runs. A start that fails (a
+        Cassandra schema-agreement timeout, say) is tried again at a later poll, the wait
+        doubling up to ``MAX_REPLAY_BACKOFF_S``, and counted
+        (``wap_speed_replay_start_failures_total``); the live query goes on meanwhile."""
+        self.recorder.follow_replay(wanted.query_name, wanted.generation)
+        self._catch_up.since = None
+        try:
+            if self._on_step is not None:
+                self._on_step("start")
+            self._start(wanted)
+        except Exception as exc:
+            self.recorder.follow_replay(None)
+            self._replay_failures += 1
+            wait = min(
+                self.settings.speed.replay_poll_s * 2 ** (self._replay_failures - 1),
+                MAX_REPLAY_BACKOFF_S,
+            )
+            self._replay_retry_at = time.monotonic() + wait
+            if self.metrics is not None:
+                self.metrics.replay_start_failed(self.pipeline)
+            log_event(
+                _log,
+                "speed.replay_start_failed",
+                logging.ERROR,
+                pipeline=self.pipeline,
+                generation=wanted.generation,
+                attempt=self._replay_failures,
+                retry_in_s=wait,
+                error=str(exc)[:2000],
+            )
+            return
+        self.replay, self._replay_failures, self._replay_retry_at = wanted, 0, 0.0
+        log_event(
+            _log,
+            "speed.replay_started",
+            generation=wanted.generation,
+            version=wanted.version,
+            requested=wanted.requested,
+        )
 
     def _caught_up(self) -> bool:
         if self.recorder.replay_progress_at is None:
@@ -314,12 +365,15 @@ def supervise(
     A query that ended with an exception is a failure even when every other
     query ended too (a Cassandra outage kills them all between two polls;
     ``--drain`` ends them all by design). ``queries`` is asked at every check
-    (a switch replaces them); ``tick`` runs between checks.
+    (a switch replaces them); ``tick`` runs between checks. No query at all is not an end:
+    a pipeline whose live query was let go waits for its replay's start, which ``tick``
+    tries again.
     """
     while True:
         current = queries()
         failed = [q for q in current if not q.isActive and q.exception() is not None]
-        if failed or all(not q.isActive for q in current) or stopping.is_set():
+        ended = bool(current) and all(not q.isActive for q in current)
+        if failed or ended or stopping.is_set():
             return failed
         tick()
         stopping.wait(poll_s)

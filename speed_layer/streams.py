@@ -108,6 +108,7 @@ class Streams:
                 available_now=self.available_now,
                 metrics=self.metrics,
                 pool=spec.name,
+                pipeline=spec.name,
             )
             service.start()
         except Exception as exc:

@@ -15,7 +15,8 @@ this Python process) adds what the driver keeps (``SqlMetrics.java``):
   ``succeeded``, ``failed``, ``refused``, ``timed_out``, ``cancelled``;
 - ``wap_sql_refusals_total{reason}``: refusals by the guard's reason (``rpc``,
   ``data_source``, ``read``, ``write``, ``cache``, ``client_code``,
-  ``setting``, ``metadata``, ``statement_size``, ``statement_depth``);
+  ``setting``, ``metadata``, ``statement_size``, ``statement_depth``,
+  ``partitions``, ``function``, ``pattern``);
 - ``wap_sql_statement_duration_seconds``: their durations (histogram);
 - ``wap_sql_jobs_total{pool}``: Spark jobs by scheduler pool (``analysts``:
   one pool per session; ``platform``: the catalog refresh);
@@ -24,7 +25,9 @@ this Python process) adds what the driver keeps (``SqlMetrics.java``):
   the driver's heap;
 - ``wap_sql_answering``: 1 when the last health query answered in time, else 0
   (the ``SqlServerNotAnswering`` alert); ``wap_sql_health_query_seconds``;
-- ``wap_sql_catalog_age_seconds``: since the last catalog refresh.
+- ``wap_sql_catalog_age_seconds``: since the last catalog refresh;
+- ``wap_sql_catalog_failures{pipeline}``: parts of the pipeline (views, its events) the
+  last refresh could not make; they keep their last definition while the rest is current.
 
 Nothing here waits on the driver longer than ``sql.health_timeout_s``: a
 driver that hangs makes ``/health`` say so instead of hanging too.
@@ -231,6 +234,14 @@ class SqlServerMetrics:
                 "Seconds since the last catalog refresh",
                 value=time.time() - self.server.refreshed,
             )
+        failing = GaugeMetricFamily(
+            "wap_sql_catalog_failures",
+            "Parts of a pipeline (views, its events) the last catalog refresh could not make",
+            labels=["pipeline"],
+        )
+        for pipeline in self.server.pipelines:
+            failing.add_metric([pipeline.name], len(self.server.failures.get(pipeline.name, {})))
+        yield failing
         snapshot = self._snapshot()
         if snapshot is not None:
             yield from _driver_metrics(snapshot)

@@ -31,18 +31,20 @@ server (:mod:`serving.connect.executors`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.spark import fair_allocations
-from pipelines import PIPELINES, Collector, PipelineSpec, declared_views
+from pipelines import PIPELINES, Collector, PipelineSpec
 from serving.connect import catalog
 from serving.connect.executors import executor_processes, prepare, task_conf
 from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
@@ -120,6 +122,7 @@ def server_conf(
         "spark.platform.sql.maxStatementDepth": str(sql.max_statement_depth),
         "spark.platform.sql.timeLimitSeconds": str(sql.time_limit_s),
         "spark.platform.sql.maxValueBytes": str(sql.max_value_bytes),
+        "spark.platform.sql.maxPartitions": str(sql.max_partitions),
         # The server's own pandas -> Spark rows go through Arrow, never a Python worker.
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
@@ -198,9 +201,19 @@ def _write_parquet(rows: list[tuple[Any, ...]], schema: StructType, path: Path) 
 class SqlServer:
     """The catalog refresh loop and its health figures."""
 
-    def __init__(self, settings: Settings, spark: SparkSession) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        spark: SparkSession,
+        pipelines: Sequence[PipelineSpec] = PIPELINES,
+    ) -> None:
+        """The catalog of ``pipelines`` (every declared one) on ``spark``."""
         self.settings = settings
         self.spark = spark
+        self.pipelines = tuple(pipelines)
+        self.failures: dict[str, dict[str, str]] = {}
+        """Per pipeline, the parts (views, ``events``) the last refresh could not make, with
+        their errors: they keep their last definition, the rest of the catalog is current."""
         self.started = time.time()
         self.refreshed: float | None = None
         self.refresh_seconds: float | None = None
@@ -241,12 +254,17 @@ class SqlServer:
     # --- the catalog --------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Re-read boundaries, speed rows and silver; re-create the views that changed."""
+        """Re-read boundaries, speed rows and silver; re-create the views that changed.
+
+        Each pipeline, and each view of it, is its own failure domain: a view that cannot be
+        made (a measure its gold table does not have yet, a damaged table) keeps its last
+        definition, is named in :attr:`failures` (``/health``, ``wap_sql_catalog_failures``)
+        and is tried again at the next refresh, while every other view is made as usual."""
         from layout import read_boundaries, read_speed_progress, read_speed_versions
         from serving.timerange import to_ms
 
         began = time.monotonic()
-        views = declared_views()
+        views = [spec for pipeline in self.pipelines for spec in pipeline.view_specs]
         names = [spec.name for spec in views]
         session, keyspace = self._cassandra(), self.settings.cassandra.keyspace
         published = read_boundaries(self.settings.cassandra, names, session=session)
@@ -256,19 +274,38 @@ class SqlServer:
         streamed = read_speed_progress(session, keyspace, names)  # views with speed rows
         versions = read_speed_versions(session, keyspace, names)
         now = int(time.time() * 1000)
-        for spec in views:
-            self._gold(spec)
-            progress = streamed.get(spec.name)
-            mark = None if progress is None else (progress, versions[spec.name])
-            self._speed_snapshot(spec, boundaries[spec.name], now, mark)
-            self._make(f"serving_{spec.name}", catalog.serving_sql(spec, boundaries[spec.name]))
+        failures: dict[str, dict[str, str]] = {}
+        for pipeline in self.pipelines:
+            for spec in pipeline.view_specs:
+                progress = streamed.get(spec.name)
+                mark = None if progress is None else (progress, versions[spec.name])
+                with self._domain(failures, pipeline.name, spec.name):
+                    self._gold(spec)
+                    self._speed_snapshot(spec, boundaries[spec.name], now, mark)
+                    statement = catalog.serving_sql(spec, boundaries[spec.name])
+                    self._make(f"serving_{spec.name}", statement)
         self.spark.sql(catalog.boundaries_sql(boundaries, now))
-        for pipeline in PIPELINES:
-            self._events(pipeline)
+        for pipeline in self.pipelines:
+            with self._domain(failures, pipeline.name, "events"):
+                self._events(pipeline)
         self._drop_retired()
         self.views = sorted(row["viewName"] for row in self.spark.sql("SHOW VIEWS").collect())
         self.refreshed, self.refresh_seconds = time.time(), time.monotonic() - began
-        self.error = None
+        self.failures, self.error = failures, None
+
+    @contextlib.contextmanager
+    def _domain(self, failures: dict[str, dict[str, str]], pipeline: str, part: str) -> Any:
+        """Run the block for ``pipeline``'s ``part`` (a view, or ``events``); a failure is
+        recorded in ``failures`` and logged, and the refresh goes on with the next part."""
+        try:
+            yield
+        except Exception as error:  # this part keeps its last definition; reported
+            text = f"{type(error).__name__}: {error}"[:2000]
+            failures.setdefault(pipeline, {})[part] = text
+            if self.failures.get(pipeline, {}).get(part) != text:  # once, not every refresh
+                log_event(
+                    _log, "sql.view_failed", level=40, pipeline=pipeline, part=part, error=text
+                )
 
     def _make(self, name: str, statement: str) -> None:
         """``statement`` (``CREATE OR REPLACE VIEW name ...``) unless it made ``name`` last."""
@@ -428,11 +465,13 @@ class SqlServer:
             # Per view, refreshes that read speed rows and those that kept the last ones.
             "speed_reads": {name: [r.reads, r.kept] for name, r in dict(self.speed_rows).items()},
             "error": self.error,
+            # Per pipeline, what the last refresh could not make (the rest serves).
+            "failing": {name: dict(parts) for name, parts in dict(self.failures).items()},
             "processes": self.processes(),
         }
         if age is None:
             return False, body
         stale = age > 3 * self.settings.sql.refresh_s + (self.refresh_seconds or 0)
-        body["status"] = "degraded" if stale or self.error else "ok"
+        body["status"] = "degraded" if stale or self.error or self.failures else "ok"
         body["views"] = self.views
         return True, body

@@ -23,6 +23,9 @@ import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.OneRowRelation;
 import org.apache.spark.sql.catalyst.plans.logical.Range;
+import org.apache.spark.sql.catalyst.plans.logical.RebalancePartitions;
+import org.apache.spark.sql.catalyst.plans.logical.Repartition;
+import org.apache.spark.sql.catalyst.plans.logical.RepartitionByExpression;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.command.CreateViewCommand;
@@ -158,11 +161,38 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
       throw Refusal.of("read", "only the platform's views can be read (SHOW VIEWS lists them), "
           + "not " + describe(plan));
     }
+    partitions(plan);
     for (Expression expression : list(plan.expressions())) {
       walk(session, expression);
     }
     for (LogicalPlan child : list(plan.children())) {
       walk(session, child);
+    }
+  }
+
+  /**
+   * Refuses a partition count the analyst asked for ({@code range}'s fourth argument,
+   * {@code REPARTITION}/{@code COALESCE}/{@code REBALANCE} hints, {@code repartition()}) over
+   * {@code sql.max_partitions}. Spark gives a job every free slot and takes none back: a stage
+   * of 20,000 tasks kept the driver's scheduler busy and others' jobs waited seconds for a slot.
+   * Below the server's slots, a statement always leaves one to the other sessions.
+   */
+  private static void partitions(LogicalPlan plan) {
+    Option<Object> asked = Option.empty();
+    if (plan instanceof Range range) {
+      asked = range.numSlices();
+    } else if (plan instanceof Repartition repartition) {
+      asked = Option.apply(repartition.numPartitions());
+    } else if (plan instanceof RepartitionByExpression repartition) {
+      asked = repartition.optNumPartitions();
+    } else if (plan instanceof RebalancePartitions rebalance) {
+      asked = rebalance.optNumPartitions();
+    }
+    int most = Policy.get().maxPartitions;
+    if (asked.isDefined() && ((Number) asked.get()).intValue() > most) {
+      throw Refusal.of("partitions", "a statement may ask for at most " + most + " partitions "
+          + "(sql.max_partitions), not " + asked.get() + ": the server's task slots are shared "
+          + "by every session");
     }
   }
 

@@ -8,8 +8,9 @@ package platform.sql;
  * analysts do not need), {@code data_source}, {@code read} (anything but the catalog's views),
  * {@code write} (commands), {@code cache}, {@code client_code}, {@code setting},
  * {@code metadata} (DESCRIBE/SHOW beyond the views' columns), {@code statement_size},
- * {@code statement_depth}, {@code function} (a function off the analysts' list), {@code pattern}
- * (a regular expression or LIKE pattern that cannot be checked).
+ * {@code statement_depth}, {@code partitions} (more than a statement may ask for),
+ * {@code function} (a function off the analysts' list), {@code pattern} (a regular expression or
+ * LIKE pattern that cannot be checked).
  *
  * <p>An {@link UnsupportedOperationException}, so a PySpark client raises its
  * {@code UnsupportedOperationException} with this message.

@@ -28,11 +28,11 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-LONG = "SELECT max(sha2(CAST(id AS STRING), 256)) AS m FROM range(0, 4000000000, 1, 20000)"
-"""Most of an hour of work for two cores, in 20,000 tasks of a fraction of a second: a core
-frees often, so a fair scheduler gives another session's job one at once, and a FIFO one
-only after the last task (tasks of seconds each, slower still on a busy machine, made the
-two look alike)."""
+LONG = "SELECT max(sha2(CAST(id AS STRING), 256)) AS m FROM range(0, 4000000000, 1, 8)"
+"""Most of an hour of work for two cores, in the most partitions a statement may ask for (8,
+one fewer than the server's task slots): it holds 8 slots until the time limit ends it, and a
+fair scheduler gives another session's job the ninth at once, a FIFO one only after the last
+task."""
 
 
 def nested(depth):
@@ -72,6 +72,15 @@ ATTACKS = {
     # 3. One statement that took the driver's memory for minutes.
     "nested_20000": lambda s, j: s.sql(nested(20_000)).collect(),
     "nested_operators": lambda s, j: s.sql("SELECT " + "NOT " * 20_000 + "true").collect(),
+    # Every task slot and the driver's scheduler taken: 20,000 partitions asked for.
+    "partitions_range": lambda s, j: s.sql(
+        "SELECT max(sha2(CAST(id AS STRING), 256)) FROM range(0, 4000000000, 1, 20000)"
+    ).collect(),
+    "partitions_hint": lambda s, j: s.sql(
+        "SELECT /*+ REPARTITION(20000) */ count(*) FROM events"
+    ).collect(),
+    "partitions_dataframe": lambda s, j: s.range(0, 1000).repartition(20_000).count(),
+    "partitions_allowed": lambda s, j: s.range(0, 1000, 1, 8).repartition(8).count(),
     # 5. JDBC: a connection opened (a database created) before any check.
     "jdbc_read": lambda s, j: s.read.format("jdbc")
     .option("url", f"jdbc:derby:{j['derby']};create=true")

@@ -34,8 +34,8 @@ HOGS = {
     "WHERE a.id + b.id = -1",
     # One value of 900 MB.
     "huge_value": "SELECT length(repeat('x', 900000000))",
-    # Most of an hour of work for two cores in 20,000 short tasks: ended by the time limit.
-    "time_limit": "SELECT max(sha2(CAST(id AS STRING), 256)) FROM range(0, 4000000000, 1, 20000)",
+    # Most of an hour of work for two cores in the most tasks allowed: ended by the time limit.
+    "time_limit": "SELECT max(sha2(CAST(id AS STRING), 256)) FROM range(0, 4000000000, 1, 8)",
 }
 
 

@@ -216,6 +216,20 @@ def test_a_statement_nested_20000_deep_is_refused_in_milliseconds(attacks):
     assert attacks["nested_operators"]["select1_s"] < ANSWERS_WITHIN_S
 
 
+def test_a_statement_asking_for_more_partitions_than_the_limit_is_refused(attacks):
+    """Finding 3: range(0, 4e9, 1, 20000) took every task slot in 20,000 tasks, and another
+    session's SELECT 1 waited 4.7 s for the driver's scheduler (bench.sql_attacks)."""
+    _refused(
+        attacks,
+        "partitions_range",
+        "partitions_hint",
+        "partitions_dataframe",
+        saying="at most 8 partitions (sql.max_partitions), not 20000",
+    )
+    allowed = attacks["partitions_allowed"]
+    assert allowed["error"] is None and allowed["value"] == 1000, allowed
+
+
 def test_jdbc_is_refused_before_any_connection(attacks, targets):
     """Finding 5: a Derby database was created before the read was refused; a JDBC catalog
     was added by SET."""

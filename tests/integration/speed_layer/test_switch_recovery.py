@@ -144,3 +144,84 @@ def test_a_job_that_died_in_the_middle_of_a_switch_completes_it_when_it_starts(
     finally:
         service.stop()
         service.close()
+
+
+def test_a_replay_whose_query_failed_to_start_is_started_at_a_later_poll(
+    spark, switch_settings, cassandra_session, speed_version, read_view, wait_for
+):
+    """Finding 1 of the pipelines' isolation: the replay was recorded as started before its
+    query was; a start that raised (a schema-agreement timeout) was never tried again, and
+    the live query, let go while a replay "ran", left the pipeline with no query at all."""
+    from speed_layer.replay import request_replay
+    from speed_layer.service import SpeedService
+
+    settings = switch_settings
+    events = _events(seed=84, minutes_ago=6)
+    produce_direct(events, settings)
+    service = SpeedService(spark, settings, on_switch_step=FailOnce("start"))
+    try:
+        service.start()
+        old = service.queries[service.live.generation]
+        replay = request_replay(settings, "earliest")
+        service.poll()  # the start fails
+        assert service.replay is None and set(service.queries) == {service.live.generation}
+        assert old.isActive, "the live query goes on while the replay cannot start"
+
+        def switched() -> bool:
+            service.poll()  # tried again after its wait, then caught up and switched
+            return service.live.generation == replay.generation
+
+        wait_for(switched, 180, "the replay started again and switched")
+        _assert_serving_reads_the_version_being_written(
+            service,
+            old,
+            replay,
+            settings,
+            events,
+            speed_version,
+            read_view,
+            cassandra_session,
+            wait_for,
+        )
+    finally:
+        service.stop()
+        service.close()
+
+
+def test_a_view_added_after_a_switch_is_served_from_the_version_the_live_run_writes(
+    spark, switch_settings, speed_version, read_view, wait_for
+):
+    """Finding 2 of the pipelines' isolation: only a switch wrote ``speed_versions``, so a
+    view added after one had no pointer and was served from version 0 (empty) while the live
+    run wrote ``speed_v<N>_<view>``."""
+    from speed_layer.replay import request_replay
+    from speed_layer.service import SpeedService
+    from views import VIEWS
+
+    settings = switch_settings
+    before = tuple(spec for spec in VIEWS if spec.name != "clicks")
+    produce_direct(_events(seed=85, minutes_ago=6), settings)
+    service = SpeedService(spark, settings, views=before)
+    try:
+        service.start()
+        replay = request_replay(settings, "earliest", views=before)
+
+        def switched() -> bool:
+            service.poll()
+            return service.live.generation == replay.generation
+
+        wait_for(switched, 180, "the replay of the views without clicks switched")
+    finally:
+        service.stop()
+        service.close()
+    assert speed_version(settings, "clicks") == 0  # no pointer: the switch did not know it
+
+    service = SpeedService(spark, settings)  # the next release adds clicks
+    try:
+        assert speed_version(settings, "clicks") == replay.version
+        service.start()
+        produce_direct(_events(seed=86, minutes_ago=2), settings)  # 6 clicks
+        wait_for(lambda: read_view(settings, "clicks"), 180, "clicks served from version N")
+    finally:
+        service.stop()
+        service.close()

@@ -76,6 +76,22 @@ def test_supervise_returns_no_failure_when_all_ended_cleanly_or_a_stop_was_asked
     assert supervise(lambda: [_Query("a", True)], stopping, 0.01) == []
 
 
+def test_supervise_waits_on_while_a_pipeline_has_no_query_at_all():
+    """A live query let go while its replay had not started left no query: all([]) ended
+    the job, with exit 0, as if stopped on purpose. Now it ticks on (the tick starts the
+    replay) until a query ends or a stop is asked."""
+    stopping, queries, ticks = threading.Event(), [], []
+
+    def tick():
+        ticks.append(1)
+        if len(ticks) == 3:
+            queries.append(_Query("replay", False, "its failure"))
+
+    failed = supervise(lambda: list(queries), stopping, 0.01, tick)
+    assert len(ticks) == 3
+    assert [q.name for q in failed] == ["replay"]
+
+
 def test_bound_event_time_drops_and_counts_the_future_and_what_lies_before_the_floor(spark):
     from pyspark.sql import Observation  # noqa: F401  (observe is what the stream uses)
 
