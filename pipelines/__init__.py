@@ -11,6 +11,7 @@ Importable without Spark or Airflow.
 from pipelines.registry import (
     PIPELINES,
     DeclarationError,
+    check_deployment,
     check_pipelines,
     collector_pipeline,
     collector_routes,
@@ -38,6 +39,7 @@ __all__ = [
     "Producer",
     "Reconciliation",
     "SpeedOptions",
+    "check_deployment",
     "check_pipelines",
     "collector_pipeline",
     "collector_routes",

@@ -6,8 +6,10 @@ module finds them all and refuses, with a message naming the declaration and
 the fix, what would half-deploy: two pipelines with one name, one topic or one
 view, a contract that does not exist at the declared major version. What needs
 the contract's and the views' contents (a view no module defines, a contract
-whose topic is another one) is checked by :func:`validate_all`, which
-``platformctl up`` and every job call before they start anything.
+whose topic is another one) is checked by :func:`validate_all`, and what the
+settings resolve (topics after overrides and defaults, the tables named after
+them, the collector's write keys) by :func:`check_deployment`; ``platformctl
+up`` runs both before it starts any process.
 
 >>> [spec.name for spec in PIPELINES]
 ['checkouts', 'web_events']
@@ -27,15 +29,17 @@ from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
 from pipelines import declared
-from pipelines.spec import Collector, PipelineSpec
+from pipelines.spec import Collector, PipelineSpec, topic_table_name
 
 if TYPE_CHECKING:
+    from core.settings import Settings
     from views.spec import ViewSpec
 
 __all__ = [
     "CONTRACTS_ROOT",
     "PIPELINES",
     "DeclarationError",
+    "check_deployment",
     "check_pipelines",
     "collector_pipeline",
     "collector_routes",
@@ -128,12 +132,72 @@ def check_pipelines(
     return pipelines
 
 
-def validate_all(pipelines: tuple[PipelineSpec, ...] | None = None) -> tuple[PipelineSpec, ...]:
+def check_deployment(
+    pipelines: tuple[PipelineSpec, ...], settings: Settings
+) -> tuple[PipelineSpec, ...]:
+    """``pipelines``, once what they use under ``settings`` is each one's own: the topic they
+    read after ``kafka.topics`` overrides and the collector's default (``kafka.events_topic``),
+    the bronze and silver tables named after it, and the collector's sources and write keys
+    (a declared source without a key gets no event; a key shared by two sources goes to the
+    last one only)."""
+    problems = []
+    names = {spec.name for spec in pipelines}
+    for name in sorted(set(settings.kafka.topics) - names):
+        problems.append(
+            f"kafka.topics names {name!r}, which is no pipeline (the pipelines are: "
+            f"{', '.join(sorted(names))}): fix WAP_KAFKA__TOPICS"
+        )
+    topics = {spec.name: spec.topic_of(settings) for spec in pipelines}
+    for topic, owners in _claimed_twice((t, name) for name, t in topics.items()).items():
+        problems.append(
+            f"pipelines {', '.join(owners)} all read topic {topic!r} (their topic=, "
+            "kafka.topics or the collector's kafka.events_topic): a topic belongs to one "
+            "pipeline, or they would resume from each other's offsets"
+        )
+    tables = ((topic_table_name(t), f"{name} ({t})") for name, t in topics.items())
+    for table, owners in _claimed_twice(tables).items():
+        if len({owner.split(" ", 1)[1] for owner in owners}) > 1:
+            problems.append(
+                f"pipelines {', '.join(owners)} would share bronze/{table} and silver/{table} "
+                "(a table is named after its topic, dots and dashes as underscores): rename "
+                "one topic"
+            )
+    keys = settings.collector.write_keys
+    for spec in pipelines:
+        if isinstance(spec.arrival, Collector):
+            for source in spec.arrival.sources:
+                if source not in keys:
+                    problems.append(
+                        f"pipeline {spec.name!r} takes collector source {source!r}, which "
+                        "has no write key: add it to collector.write_keys "
+                        "(WAP_COLLECTOR__WRITE_KEYS, kept where the secrets are)"
+                    )
+    for _, sources in _claimed_twice(
+        (key.get_secret_value(), source) for source, key in keys.items()
+    ).items():
+        problems.append(
+            f"collector sources {', '.join(sources)} have the same write key: a key names "
+            "one source (give each its own)"
+        )
+    if problems:
+        raise DeclarationError("Pipeline deployment refused:\n- " + "\n- ".join(problems))
+    return pipelines
+
+
+def validate_all(
+    pipelines: tuple[PipelineSpec, ...] | None = None, settings: Settings | None = None
+) -> tuple[PipelineSpec, ...]:
     """Every pipeline, once its views resolve, its reconciliations sum counts, its identity
-    fields are contract fields and its contract's declared topic is the pipeline's."""
+    fields are contract fields and its contract's declared topic is the pipeline's; with
+    ``settings``, once what they use there is each one's own (:func:`check_deployment`)."""
     from data_contracts.contract import ContractError, load_contract
 
     problems = []
+    if settings is not None:
+        try:
+            check_deployment(PIPELINES if pipelines is None else pipelines, settings)
+        except DeclarationError as error:
+            problems.extend(str(error).split("\n- ")[1:])
     for spec in PIPELINES if pipelines is None else pipelines:
         try:
             spec.validate()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from pipelines import validate_all
 from platformctl.process import ManagedProcess
 from platformctl.services import REGISTRY, Service
 from platformctl.services import airflow as _airflow
@@ -93,6 +94,7 @@ def up(
     Services the settings do not run are left out. Returns each service's start
     time in seconds (0.0 for one already up).
     """
+    validate_all(settings=settings)  # a mis-declaration is refused before anything starts
     records = [service for service in _records(services) if service.runs_with(settings)]
     if install_missing:  # the Airflow components share one venv: installed once
         for install in dict.fromkeys(s.install for s in records if s.install is not None):

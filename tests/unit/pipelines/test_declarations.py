@@ -15,6 +15,7 @@ from pipelines import (
     PipelineSpec,
     Producer,
     Reconciliation,
+    check_deployment,
     check_pipelines,
     collector_routes,
     pipeline,
@@ -290,3 +291,65 @@ def test_a_collector_pipeline_with_its_sources_passes_the_check(contracts):
 def test_collector_sources_are_a_tuple_of_distinct_names(sources, error):
     with pytest.raises(error, match="sources"):
         Collector(sources)
+
+
+def _deployed(**changes) -> Settings:
+    """Settings with ``collector`` and ``kafka`` fields changed."""
+    from core.collector_settings import CollectorSettings
+
+    settings = Settings()
+    collector = changes.pop("collector", {})
+    kafka = changes.pop("kafka", {})
+    return settings.model_copy(
+        update={
+            "collector": CollectorSettings(**{**settings.collector.model_dump(), **collector}),
+            "kafka": KafkaSettings(**{**settings.kafka.model_dump(), **kafka}),
+        }
+    )
+
+
+KEYS = {
+    "local-website": "a-key-of-the-website-source",
+    "ios": "a-key-of-the-ios-app-source",
+    "android": "a-key-of-the-android-app-source",
+}
+
+
+def test_a_declared_topic_that_is_the_collectors_default_is_refused_with_settings():
+    """Finding 4: a pipeline declaring topic="web.events.v1" (the collector default's topic)
+    passed import and validate_all(): both wrote one bronze and one silver."""
+    twin = PipelineSpec("twin", "orders", 1, ("twin_v",), topic="web.events.v1")
+    with pytest.raises(DeclarationError, match=r"pipelines web_events, twin all read topic"):
+        check_deployment((WEB_EVENTS, twin), _deployed())
+
+
+def test_a_topic_override_onto_another_pipelines_topic_or_an_unknown_pipeline_is_refused():
+    settings = _deployed(kafka={"topics": {"orders": "web.events.v1", "ghost": "g.v1"}})
+    with pytest.raises(DeclarationError) as refused:
+        check_deployment((WEB_EVENTS, ORDERS), settings)
+    assert "pipelines web_events, orders all read topic 'web.events.v1'" in str(refused.value)
+    assert "kafka.topics names 'ghost', which is no pipeline" in str(refused.value)
+
+
+def test_two_topics_with_one_table_name_are_refused():
+    """shop.orders-eu.v1 and shop.orders.eu.v1 are both bronze/silver shop_orders_eu_v1."""
+    dashed = PipelineSpec("eu_a", "orders", 1, ("eu_a_v",), topic="shop.orders-eu.v1")
+    dotted = PipelineSpec("eu_b", "orders", 1, ("eu_b_v",), topic="shop.orders.eu.v1")
+    with pytest.raises(DeclarationError, match=r"would share bronze/shop_orders_eu_v1"):
+        check_deployment((dashed, dotted), _deployed())
+
+
+def test_a_declared_source_without_a_key_and_a_key_of_two_sources_are_refused():
+    with pytest.raises(DeclarationError, match=r"source 'ios', which has no write key"):
+        check_deployment((WEB_EVENTS, MOBILE), _deployed())
+    shared = {"local-website": KEYS["ios"], "ios": KEYS["ios"]}
+    with pytest.raises(DeclarationError, match=r"sources local-website, ios have the same"):
+        check_deployment((WEB_EVENTS, MOBILE), _deployed(collector={"write_keys": shared}))
+
+
+def test_the_declared_pipelines_deploy_on_the_default_settings():
+    assert check_deployment(PIPELINES, Settings()) is PIPELINES
+    settings = _deployed(collector={"write_keys": KEYS})
+    assert check_deployment((WEB_EVENTS, MOBILE, ORDERS), settings) == (WEB_EVENTS, MOBILE, ORDERS)
+    with pytest.raises(DeclarationError, match="no write key"):
+        validate_all((WEB_EVENTS, MOBILE), settings=_deployed())
