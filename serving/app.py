@@ -288,10 +288,12 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     @app.get(
         "/health",
         summary="Cassandra reachable? Boundary, freshness and reconciliation per view",
-        description="200 with status ok, or degraded when a view's batch boundary is old or "
-        "its last reconciliation found the speed and batch views apart; 503 when Cassandra "
-        "cannot be read, a view's speed-side event time is ahead of now (status error, "
-        "message names the views), or not every worker listens yet (error starting).",
+        description="200 with status ok, or degraded when a pipeline is not ok (a view's "
+        "speed-side event time ahead of now, its batch boundary old, or its last "
+        "reconciliation found the speed and batch views apart): `pipelines` says each "
+        "pipeline's status and `message` names the views, while the others serve; 503 when "
+        "Cassandra cannot be read, every pipeline is in error (status error), or not every "
+        "worker listens yet (error starting).",
     )
     async def health() -> Response:
         listening, workers = listening_workers() or (1, 1)

@@ -34,12 +34,18 @@ def progress(cql, serving_settings) -> None:
     cql.execute(insert, ("clicks", now + timedelta(seconds=20), now, now, 0))
 
 
-def test_health_is_503_naming_the_view_whose_watermark_is_ahead_of_now(serving_url) -> None:
+def test_health_names_the_pipeline_and_view_whose_watermark_is_ahead_of_now(serving_url) -> None:
+    """One pipeline's error is that pipeline's: the answer is 200 ``degraded`` (a load
+    balancer keeps every serving task for the pipelines that serve), naming it. It was 503
+    for every pipeline (finding 3 of the pipelines' isolation)."""
     answer = httpx.get(f"{serving_url}/health")
-    assert answer.status_code == 503, answer.text
+    assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert body["status"] == "error" and body["error"] == "speed_event_time"
+    assert body["status"] == "degraded" and body["error"] == "speed_event_time"
     assert body["message"] == f"page_activity: {ERROR}"
+    web, shop = body["pipelines"]["web_events"], body["pipelines"]["checkouts"]
+    assert web["status"] == "error" and web["message"] == f"page_activity: {ERROR}"
+    assert shop == {"status": "ok", "views": ["orders_by_currency"]}
     poisoned = body["freshness"]["page_activity"]
     assert poisoned["status"] == "error" and poisoned["error"] == ERROR
     assert poisoned["lag_s"] is None
@@ -67,8 +73,8 @@ def test_the_platform_probe_shows_the_error(serving_settings, serving_url) -> No
     from platformctl.platform import serving_healthy
 
     healthy, detail = serving_healthy(serving_settings)
-    assert not healthy
-    assert detail == f"page_activity: {ERROR}"
+    assert healthy, detail  # serving answers: the other pipeline serves
+    assert f"; DEGRADED page_activity: {ERROR}; " in detail, detail
 
 
 def test_two_serving_workers_say_healthy_only_once_both_listen(serving_settings, tmp_path):
@@ -91,4 +97,4 @@ def test_two_serving_workers_say_healthy_only_once_both_listen(serving_settings,
     ) as (_, _, answer):  # fmt: skip
         body = answer.json()
         assert body["workers"] == {"listening": 2, "of": 2}
-        assert answer.status_code == 503 and body["error"] == "speed_event_time"
+        assert answer.status_code == 200 and body["error"] == "speed_event_time"
