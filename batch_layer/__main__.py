@@ -88,6 +88,7 @@ def run_step(
     run_id: str,
     dates: Any,
     user: str | None = None,
+    scope: str = "everywhere",
 ) -> Any:
     from batch_layer import gold, maintenance, publish, quality, silver
     from batch_layer.bronze import ingest_bronze
@@ -97,7 +98,7 @@ def run_step(
 
         if not user:
             raise ValueError("The forget step needs the user to forget: --user ID.")
-        return forget(spark, settings, spec, user, run_id)
+        return forget(spark, settings, spec, user, run_id, everywhere=scope == "everywhere")
     if step == "bronze":
         return ingest_bronze(spark, settings, spec)
     if step == "silver":
@@ -139,6 +140,7 @@ def run_steps(
     run_id: str,
     dates: Any = None,
     user: str | None = None,
+    scope: str = "everywhere",
 ) -> tuple[dict[str, Any], int]:
     """Run ``steps`` in order; (the JSON summary, the exit code). Stops at a failed gate or
     when the views of the two layers disagree (the report goes to stderr)."""
@@ -150,7 +152,7 @@ def run_steps(
         for step in steps:
             started = time.monotonic()
             log_event(_log, "batch.step_started", step=step, pipeline=spec.name, run_id=run_id)
-            result = run_step(spark, settings, step, spec, run_id, dates, user)
+            result = run_step(spark, settings, step, spec, run_id, dates, user, scope)
             seconds = round(time.monotonic() - started, 2)
             summary["steps"][step] = {"seconds": seconds, "result": _plain(result)}
             log_event(_log, "batch.step_done", step=step, seconds=seconds)
@@ -199,6 +201,13 @@ def step_parser(*, raising: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--user", default=None, help="forget: the userId or anonymousId whose data to erase"
     )
+    parser.add_argument(
+        "--scope",
+        choices=("everywhere", "pipeline"),
+        default="everywhere",
+        help="forget: suppress the person in every pipeline, present and future (the "
+        "default), or in this pipeline only; the lake's rows are erased in this pipeline",
+    )
     return parser
 
 
@@ -230,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}", lineage=True)
     try:
         summary, code = run_steps(
-            spark, settings, args.steps, spec, args.run_id, args.dates, args.user
+            spark, settings, args.steps, spec, args.run_id, args.dates, args.user, args.scope
         )
     finally:
         spark.stop()

@@ -298,7 +298,8 @@ def ingest_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -
             F.current_date().alias("ingest_date"),
         )
     )
-    raw = without_suppressed(raw, read_suppressions(settings.kafka), spec.identity)
+    forgotten = read_suppressions(settings.kafka).of(spec.name)
+    raw = without_suppressed(raw, forgotten, spec.identity)
     meta = base | {"run": run + 1, "as_of": as_of.isoformat()}
     user_metadata = json.dumps(meta)
     with _empty_commits_recorded(spark):  # the range is recorded even if all was suppressed

@@ -217,12 +217,17 @@ def forget(
     spec: PipelineSpec,
     user_id: str,
     run_id: str = "manual",
+    *,
+    everywhere: bool = True,
 ) -> ForgetRun:
-    """Suppress ``user_id``, delete their rows from the lake, queue their days for gold."""
+    """Suppress ``user_id`` (in every pipeline, present and future, or with ``everywhere``
+    False in ``spec``'s only), delete their rows from ``spec``'s lake, queue their days for
+    gold."""
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    request = SuppressionRequest(user_id, datetime.now(UTC), run_id)
+    scope = None if everywhere else spec.name
+    request = SuppressionRequest(user_id, datetime.now(UTC), run_id, scope)
     if settings.environment != "local" and settings.batch.subject_key == _DEV_SUBJECT_KEY:
         raise ValueError(
             f"environment={settings.environment} still uses the local development subject key: "

@@ -249,7 +249,7 @@ def check_silver(
                 "silver keeps the whole event (payload column)", 1, int(PAYLOAD in chosen.columns)
             )
         )
-        suppressed = read_suppressions(settings.kafka) if unchecked else frozenset()
+        suppressed = read_suppressions(settings.kafka).of(spec.name) if unchecked else frozenset()
         for entry in checked:
             if entry.entry_id in unchecked:
                 report.reconciliations += _reconcile_silver_run(

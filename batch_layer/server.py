@@ -298,7 +298,14 @@ class StepServer:
             if run.cancel_requested:
                 raise StepCancelled()
             run.summary, run.exit_code = run_steps(
-                session, self.settings, args.steps, spec, args.run_id, args.dates, args.user
+                session,
+                self.settings,
+                args.steps,
+                spec,
+                args.run_id,
+                args.dates,
+                args.user,
+                args.scope,
             )
         finally:
             with run.guard:

@@ -119,7 +119,8 @@ def read_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> 
     from batch_layer.suppressed import without_suppressed
 
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
-    return without_suppressed(bronze, read_suppressions(settings.kafka), spec.identity)
+    forgotten = read_suppressions(settings.kafka).of(spec.name)
+    return without_suppressed(bronze, forgotten, spec.identity)
 
 
 def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:

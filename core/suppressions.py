@@ -1,10 +1,14 @@
 """The suppression list: the users the platform has forgotten, as a compacted Kafka topic.
 
-One record per forgotten user (``settings.kafka.suppressions_topic``): the key
-is the id (a ``userId`` or an ``anonymousId``), the value the request as JSON
-``{"id", "requested_at", "request_id"}``. Compaction keeps the latest record
-of each key, so the topic *is* the list, for as long as the platform runs; a
-record with a null value (a tombstone) lifts a suppression.
+One record per forgotten user and scope (``settings.kafka.suppressions_topic``):
+the key is the id (a ``userId``, an ``anonymousId``, a buyer: whatever the
+pipeline's identity fields hold) for a person forgotten everywhere, or
+``<pipeline>`` + ``\\x1f`` + the id for one forgotten in that pipeline only; the
+value is the request as JSON ``{"id", "requested_at", "request_id", "pipeline"}``.
+Compaction keeps the latest record of each key, so the topic *is* the list, for
+as long as the platform runs; a record with a null value (a tombstone) lifts a
+suppression. :class:`Suppressions` holds it: :meth:`Suppressions.of` the ids a
+pipeline drops (those forgotten everywhere and those forgotten in it).
 
 - :func:`record_suppression` appends a request (idempotent producer; the same
   id again only replaces its record);
@@ -12,7 +16,8 @@ record with a null value (a tombstone) lifts a suppression.
   it writes bronze or silver);
 - :class:`SuppressionList` keeps the list in memory from a background
   consumer (the collector), with its size and lag;
-- :func:`is_suppressed` says whether an event is a suppressed user's.
+- :func:`is_suppressed` says whether an event is a suppressed user's, by the
+  pipeline's identity fields.
 
 The list holds the ids themselves: it must, to recognise the users' events.
 Logs name a request by :func:`subject_of` (a digest), never by the id.
@@ -25,8 +30,8 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Container
-from dataclasses import dataclass
+from collections.abc import Container, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +47,7 @@ __all__ = [
     "IDENTITY_FIELDS",
     "SuppressionList",
     "SuppressionRequest",
+    "Suppressions",
     "is_suppressed",
     "read_suppressions",
     "record_suppression",
@@ -49,7 +55,11 @@ __all__ = [
 ]
 
 IDENTITY_FIELDS = ("userId", "anonymousId")
-"""The fields of an event that name its user; a suppressed id in either drops the event."""
+"""The fields of a Segment-shaped event that name its user (the default of
+:func:`is_suppressed`; a pipeline's own are its ``PipelineSpec.identity``)."""
+
+SCOPE_SEPARATOR = "\x1f"
+"""Between the pipeline and the id in the key of a suppression of one pipeline."""
 
 _log = get_logger(__name__)
 
@@ -61,6 +71,8 @@ class SuppressionRequest:
     user_id: str
     requested_at: datetime
     request_id: str
+    pipeline: str | None = None
+    """The pipeline the person is forgotten in; None: every pipeline, present and future."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.user_id, str) or not self.user_id.strip():
@@ -70,21 +82,64 @@ class SuppressionRequest:
             )
         if self.requested_at.tzinfo is None:
             raise ValueError("requested_at needs a time zone; pass datetime.now(UTC).")
+        if self.pipeline is not None and (not self.pipeline or SCOPE_SEPARATOR in self.pipeline):
+            raise ValueError(f"A pipeline's name, or None for every pipeline: {self.pipeline!r}.")
 
     def record(self) -> tuple[bytes, bytes]:
         """(key, value) of the request's record.
 
         >>> from datetime import UTC
         >>> key, value = SuppressionRequest("u-1", datetime(2026, 1, 2, tzinfo=UTC), "r").record()
-        >>> key, value.decode()
-        (b'u-1', '{"id": "u-1", "requested_at": "2026-01-02T00:00:00+00:00", "request_id": "r"}')
+        >>> key, json.loads(value)
+        (b'u-1', {'id': 'u-1', 'requested_at': '2026-01-02T00:00:00+00:00', 'request_id': 'r', \
+'pipeline': None})
+        >>> SuppressionRequest("u-1", datetime(2026, 1, 2, tzinfo=UTC), "r", "shop").record()[0]
+        b'shop\\x1fu-1'
         """
         value = {
             "id": self.user_id,
             "requested_at": self.requested_at.isoformat(),
             "request_id": self.request_id,
+            "pipeline": self.pipeline,
         }
-        return self.user_id.encode(), json.dumps(value).encode()
+        scope = "" if self.pipeline is None else self.pipeline + SCOPE_SEPARATOR
+        return (scope + self.user_id).encode(), json.dumps(value).encode()
+
+
+@dataclass
+class Suppressions:
+    """The suppression list: the ids forgotten everywhere, and per pipeline the ids forgotten
+    in it only.
+
+    >>> s = Suppressions()
+    >>> s.apply(b"u-1", b"{}"); s.apply(b"shop\\x1fb-7", b"{}")
+    >>> sorted(s.of("shop")), sorted(s.of("web")), len(s)
+    (['b-7', 'u-1'], ['u-1'], 2)
+    >>> s.apply(b"shop\\x1fb-7", None); sorted(s.of("shop"))
+    ['u-1']
+    """
+
+    everywhere: set[str] = field(default_factory=set)
+    scoped: dict[str, set[str]] = field(default_factory=dict)
+
+    def of(self, pipeline: str) -> frozenset[str]:
+        """The ids whose events ``pipeline`` drops."""
+        return frozenset(self.everywhere | self.scoped.get(pipeline, set()))
+
+    def __len__(self) -> int:
+        return len(self.everywhere) + sum(len(ids) for ids in self.scoped.values())
+
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
+        """One record of the topic: a request adds its id, a tombstone removes it."""
+        if not key:
+            return
+        text = key.decode("utf-8", "replace")
+        pipeline, _, user_id = text.rpartition(SCOPE_SEPARATOR)
+        ids = self.scoped.setdefault(pipeline, set()) if pipeline else self.everywhere
+        if value is None:
+            ids.discard(user_id)
+        else:
+            ids.add(user_id)
 
 
 def subject_of(user_id: str, key: SecretStr) -> str:
@@ -109,34 +164,27 @@ def _as_id(value: Any) -> str | None:
     return None
 
 
-def is_suppressed(event: Any, ids: Container[str]) -> bool:
-    """Whether ``event``'s ``userId`` or ``anonymousId`` is one of ``ids``.
+def is_suppressed(event: Any, ids: Container[str], fields: Sequence[str] = IDENTITY_FIELDS) -> bool:
+    """Whether one of ``event``'s identity ``fields`` (dotted paths) holds one of ``ids``.
 
     >>> is_suppressed({"userId": "u-1", "anonymousId": "a-9"}, {"a-9"})
     True
     >>> is_suppressed({"userId": 42}, {"42"}), is_suppressed({"anonymousId": "a-1"}, {"a-9"})
     (True, False)
+    >>> is_suppressed({"order": {"buyer": "b-7"}}, {"b-7"}, ("order.buyer",))
+    True
     >>> is_suppressed("not an object", {"a-9"})
     False
     """
-    if type(event) is not dict:
+    if type(event) is not dict or not ids:
         return False
-    for field in IDENTITY_FIELDS:  # a loop, not any(): this runs for every event collected
-        value = event.get(field)
+    for path in fields:  # a loop, not any(): this runs for every event collected
+        value: Any = event
+        for part in path.split("."):
+            value = value.get(part) if type(value) is dict else None
         if value is not None and _as_id(value) in ids:
             return True
     return False
-
-
-def _apply(ids: set[str], key: bytes | None, value: bytes | None) -> None:
-    """One record of the topic into ``ids``: a request adds its key, a tombstone removes it."""
-    if not key:
-        return
-    user_id = key.decode("utf-8", "replace")
-    if value is None:
-        ids.discard(user_id)
-    else:
-        ids.add(user_id)
 
 
 def record_suppression(kafka: KafkaSettings, request: SuppressionRequest, timeout_s=30.0) -> None:
@@ -208,7 +256,7 @@ class _Tail:
         )
         return None
 
-    def read(self, ids: set[str], timeout_s: float, at_most: int = 1000) -> None:
+    def read(self, ids: Suppressions, timeout_s: float, at_most: int = 1000) -> None:
         """Apply the records available within ``timeout_s`` (``at_most`` of them) to ``ids``."""
         from confluent_kafka import KafkaError
 
@@ -218,7 +266,7 @@ class _Tail:
                 self.at_end.add(message.partition())
                 self.next[message.partition()] = message.offset()
             elif error is None:
-                _apply(ids, message.key(), message.value())
+                ids.apply(message.key(), message.value())
                 self.next[message.partition()] = message.offset() + 1
                 self.at_end.discard(message.partition())
             else:
@@ -255,10 +303,10 @@ class _Tail:
         self.consumer.close()
 
 
-def read_suppressions(kafka: KafkaSettings, timeout_s: float = 60.0) -> frozenset[str]:
-    """Every id suppressed now: the topic read from its beginning to its end."""
+def read_suppressions(kafka: KafkaSettings, timeout_s: float = 60.0) -> Suppressions:
+    """Every suppression now: the topic read from its beginning to its end."""
     tail = _Tail(kafka)
-    ids: set[str] = set()
+    ids = Suppressions()
     deadline = time.monotonic() + timeout_s
     try:
         why = tail.assign(timeout_s)
@@ -279,7 +327,7 @@ def read_suppressions(kafka: KafkaSettings, timeout_s: float = 60.0) -> frozense
             tail.read(ids, 0.5, at_most=max(tail.left(ends), 1))
     finally:
         tail.close()
-    return frozenset(ids)
+    return ids
 
 
 class SuppressionList:
@@ -292,7 +340,7 @@ class SuppressionList:
 
     def __init__(self, kafka: KafkaSettings, *, lag_every_s: float = 5.0) -> None:
         self._kafka = kafka
-        self._ids: set[str] = set()
+        self._ids = Suppressions()
         self._lag_every_s = lag_every_s
         self.loaded = threading.Event()
         """Set once the list was read to the end of the topic."""
@@ -307,8 +355,16 @@ class SuppressionList:
     def size(self) -> int:
         return len(self._ids)
 
-    def suppresses(self, event: Any) -> bool:
-        return is_suppressed(event, self._ids)
+    def suppresses(
+        self, event: Any, pipeline: str | None = None, fields: Sequence[str] = IDENTITY_FIELDS
+    ) -> bool:
+        """Whether ``event`` is of a person forgotten in ``pipeline`` (everywhere, or in it),
+        by its identity ``fields``."""
+        ids = self._ids
+        if is_suppressed(event, ids.everywhere, fields):
+            return True
+        scoped = ids.scoped.get(pipeline or "")
+        return bool(scoped) and is_suppressed(event, scoped, fields)  # type: ignore[arg-type]
 
     def status(self) -> dict[str, Any]:
         """Size, lag, whether the list is loaded, and the last error (for ``/health``)."""

@@ -242,11 +242,27 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
             "user": Param(
                 type="string", minLength=1, description="the userId or anonymousId to forget"
             ),
+            "scope": Param(
+                "everywhere",
+                enum=["everywhere", "pipeline"],
+                description="everywhere: the person's new events are dropped by every "
+                "pipeline, present and future; pipeline: by this one only",
+            ),
         },
         **common,
     ) as forget:
         chain(
-            _step(settings, spec, "forget", extra_args=("--user", "{{ params.user | personal }}")),
+            _step(
+                settings,
+                spec,
+                "forget",
+                extra_args=(
+                    "--user",
+                    "{{ params.user | personal }}",
+                    "--scope",
+                    "{{ params.scope }}",
+                ),
+            ),
             # No silver outlet: this DAG runs gold itself; the views DAG would find nothing.
             _step(settings, spec, "check_silver", retries=0),
             _step(settings, spec, "gold"),

@@ -295,7 +295,8 @@ def create_app(
             received_at=received_at, source_id=source_id, contract_version=intake.contract.version
         )
         calls = body["batch"]
-        kept = [call for call in calls if not state["suppressions"].suppresses(call)]
+        suppressed = by_source[source_id].suppressed(state["suppressions"])
+        kept = [call for call in calls if not suppressed(call)]
         if len(kept) < len(calls):
             metrics.dropped.labels("suppressed").inc(len(calls) - len(kept))
             body = {**body, "batch": kept}
@@ -338,7 +339,8 @@ def create_app(
             historical=endpoint == "/v1/import",
             bounds=bounds,
         )
-        routed = route.intake.route(events, facts, suppressed=state["suppressions"].suppresses)
+        suppressed = route.suppressed(state["suppressions"])
+        routed = route.intake.route(events, facts, suppressed=suppressed)
         records = [(route.topic, r) for r in routed.accepted]
         records += [(dlq_topic, r) for r in routed.dead_letters]
         started = time.perf_counter()

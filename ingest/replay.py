@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from core.event_time import EventTimeBounds
-from core.suppressions import is_suppressed
+from core.suppressions import IDENTITY_FIELDS, Suppressions, is_suppressed
 from ingest.enrich import EnrichError, RequestFacts, format_ts, parse_ts
 from ingest.intake import Intake, Record
 
@@ -291,14 +291,14 @@ class Replayer:
         report: ReplayReport,
         replayed: Container[bytes] = frozenset(),
         routes: Mapping[str, Route] | None = None,
-        suppressed: Container[str] = frozenset(),
+        suppressed: Suppressions | None = None,
     ) -> None:
         self._intake = intake
         self._bounds = bounds
         self._report = report
         self._replayed = replayed
         self._routes = routes
-        self._suppressed = suppressed
+        self._suppressed = suppressed or Suppressions()
         self.topic: str | None = None
 
     def consider(self, letter: DeadLetter) -> Record | None:
@@ -311,7 +311,10 @@ class Replayer:
         if letter.at.key in self._replayed:
             report.already_replayed += 1
             return None
-        if is_suppressed(letter.payload, self._suppressed):
+        route = None if self._routes is None else self._routes.get(letter.source_id or "")
+        pipeline, fields = (route.pipeline, route.identity) if route else ("", IDENTITY_FIELDS)
+        forgotten = self._suppressed.of(pipeline)
+        if is_suppressed(letter.payload, forgotten, fields or IDENTITY_FIELDS):
             report.suppressed += 1  # the id goes nowhere: not into the report, not into a log
             return None
         if letter.unreplayable is not None:
@@ -319,7 +322,6 @@ class Replayer:
             return None
         intake, self.topic = self._intake, None
         if self._routes is not None:
-            route = self._routes.get(letter.source_id or "")
             if route is None:  # its write key was removed since: no pipeline takes it now
                 report.not_replayable["source_without_pipeline"] += 1
                 return None

@@ -7,17 +7,24 @@ events are validated against and the topic they are written to. Every source mus
 somewhere: the collector refuses to start otherwise, naming the sources and the fix.
 
 >>> from core.settings import Settings
+from core.suppressions import SuppressionList
 >>> {source: (r.pipeline, r.topic) for source, r in routes_of(Settings()).items()}
 {'local-website': ('web_events', 'web.events.v1')}
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from core.settings import Settings
 from ingest.intake import Intake
 from pipelines import Collector, PipelineSpec, collector_routes
+
+if TYPE_CHECKING:
+    from core.suppressions import SuppressionList
 
 __all__ = ["Route", "routes_default", "routes_of"]
 
@@ -31,6 +38,13 @@ class Route:
     intake: Intake
     default: bool
     """Whether the pipeline is the collector's default (it names no source)."""
+    identity: tuple[str, ...] = ()
+    """The fields that name a person in its events (its ``PipelineSpec.identity``): what the
+    suppression list is checked on."""
+
+    def suppressed(self, suppressions: SuppressionList) -> Callable[[Any], bool]:
+        """Whether an event of this route is of a person forgotten in its pipeline."""
+        return partial(suppressions.suppresses, pipeline=self.pipeline, fields=self.identity)
 
 
 def routes_of(
@@ -47,6 +61,7 @@ def routes_of(
                 spec.topic_of(settings),
                 Intake.of_pipeline(spec, settings.collector),
                 isinstance(spec.arrival, Collector) and spec.arrival.default,
+                spec.identity,
             )
         routes[source] = by_pipeline[spec.name]
     return routes

@@ -42,22 +42,27 @@ def forget_user(
     settings: Settings, user: str, pipelines: Sequence[str] = (), *, in_process: bool = False
 ) -> tuple[dict[str, Any], int]:
     """Forget ``user`` in ``pipelines`` (default: every pipeline with identity fields);
-    (the report, one entry per pipeline, and the exit code: 0 when every one succeeded)."""
+    (the report, one entry per pipeline, and the exit code: 0 when every one succeeded).
+
+    Without ``pipelines`` the person is suppressed everywhere: every pipeline, present and
+    future, drops their new events. Named, only those pipelines do: the others keep them."""
     from pipelines import PIPELINES, pipeline
 
     specs = [pipeline(name) for name in pipelines] or [s for s in PIPELINES if s.identity]
     if not user.strip():
         raise ValueError("--user must name a person's id (a userId, an anonymousId, a buyer).")
+    scope = "pipeline" if pipelines else "everywhere"
     reports, code = {}, 0
     for spec in specs:
-        reports[spec.name], failed = _forget_in(settings, spec, user, in_process=in_process)
+        reports[spec.name], failed = _forget_in(settings, spec, user, scope, in_process=in_process)
         code = code or failed
-    report = {"subject": subject_of(user, settings.batch.subject_key), "pipelines": reports}
+    subject = subject_of(user, settings.batch.subject_key)
+    report = {"subject": subject, "scope": scope, "pipelines": reports}
     return report, code
 
 
 def _forget_in(
-    settings: Settings, spec: Any, user: str, *, in_process: bool
+    settings: Settings, spec: Any, user: str, scope: str, *, in_process: bool
 ) -> tuple[dict[str, Any], int]:
     if not in_process and airflow_ready(settings):
         from platformctl.airflow_rest import trigger, unpause, wait_for_dags, wait_for_run
@@ -65,7 +70,7 @@ def _forget_in(
         dag_id = f"{spec.name}_forget"
         wait_for_dags(settings, [dag_id])
         unpause(settings, dag_id)
-        run_id = trigger(settings, dag_id, {"user": user})
+        run_id = trigger(settings, dag_id, {"user": user, "scope": scope})
         state = wait_for_run(settings, dag_id, run_id)
         log_event(_log, "forget.dag_finished", dag_id=dag_id, run_id=run_id, state=state)
         report = {
@@ -76,17 +81,19 @@ def _forget_in(
             "report": f"the last line of the log of task 'forget' of {dag_id} run {run_id}",
         }
         return report, 0 if state == "success" else 1
-    return _in_process(settings, spec, user)
+    return _in_process(settings, spec, user, scope)
 
 
-def _in_process(settings: Settings, spec: Any, user: str) -> tuple[dict[str, Any], int]:
+def _in_process(settings: Settings, spec: Any, user: str, scope: str) -> tuple[dict[str, Any], int]:
     from batch_layer.__main__ import FORGET_STEPS, run_steps
     from core.spark import build_spark_session
 
     run_id = time.strftime("forget__%Y-%m-%dT%H:%M:%S")
     spark = build_spark_session(settings, app_name=f"forget-{spec.name}")
     try:
-        summary, code = run_steps(spark, settings, FORGET_STEPS, spec.validate(), run_id, user=user)
+        summary, code = run_steps(
+            spark, settings, FORGET_STEPS, spec.validate(), run_id, user=user, scope=scope
+        )
     finally:
         spark.stop()
     return {"via": "in-process", **summary}, code

@@ -299,7 +299,9 @@ def point_new_views(
         pointer = prepare(session, tables.insert_speed_version)
         now = datetime.now(UTC)
         session.execute(
-            logged_batch([(pointer, (name, live.version, live.generation, now)) for name in missing])
+            logged_batch(
+                [(pointer, (name, live.version, live.generation, now)) for name in missing]
+            )
         )
         log_event(_log, "speed.views_pointed", version=live.version, views=missing)
     return missing

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import SecretStr
 
-from core.suppressions import SuppressionRequest, _apply, is_suppressed, subject_of
+from core.suppressions import SuppressionRequest, Suppressions, is_suppressed, subject_of
 
 NOW = datetime(2026, 11, 23, 14, tzinfo=UTC)
 
@@ -59,6 +59,7 @@ def test_the_record_is_keyed_by_the_id_and_carries_the_request():
         "id": "u-1",
         "requested_at": "2026-11-23T14:00:00+00:00",
         "request_id": "forget__r1",
+        "pipeline": None,
     }
 
 
@@ -74,14 +75,39 @@ def test_a_request_needs_an_aware_time():
 
 
 def test_records_add_ids_and_a_tombstone_lifts_one():
-    ids: set[str] = set()
-    _apply(ids, b"u-1", b"{}")
-    _apply(ids, b"u-2", b"{}")
-    _apply(ids, b"u-1", b"{}")  # compaction may not have run yet: a repeat changes nothing
-    _apply(ids, None, b"{}")  # a record without a key names nobody
-    assert ids == {"u-1", "u-2"}
-    _apply(ids, b"u-1", None)
-    assert ids == {"u-2"}
+    ids = Suppressions()
+    ids.apply(b"u-1", b"{}")
+    ids.apply(b"u-2", b"{}")
+    ids.apply(b"u-1", b"{}")  # compaction may not have run yet: a repeat changes nothing
+    ids.apply(None, b"{}")  # a record without a key names nobody
+    assert ids.everywhere == {"u-1", "u-2"}
+    ids.apply(b"u-1", None)
+    assert ids.everywhere == {"u-2"}
+
+
+def test_a_person_forgotten_in_one_pipeline_is_kept_by_the_others():
+    """Finding 5 of the pipelines' isolation: one global list: a forget in checkouts also
+    dropped web events of the same id at the collector and in every later rebuild."""
+    ids = Suppressions()
+    scoped = SuppressionRequest("42", NOW, "forget-1", pipeline="checkouts")
+    ids.apply(*scoped.record())
+    everywhere = SuppressionRequest("7", NOW, "forget-2")
+    ids.apply(*everywhere.record())
+    assert ids.of("checkouts") == {"42", "7"}
+    assert ids.of("web_events") == {"7"}
+    assert ids.of("a_pipeline_added_later") == {"7"}
+    assert not is_suppressed({"userId": "42"}, ids.of("web_events"))
+    assert is_suppressed({"buyer_id": "42"}, ids.of("checkouts"), ("buyer_id",))
+    # The same id forgotten in two pipelines: two records, neither replaces the other.
+    ids.apply(*SuppressionRequest("42", NOW, "forget-3", pipeline="web_events").record())
+    assert ids.of("web_events") == {"42", "7"} and ids.of("checkouts") == {"42", "7"}
+
+
+def test_the_collector_checks_a_pipelines_own_identity_fields():
+    """Finding 5: the collector's check hard-coded userId and anonymousId; a pipeline whose
+    contract names people by another field kept accepting a forgotten person's events."""
+    assert not is_suppressed({"userId": "x", "device": {"owner": "d-1"}}, {"d-1"})
+    assert is_suppressed({"userId": "x", "device": {"owner": "d-1"}}, {"d-1"}, ("device.owner",))
 
 
 def test_the_subject_is_a_stable_digest_not_the_id():

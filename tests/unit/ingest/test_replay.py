@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.event_time import EventTimeBounds
+from core.suppressions import Suppressions
 from data_contracts import load_contract
 from data_contracts.derive import compile_validator
 from ingest.__main__ import main
@@ -249,16 +250,19 @@ def test_a_forgotten_user_s_letters_are_counted_and_never_routed_again(intake):
         _letter(intake, _page(120, anonymousId="gone-a"), strict, Coordinates("dlq", 0, 1)),
         _letter(intake, _page(120, userId="gone-u"), strict, Coordinates("dlq", 0, 2)),
         _letter(intake, _page(120, messageId="kept"), strict, Coordinates("dlq", 0, 3)),
+        # forgotten in another pipeline only: replayed into this one
+        _letter(intake, _page(120, userId="kept-u"), strict, Coordinates("dlq", 0, 4)),
     ]
     request = ReplayRequest(ReasonFilter.parse(["invalid:"]), RECEIVED - timedelta(days=1))
     report = ReplayReport("web.events.dlq", "web.events.v1", request)
-    forgotten = frozenset({"gone-a", "gone-u"})
-    replayer = Replayer(intake, LENIENT, report, suppressed=forgotten)
+    forgotten = {"gone-a", "gone-u"}
+    suppressions = Suppressions(everywhere=set(forgotten), scoped={"checkouts": {"kept-u"}})
+    replayer = Replayer(intake, LENIENT, report, suppressed=suppressions)
 
     produced = [replayer.consider(letter) for letter in letters]
 
-    assert [r is not None for r in produced] == [False, False, True]
-    assert (report.matched, report.suppressed, report.now_valid) == (3, 2, 1)
+    assert [r is not None for r in produced] == [False, False, True, True]
+    assert (report.matched, report.suppressed, report.now_valid) == (4, 2, 2)
     assert not any(user in json.dumps(report.as_dict()) for user in forgotten)
 
 

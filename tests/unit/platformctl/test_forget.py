@@ -38,16 +38,19 @@ def test_one_request_forgets_in_every_pipeline_that_names_a_person(monkeypatch):
 
     asked = []
 
-    def forget_in(settings, spec, user, *, in_process):
-        asked.append(spec.name)
+    def forget_in(settings, spec, user, scope, *, in_process):
+        asked.append((spec.name, scope))
         return {"via": "in-process"}, 1 if spec.name == "checkouts" else 0
 
     monkeypatch.setattr(forget, "_forget_in", forget_in)
     report, code = forget_user(Settings(), "b-1")
-    assert asked == [s.name for s in PIPELINES if s.identity] == ["checkouts", "web_events"]
-    assert set(report["pipelines"]) == set(asked) and "b-1" not in str(report)
+    named = [s.name for s in PIPELINES if s.identity]
+    assert asked == [(name, "everywhere") for name in named]
+    assert set(report["pipelines"]) == set(named) and "b-1" not in str(report)
+    assert report["scope"] == "everywhere"
     assert code == 1  # one pipeline failed: the request did not succeed
 
     asked.clear()
-    assert forget_user(Settings(), "b-1", ["web_events"])[1] == 0
-    assert asked == ["web_events"]
+    report, code = forget_user(Settings(), "b-1", ["web_events"])
+    assert code == 0 and report["scope"] == "pipeline"
+    assert asked == [("web_events", "pipeline")]  # the others keep the person's new events
