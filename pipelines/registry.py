@@ -11,12 +11,12 @@ settings resolve (topics after overrides and defaults, the tables named after
 them, the collector's write keys) by :func:`check_deployment`; ``platformctl
 up`` runs both before it starts any process.
 
->>> [spec.name for spec in PIPELINES]
-['checkouts', 'web_events']
+>>> {"checkouts", "web_events"} <= {spec.name for spec in PIPELINES}
+True
 >>> pipeline("nope")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-KeyError: "No pipeline 'nope'; the pipelines are: checkouts, web_events. A pipeline is...
+KeyError: "No pipeline 'nope'; the pipelines are: ...checkouts, ...web_events... A pipeline is...
 """
 
 from __future__ import annotations

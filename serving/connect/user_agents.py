@@ -88,11 +88,23 @@ def refresh_user_agents(spark: SparkSession, silver: str, table: str) -> int:
         known = spark.read.format("delta").load(table).select("user_agent")
         agents = agents.join(known, "user_agent", "left_anti")
     new = [describe(row.user_agent) for row in agents.collect()]
-    if new or not DeltaTable.isDeltaTable(spark, table):
+    if new:
         import pandas as pd
 
         # From pandas through Arrow: the rows reach the JVM without a Python worker.
         frame = pd.DataFrame(new, columns=list(UserAgent._fields))
         rows = spark.createDataFrame(frame, DIM_COLUMNS)
         rows.write.format("delta").mode("append").save(table)
+    elif not DeltaTable.isDeltaTable(spark, table):
+        # No user agent yet (Segment's server libraries send none): the empty table, made
+        # in the JVM. An empty pandas frame does not go through Arrow, and the server
+        # starts no Python worker: every refresh failed until a user agent arrived.
+        empty = spark.sql("SELECT * FROM VALUES (1) WHERE false").selectExpr(*_nulls())
+        empty.write.format("delta").mode("append").save(table)
     return len(new)
+
+
+def _nulls() -> list[str]:
+    """``CAST(NULL AS <type>) AS <name>`` for each column of the dimension."""
+    columns = (column.split(" ") for column in DIM_COLUMNS.split(", "))
+    return [f"CAST(NULL AS {kind}) AS {name}" for name, kind in columns]

@@ -60,3 +60,28 @@ def test_no_user_agent_is_unknown_not_an_error():
     assert describe("").device_type == "unknown"
     assert describe("   ").is_bot is False
     assert describe("\x00garbage\uffff").device_type in {"desktop", "unknown", "bot"}
+
+
+def test_a_silver_without_user_agents_makes_the_empty_dimension_without_a_python_worker(
+    spark, tmp_path
+):
+    """Finding 8 of the pipelines' isolation: the first events without a user agent (Segment's
+    Python library sends none) made an empty pandas frame, which Spark converts through a
+    Python worker; the SQL server starts none, so every catalog refresh failed."""
+    from serving.connect.host import NO_PYTHON_WORKERS
+    from serving.connect.user_agents import refresh_user_agents
+
+    silver, table = str(tmp_path / "silver"), str(tmp_path / "dims")
+    spark.sql("SELECT named_struct('userAgent', CAST(NULL AS STRING)) AS context").write.format(
+        "delta"
+    ).save(silver)
+    context = spark.sparkContext
+    python = context.pythonExec
+    context.pythonExec = str(NO_PYTHON_WORKERS)  # as on the SQL server
+    try:
+        assert refresh_user_agents(spark, silver, table) == 0
+    finally:
+        context.pythonExec = python
+    dimension = spark.read.format("delta").load(table)
+    assert dimension.count() == 0
+    assert dimension.columns == ["user_agent", "browser", "os", "device_type", "is_bot"]
