@@ -7,9 +7,9 @@ events are validated against and the topic they are written to. Every source mus
 somewhere: the collector refuses to start otherwise, naming the sources and the fix.
 
 >>> from core.settings import Settings
-from core.suppressions import SuppressionList
->>> {source: (r.pipeline, r.topic) for source, r in routes_of(Settings()).items()}
-{'local-website': ('web_events', 'web.events.v1')}
+>>> website = routes_of(Settings())["local-website"]
+>>> website.pipeline, website.topic, website.identity
+('web_events', 'web.events.v1', ('userId', 'anonymousId'))
 """
 
 from __future__ import annotations

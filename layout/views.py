@@ -346,12 +346,12 @@ def view_tables(
     table_version: int = 0,
     grains: Sequence[Grain] = ("minute",),
 ) -> list[ViewTables]:
-    """The tables of ``views`` (default: every view of :mod:`views.registry`) in one layer,
-    at each of ``grains``."""
+    """The tables of ``views`` (default: every declared pipeline's) in one layer, at each of
+    ``grains``."""
     if views is None:
-        from views import registry
+        from pipelines import declared_views
 
-        views = registry.VIEWS
+        views = declared_views()
     return [
         ViewTables(spec, keyspace, layer, table_version=table_version, grain=grain)
         for spec in views

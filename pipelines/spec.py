@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from core.settings import Settings
 
 if TYPE_CHECKING:
+    from data_contracts import Contract
     from views.spec import ViewSpec
 
 __all__ = [
@@ -183,6 +184,13 @@ class PipelineSpec:
         """The major version the topic's name carries (``shop.orders.v2`` -> 2), if any."""
         found = _TOPIC_VERSION.search(self.topic or "")
         return int(found.group(1)) if found else None
+
+    def load_contract(self) -> Contract:
+        """The declared contract, loaded (once: the loader keeps it): the schema that parses
+        the pipeline's records and the key that deduplicates them."""
+        from data_contracts import load_contract
+
+        return load_contract(self.contract, self.contract_major)
 
     @property
     def view_specs(self) -> tuple[ViewSpec, ...]:

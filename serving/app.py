@@ -39,7 +39,7 @@ from serving.hot import HotPath
 from serving.merge import DEFAULT_QUANTILES
 from serving.metrics import ServingMetrics
 from serving.query import CacheRules, Limits, Queries
-from serving.questions import VIEWS, WHOLE_SITE, ReachView, token_owner
+from serving.questions import SERVED_VIEWS, WHOLE_SITE, ReachView, token_owner
 from serving.sql_http import FORMATS, SqlEndpoint
 from serving.store import ServingStore
 
@@ -190,7 +190,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             )
         return found
 
-    View = Annotated[str, Query(description="A view: " + ", ".join(s.name for s in VIEWS))]
+    View = Annotated[str, Query(description="A view: " + ", ".join(s.name for s in SERVED_VIEWS))]
     Start = Annotated[
         str, Query(description="Range start: ISO 8601 or now-<n>{s,m,h,d}", max_length=64)
     ]
@@ -210,7 +210,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
                         for m in s.measures
                     ],
                 }
-                for s in VIEWS
+                for s in SERVED_VIEWS
             ]
         )
 

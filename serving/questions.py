@@ -16,14 +16,14 @@ from typing import Any
 import orjson
 
 from core.credentials import owner_of
-from pipelines import declared_views
+from pipelines import collector_pipeline, declared_views
 from serving.errors import QueryError
 from serving.query import Queries
 from serving.timerange import is_relative, parse_instant
 from views.kinds import kind
 
 __all__ = [
-    "VIEWS",
+    "SERVED_VIEWS",
     "WHOLE_SITE",
     "ReachView",
     "keys_of",
@@ -33,15 +33,26 @@ __all__ = [
     "top",
 ]
 
-VIEWS = declared_views()
+SERVED_VIEWS = declared_views()
 """Every declared pipeline's views: what the API serves."""
 
 ReachView = StrEnum(  # type: ignore[misc]
     "ReachView",
-    [(s.name, s.name) for s in VIEWS if any(kind(m.kind).distinct for m in s.measures)],
+    [(s.name, s.name) for s in SERVED_VIEWS if any(kind(m.kind).distinct for m in s.measures)],
 )
 """The views /v1/reach can answer: those with a distinct-count (hll) measure."""
-WHOLE_SITE = next(ReachView(s.name) for s in VIEWS if s.name in set(ReachView) and s.constant_key)
+
+
+def _whole_site() -> ReachView:
+    """The collector's default pipeline's view keyed by a constant (the site), else the first
+    such view: not whichever module sorts first (a pipeline added later with a constant-keyed
+    view took /v1/reach over)."""
+    reach = [s for s in SERVED_VIEWS if s.name in set(ReachView) and s.constant_key]
+    default = {s.name for s in collector_pipeline().view_specs}
+    return ReachView(next((s.name for s in reach if s.name in default), reach[0].name))
+
+
+WHOLE_SITE = _whole_site()
 """What /v1/reach answers when no view is named: the view keyed by a constant (the site)."""
 
 Tokens = Sequence[tuple[str, bytes]]
@@ -57,7 +68,7 @@ def token_owner(tokens: Tokens, credentials: str) -> str | None:
 def keys_of(view: str, raw: Sequence[str]) -> list[tuple[str, ...]]:
     """The keys of ``view`` a request names: values of a one-column key as they are, of a
     wider key as JSON arrays; a view keyed by a constant needs none."""
-    spec = next((s for s in VIEWS if s.name == view), None)
+    spec = next((s for s in SERVED_VIEWS if s.name == view), None)
     if spec is None:
         return [(k,) for k in raw]  # the query core names the unknown view
     if not raw and spec.constant_key is not None:

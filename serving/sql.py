@@ -38,7 +38,7 @@ from core.frames import local_frame
 from core.settings import Settings
 from layout import ViewTables, read_boundaries, read_speed_versions
 from serving.timerange import MINUTE_MS, from_ms, to_ms
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 from views.kinds import kind
 
 if TYPE_CHECKING:
@@ -290,17 +290,21 @@ def register_views(
     *,
     speed_start: datetime | None = None,
     speed_end: datetime | None = None,
-    views: Sequence[ViewSpec] = VIEWS,
+    views: Sequence[ViewSpec] | None = None,
 ) -> dict[str, datetime | None]:
     """Register ``gold_<v>``, ``speed_<v>``, ``serving_<v>`` and ``serving_boundaries``.
 
     The speed rows are read once, for windows from ``speed_start`` (default:
     :func:`first_speed_window`) to ``speed_end``
     (default: now); register again to see newer ones. Returns each view's
-    boundary.
+    boundary. ``views``: those of every declared pipeline unless named.
     """
     from pyspark.sql import functions as F
 
+    if views is None:
+        from pipelines import declared_views
+
+        views = declared_views()
     published = read_boundaries(settings.cassandra, [spec.name for spec in views])
     boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
     now, ttl_s = int(time.time() * 1000), settings.speed.ttl_s

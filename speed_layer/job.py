@@ -28,17 +28,19 @@ starts where
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
-from data_contracts import Contract, load_contract
+from data_contracts import Contract
 from layout import ViewTables
+from pipelines import PipelineSpec
 from speed_layer.sink import ViewsSink
 from speed_layer.start import StartPosition
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 from views.digest import pseudonymise
 from views.input import REJECT_REASONS, check_records, valid_of
 
@@ -53,9 +55,7 @@ __all__ = [
     "QUERY_NAME",
     "REJECT_METRICS",
     "bound_event_time",
-    "contract_of",
     "count_rejects",
-    "identity_of",
     "parse_fields",
     "read_events",
     "reject_metric",
@@ -147,39 +147,21 @@ def bound_event_time(
     ).where(~future & ~before)
 
 
-def contract_of(views: tuple[ViewSpec, ...]) -> Contract:
-    """The contract of the pipeline that declares ``views`` (:mod:`pipelines`): the schema
-    that parses its topic's records and the key that deduplicates them."""
-    from pipelines import pipeline_of_view
-
-    spec = pipeline_of_view(views[0].name)
-    return load_contract(spec.contract, spec.contract_major)
-
-
-def identity_of(views: tuple[ViewSpec, ...]) -> tuple[str, ...]:
-    """The fields that identify a person in the events of the pipeline declaring ``views``
-    (:attr:`pipelines.PipelineSpec.identity`)."""
-    from pipelines import pipeline_of_view
-
-    return pipeline_of_view(views[0].name).identity
-
-
 def read_events(
     spark: SparkSession,
     settings: Settings,
+    pipeline: PipelineSpec,
     start: StartPosition | None = None,
-    contract: Contract | None = None,
-    views: tuple[ViewSpec, ...] = VIEWS,
-    identity: tuple[str, ...] | None = None,
+    views: Sequence[ViewSpec] | None = None,
 ) -> DataFrame:
-    """The bounded, deduplicated, watermarked stream of events ``views`` read: the topic
-    ``settings.kafka.events_topic`` parsed with ``contract`` (default: that of the pipeline
-    declaring ``views``), into the fields they read (``speed.parse``, :func:`parse_fields`),
-    each of the ``identity`` fields (default: that pipeline's) a keyed digest under
-    ``views.identity_key``, as gold's input."""
+    """The bounded, deduplicated, watermarked stream of events ``views`` (default: the
+    pipeline's) read: the topic ``settings.kafka.events_topic`` parsed with the pipeline's
+    contract, into the fields they read (``speed.parse``, :func:`parse_fields`), each of the
+    pipeline's identity fields a keyed digest under ``views.identity_key``, as gold's
+    input."""
     start = start or StartPosition()
-    contract = contract or contract_of(views)
-    identity = identity_of(views) if identity is None else identity
+    views = tuple(pipeline.view_specs if views is None else views)
+    contract, identity = pipeline.load_contract(), pipeline.identity
     key = settings.views.identity_key_for(settings.environment)
     raw = (
         spark.readStream.format("kafka")
@@ -239,30 +221,31 @@ def validated_by_collector(contract: Contract) -> Column:
 def start_queries(
     spark: SparkSession,
     settings: Settings,
+    pipeline: PipelineSpec,
     *,
-    views: tuple[ViewSpec, ...] = VIEWS,
+    views: Sequence[ViewSpec] | None = None,
     available_now: bool = False,
     start: StartPosition | None = None,
-    contract: Contract | None = None,
-    identity: tuple[str, ...] | None = None,
 ) -> list[StreamingQuery]:
-    """Start the speed layer's query (one, for every view); ``available_now`` drains the log.
+    """Start ``pipeline``'s speed query (one, for every view of it, or of ``views``: a
+    release's definitions); ``available_now`` drains the log.
 
-    ``settings`` are a pipeline's stream settings
-    (:meth:`pipelines.PipelineSpec.stream_settings`), ``contract`` its contract and
-    ``identity`` its personal fields (default: those of the pipeline declaring ``views``).
+    ``settings`` are the pipeline's stream settings
+    (:meth:`pipelines.PipelineSpec.stream_settings`); its contract parses the records and
+    its identity fields are digested.
 
     Its checkpoint is ``<run's checkpoint dir>/views``: the Kafka offsets and the
     deduplication state. The views' state is the rows in Cassandra.
     """
     start = start or StartPosition()
+    views = tuple(pipeline.view_specs if views is None else views)
     keyspace = settings.cassandra.keyspace
     tables = [ViewTables(s, keyspace, "speed", table_version=start.version) for s in views]
     checkpoint = f"{start.checkpoint_dir(settings)}/views"
     fold = settings.speed.fold
     on_driver = fold == "driver" or (fold == "auto" and settings.speed.state_partitions == 1)
     writer = (
-        read_events(spark, settings, start, contract or contract_of(views), views, identity)
+        read_events(spark, settings, pipeline, start, views)
         .writeStream.queryName(start.query_name)
         .outputMode("append")
         .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint, on_driver=on_driver))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import PointerTables
 from speed_layer.job import EDGE_METRICS, QUERY_NAME, REJECT_METRICS, reject_metric
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 from views.input import REJECT_REASONS
 
 if TYPE_CHECKING:
@@ -109,8 +110,8 @@ class ProgressRecorder:
     def __init__(
         self,
         settings: Settings,
+        views: Sequence[ViewSpec],
         generation: int = 0,
-        views: tuple[ViewSpec, ...] = VIEWS,
         live_query: str = QUERY_NAME,
         metrics: SpeedMetrics | None = None,
     ) -> None:

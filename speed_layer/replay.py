@@ -60,7 +60,7 @@ from speed_layer.start import (
     record_start,
     update_run,
 )
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 
 if TYPE_CHECKING:
     from cassandra.cluster import Session
@@ -87,10 +87,11 @@ def request_replay(
     settings: Settings,
     from_offsets: str,
     *,
+    views: Sequence[ViewSpec],
     force: bool = False,
-    views: Sequence[ViewSpec] = VIEWS,
 ) -> StartPosition:
-    """Record a replay from ``from_offsets`` into a new version and create its tables."""
+    """Record a replay of the pipeline of ``views`` (``settings``: its stream settings) from
+    ``from_offsets`` into a new version and create its tables."""
     from core.cassandra import connect
     from speed_layer.reset import start_point
 

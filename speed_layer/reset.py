@@ -29,7 +29,7 @@ from speed_layer.start import (
     spark_offsets,
     window_seconds,
 )
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 
 __all__ = ["ResetRefused", "reset", "start_point"]
 
@@ -45,8 +45,8 @@ def reset(
     settings: Settings,
     from_offsets: str,
     *,
+    views: Sequence[ViewSpec],
     force: bool = False,
-    views: Sequence[ViewSpec] = VIEWS,
 ) -> StartPosition:
     """Record a new run of the pipeline of ``views`` (``settings``: its stream settings)
     starting at ``from_offsets``; the job picks it up at its next start."""
@@ -89,9 +89,7 @@ def reset(
     return start
 
 
-def start_point(
-    settings: Settings, request, requested: str, views: Sequence[ViewSpec] = VIEWS
-) -> dict:
+def start_point(settings: Settings, request, requested: str, views: Sequence[ViewSpec]) -> dict:
     """A new run's ``starting_offsets``, ``floor`` and ``requested`` for a parsed request."""
     topic = settings.kafka.events_topic
     offsets, seen_from = resolve_offsets(settings.kafka, topic, request)

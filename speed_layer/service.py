@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import ViewTables, create_view_tables
-from speed_layer.job import contract_of, identity_of, start_queries
+from speed_layer.job import start_queries
 from speed_layer.progress import ProgressRecorder
 from speed_layer.replay import (
     CatchUp,
@@ -58,13 +58,13 @@ from speed_layer.start import (
     pending_replay,
     read_runs,
 )
-from views import VIEWS, ViewSpec
+from views import ViewSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from data_contracts import Contract
+    from pipelines import PipelineSpec
     from speed_layer.metrics import SpeedMetrics
 
 __all__ = ["SpeedService", "supervise"]
@@ -82,32 +82,28 @@ class SpeedService:
         self,
         spark: SparkSession,
         settings: Settings,
+        pipeline: PipelineSpec,
         *,
-        views: Sequence[ViewSpec] = VIEWS,
-        contract: Contract | None = None,
-        identity: tuple[str, ...] | None = None,
+        views: Sequence[ViewSpec] | None = None,
         available_now: bool = False,
         metrics: SpeedMetrics | None = None,
         on_switch_step: Callable[[str], None] | None = None,
         pool: str | None = None,
-        pipeline: str = "",
     ) -> None:
-        """One pipeline's speed layer: ``settings`` are its stream settings
-        (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views,
-        ``contract`` its contract and ``identity`` its personal fields (default: those of
-        the pipeline declaring ``views``).
+        """``pipeline``'s speed layer: ``settings`` are its stream settings
+        (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views (default: the
+        pipeline's; a release's new definitions otherwise); its contract parses the
+        records, its identity fields are digested.
 
         ``on_switch_step(step)`` is called before each statement of a switch
         (:data:`speed_layer.replay.SWITCH_STEPS`), before the old query is stopped
         (``"stop"``) and before a replay's query is started (``"start"``); an exception it
         raises interrupts the switch (or the start) there. ``pool``: the
-        Spark scheduler pool its queries' jobs run in; ``pipeline`` its name in metrics and
-        logs (default: ``pool``)."""
+        Spark scheduler pool its queries' jobs run in."""
         from core.cassandra import connect
 
-        self.spark, self.settings, self.views = spark, settings, tuple(views)
-        self.contract = contract or contract_of(self.views)
-        self.identity = identity_of(self.views) if identity is None else identity
+        self.spark, self.settings, self.spec = spark, settings, pipeline
+        self.views = tuple(pipeline.view_specs if views is None else views)
         self.available_now = available_now
         self._on_step = on_switch_step
         self.pool = pool
@@ -120,8 +116,8 @@ class SpeedService:
         """The running queries by run generation."""
         self.recorder = ProgressRecorder(
             settings,
-            self.live.generation,
             self.views,
+            self.live.generation,
             live_query=self.live.query_name,
             metrics=metrics,
         )
@@ -129,7 +125,7 @@ class SpeedService:
         self._polled = 0.0
         self._listener: Any = None
         self.metrics = metrics
-        self.pipeline = pipeline or (pool or "")
+        self.pipeline = pipeline.name
         self._replay_failures = 0
         self._replay_retry_at = 0.0
 
@@ -184,11 +180,10 @@ class SpeedService:
         (query,) = start_queries(
             self.spark,
             self.settings,
+            self.spec,
             views=self.views,
             available_now=self.available_now,
             start=run,
-            contract=self.contract,
-            identity=self.identity,
         )
         self.queries[run.generation] = query
 

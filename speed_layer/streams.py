@@ -104,12 +104,10 @@ class Streams:
             service = SpeedService(
                 session,
                 settings,
-                views=spec.view_specs,
-                identity=spec.identity,
+                spec,
                 available_now=self.available_now,
                 metrics=self.metrics,
                 pool=spec.name,
-                pipeline=spec.name,
             )
             service.start()
         except Exception as exc:

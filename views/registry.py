@@ -2,11 +2,10 @@
 
 A view is one module (its build function and its ``SPEC``, a
 :class:`~views.spec.ViewSpec`); nothing lists it. :func:`view` resolves a name
-among them all; :data:`VIEWS` holds the views of the collector's events, the
-ones the speed layer, serving and the SQL server iterate over today.
+among them all. Which views a layer computes is what the pipelines declare
+(``PipelineSpec.view_specs``, :func:`pipelines.declared_views`): no view list
+here stands for "the" pipeline.
 
->>> [spec.name for spec in VIEWS]
-['page_activity', 'site_activity', 'search_terms', 'clicks']
 >>> view("clicks").columns
 ('window_start', 'target', 'clicks')
 >>> view("orders_by_currency").keys
@@ -19,17 +18,9 @@ import importlib
 import pkgutil
 from functools import cache
 
-from views import clicks, page_activity, search_terms, site_activity
 from views.spec import ViewSpec
 
-__all__ = ["VIEWS", "all_views", "view"]
-
-VIEWS: tuple[ViewSpec, ...] = (
-    page_activity.SPEC,
-    site_activity.SPEC,
-    search_terms.SPEC,
-    clicks.SPEC,
-)
+__all__ = ["all_views", "view"]
 
 
 @cache
@@ -52,12 +43,7 @@ def all_views() -> dict[str, ViewSpec]:
 
 def view(name: str) -> ViewSpec:
     """The view called ``name``."""
-    for spec in VIEWS:
-        if spec.name == name:
-            return spec
     found = all_views().get(name)
     if found is None:
-        known = ", ".join(spec.name for spec in (*VIEWS, *all_views().values()))
-        known = ", ".join(dict.fromkeys(known.split(", ")))
-        raise KeyError(f"No view {name!r}; the views are: {known}.")
+        raise KeyError(f"No view {name!r}; the views are: {', '.join(all_views())}.")
     return found

@@ -13,8 +13,8 @@ from views import ViewSpec
 def declare_views(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """``declare_views(*specs)``: pipelines resolve these views by name too, for one test.
 
-    They join ``views.registry.view`` only, not ``VIEWS``: like the views of a
-    pipeline over another topic, which serving and the speed layer do not list.
+    They join ``views.registry.view`` only, not the declared pipelines' views: like the
+    views of a pipeline not declared here, which serving and the speed layer do not list.
     """
     import views.registry
 

@@ -18,7 +18,7 @@ import pytest
 from core.settings import Settings
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
-from views import VIEWS
+from tests.support.web import WEB_EVENTS, WEB_VIEWS
 from views.common import HLL_LG_K
 from views.sketches import hll_union, kll_n, kll_quantile
 
@@ -96,13 +96,13 @@ def test_batch_views_equal_the_speed_views_for_closed_windows(
     )
     produce_direct(events, settings)
 
-    for query in start_queries(spark, settings, available_now=True):
+    for query in start_queries(spark, settings, WEB_EVENTS, available_now=True):
         query.awaitTermination(300)
         assert query.exception() is None, query.exception()
     run_pipeline(settings, "layers-1")
 
     compared = 0
-    for spec in VIEWS:
+    for spec in WEB_VIEWS:
         speed = _speed_rows(cassandra_session, settings, spec)
         batch = _batch_rows(cassandra_session, settings, spec)
         assert speed, f"the speed layer wrote no {spec.name} rows"

@@ -219,7 +219,9 @@ def test_rows_lost_from_the_speed_layer_are_found_and_a_replay_repairs_them(
         assert "page_activity" in health["message"] and "replay" in health["message"]
 
         # A replay from the start of the log rebuilds the views into version 1 and switches.
-        replay = request_replay(WEB_EVENTS.stream_settings(settings), "earliest")
+        replay = request_replay(
+            WEB_EVENTS.stream_settings(settings), "earliest", views=WEB_EVENTS.view_specs
+        )
         assert replay.version == 1
         wait_for(
             lambda: _speed_version(cassandra_session, settings) == 1,

@@ -31,6 +31,7 @@ from tests.support.cassandra import SCHEMA_TIMEOUT_S
 from tests.support.collector import collector_settings as make_settings
 from tests.support.collector import consume_all, serve_collector
 from tests.support.ports import free_port
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -66,7 +67,7 @@ def stack(spark, local_platform, tmp_path_factory):
     ensure_keyspace(session, name, {"class": "SimpleStrategy", "replication_factor": 1})
     create_tables(settings)
     with serve_collector(settings, WRITE_KEY) as collector:
-        queries = start_queries(spark, settings)
+        queries = start_queries(spark, settings, WEB_EVENTS)
         try:
             yield collector, site_port, session
         finally:

@@ -61,13 +61,14 @@ def test_a_raised_ttl_reaches_existing_speed_tables_and_serving_follows_it(
 ):
     from layout import ViewTables, create_tables, create_view_tables
     from speed_layer.sink import write_rows
-    from views import VIEWS, view
+    from tests.support.web import WEB_VIEWS
+    from views import view
 
     keyspace = keyspace_settings.cassandra.keyspace
     create_tables(_with_ttl(keyspace_settings, HOUR_S))  # tables of a release with a 1 h TTL
     replay = ViewTables(view("clicks"), keyspace, "speed", table_version=1)
     create_view_tables(cassandra_session, replay, HOUR_S)
-    speed = {f"speed_{v.name}{end}" for v in VIEWS for end in ("", "_by_minute")}
+    speed = {f"speed_{v.name}{end}" for v in WEB_VIEWS for end in ("", "_by_minute")}
     assert {t: ttl for t, ttl in _ttls(cassandra_session, keyspace).items() if t in speed} == (
         dict.fromkeys(speed, HOUR_S)
     )

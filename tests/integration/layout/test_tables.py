@@ -17,7 +17,7 @@ from layout import (
     create_tables,
     read_boundaries,
 )
-from views import VIEWS
+from tests.support.web import WEB_VIEWS
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,9 @@ def test_every_table_is_created_and_creating_again_changes_nothing(
         s.split(f"{keyspace}.", 1)[1].split(" ", 1)[0] for s in create_statements(keyspace, 60)
     }
     assert set(first) == expected
-    assert {f"speed_{v.name}" for v in VIEWS} | {f"batch_{v.name}" for v in VIEWS} <= set(first)
+    assert {f"speed_{v.name}" for v in WEB_VIEWS} | {f"batch_{v.name}" for v in WEB_VIEWS} <= set(
+        first
+    )
 
 
 def test_an_older_progress_table_gets_the_columns_it_lacks(

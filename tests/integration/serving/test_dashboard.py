@@ -17,6 +17,7 @@ import pytest
 
 from core.settings import KafkaSettings, LakeSettings, Settings, SpeedSettings
 from platformctl.demo_site import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -50,10 +51,11 @@ def live_traffic(spark, serving_settings: Settings, tmp_path_factory):
     )
     admin = AdminClient(kafka.client_config())
     ensure_topics(admin, platform_topics(kafka))
-    recorder = ProgressRecorder(settings)  # freshness, as the speed layer's entry point does
+    # freshness, as the speed layer's entry point does
+    recorder = ProgressRecorder(settings, WEB_EVENTS.view_specs)
     listener = recorder.listener()
     spark.streams.addListener(listener)
-    queries = start_queries(spark, settings)
+    queries = start_queries(spark, settings, WEB_EVENTS)
     now = datetime.now(UTC)
     events = sorted(
         generate(SimulatorConfig(seed=3, events=None, duration_s=240, rate=25, start=now)),

@@ -18,6 +18,7 @@ import pytest
 from core.settings import KafkaSettings, LakeSettings, Settings, SpeedSettings
 from ingest.simulator import SimulatorConfig, build_truth, generate, identity_of
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS, WEB_VIEWS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,7 +42,6 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
     from ingest.topics import ensure_topics, platform_topics
     from pipelines import pipeline
     from speed_layer.job import start_queries
-    from views import VIEWS
     from views.digest import pseudonymise
     from views.input import parse_records
 
@@ -74,7 +74,7 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
         )
     )
     produce_direct(events, settings)
-    for query in start_queries(spark, settings, available_now=True):
+    for query in start_queries(spark, settings, WEB_EVENTS, available_now=True):
         query.awaitTermination(300)
         assert query.exception() is None, query.exception()
 
@@ -91,7 +91,7 @@ def scenario(spark, serving_settings: Settings, tmp_path_factory):
     identity, key = pipeline("web_events").identity, settings.views.identity_key
     parsed = pseudonymise(parsed.dropDuplicates(["source_id", "event_id"]), identity, key).cache()
     batch_rows = {}
-    for spec in VIEWS:
+    for spec in WEB_VIEWS:
         rows = spec.build(parsed)
         rows.withColumn("window_date", F.to_date("window_start")).write.format("delta").mode(
             "overwrite"

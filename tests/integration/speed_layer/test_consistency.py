@@ -116,13 +116,13 @@ def test_the_pointers_the_jobs_and_serving_follow_are_read_and_written_at_local_
         record_start,
         update_run,
     )
-    from views import VIEWS
+    from tests.support.web import WEB_VIEWS
 
     settings = keyspace_settings
     create_tables(settings)
-    names = [spec.name for spec in VIEWS]
+    names = [spec.name for spec in WEB_VIEWS]
     cluster, session = connect(settings.cassandra)
-    for spec in VIEWS:  # the replay's version
+    for spec in WEB_VIEWS:  # the replay's version
         tables = ViewTables(spec, settings.cassandra.keyspace, "speed", table_version=1)
         create_view_tables(session, tables, settings.speed.ttl_s)
     sent = Sent(session)
@@ -134,7 +134,7 @@ def test_the_pointers_the_jobs_and_serving_follow_are_read_and_written_at_local_
         record_start(session, settings, replay)
         assert pending_replay(session, settings).generation == 1
         update_run(session, settings, 1, kafka_lag=0)
-        switch(session, settings, live, replay, VIEWS)
+        switch(session, settings, live, replay, WEB_VIEWS)
         assert current_start(session, settings).generation == 1
         assert read_speed_versions(session, settings.cassandra.keyspace, names) == dict.fromkeys(
             names, 1
@@ -148,7 +148,7 @@ def test_the_pointers_the_jobs_and_serving_follow_are_read_and_written_at_local_
 
         async def serve() -> None:  # serving's pointer reads, prepared by serving itself
             store = ServingStore(
-                session, settings.cassandra.keyspace, views=VIEWS, pointer_cache_s=0
+                session, settings.cassandra.keyspace, views=WEB_VIEWS, pointer_cache_s=0
             )
             pointers = await store.pointers()
             assert {p.speed_version for p in pointers.views.values()} == {1}

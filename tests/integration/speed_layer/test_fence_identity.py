@@ -13,13 +13,14 @@ from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from speed_layer.job import start_queries
 from speed_layer.start import StartPosition
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _drain(spark, settings) -> list[str]:
     """Run the speed layer's query until the log is read (in this process); its run ids."""
-    (query,) = start_queries(spark, settings, available_now=True)
+    (query,) = start_queries(spark, settings, WEB_EVENTS, available_now=True)
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
     return [str(query.id)]

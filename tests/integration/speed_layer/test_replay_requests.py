@@ -8,6 +8,7 @@ import pytest
 
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_VIEWS
 
 pytestmark = pytest.mark.integration
 
@@ -25,18 +26,17 @@ def test_one_replay_at_a_time_and_an_abandoned_one_is_dropped_after_its_grace(
     from speed_layer.replay import ReplayRefused, abandon_replay, drop_superseded, request_replay
     from speed_layer.reset import ResetRefused, reset
     from speed_layer.start import ABANDONED, REPLAYING, pending_replay, read_runs
-    from views import VIEWS
 
     settings, keyspace = replay_settings, replay_settings.cassandra.keyspace
-    first = request_replay(settings, "earliest")
+    first = request_replay(settings, "earliest", views=WEB_VIEWS)
     assert (first.generation, first.version, first.state, first.floor) == (1, 1, REPLAYING, None)
     assert {"speed_v1_clicks", "speed_v1_clicks_by_minute"} <= _tables(cassandra_session, keyspace)
     assert pending_replay(cassandra_session, settings).generation == first.generation
 
     with pytest.raises(ReplayRefused, match="already catching up"):
-        request_replay(settings, "earliest")
+        request_replay(settings, "earliest", views=WEB_VIEWS)
     with pytest.raises(ResetRefused, match="abandon it first"):
-        reset(settings, "earliest", force=True)
+        reset(settings, "earliest", force=True, views=WEB_VIEWS)
 
     assert abandon_replay(settings).generation == first.generation
     assert pending_replay(cassandra_session, settings) is None
@@ -44,14 +44,14 @@ def test_one_replay_at_a_time_and_an_abandoned_one_is_dropped_after_its_grace(
     assert run.state == ABANDONED and run.retired_at is not None
 
     # Kept through the grace period (a reader may still hold it), dropped after it.
-    assert drop_superseded(cassandra_session, settings, VIEWS) == []
+    assert drop_superseded(cassandra_session, settings, WEB_VIEWS) == []
     later = datetime.now(UTC) + timedelta(seconds=settings.speed.replay_grace_s + 1)
-    assert drop_superseded(cassandra_session, settings, VIEWS, now=later) == [1]
+    assert drop_superseded(cassandra_session, settings, WEB_VIEWS, now=later) == [1]
     assert not {t for t in _tables(cassandra_session, keyspace) if t.startswith("speed_v1_")}
     assert "speed_clicks" in _tables(cassandra_session, keyspace)  # the live version stays
 
     # The next replay takes the next version: a dropped one is never reused.
-    assert request_replay(settings, "earliest").version == 2
+    assert request_replay(settings, "earliest", views=WEB_VIEWS).version == 2
 
 
 def test_a_replay_that_would_leave_a_hole_before_the_boundary_is_refused(
@@ -71,8 +71,8 @@ def test_a_replay_that_would_leave_a_hole_before_the_boundary_is_refused(
     # From an hour ago: windows between the boundary and then would be missing.
     an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
     with pytest.raises(ReplayRefused, match="miss the windows in between"):
-        request_replay(settings, an_hour_ago)
-    forced = request_replay(settings, an_hour_ago, force=True)
+        request_replay(settings, an_hour_ago, views=WEB_VIEWS)
+    forced = request_replay(settings, an_hour_ago, force=True, views=WEB_VIEWS)
     assert forced.floor is not None and forced.floor > boundary
 
 
@@ -81,17 +81,16 @@ def test_a_reset_under_a_live_job_is_refused_and_another_pipeline_s_job_does_not
 ):
     from layout import PointerTables
     from speed_layer.reset import ResetRefused, reset
-    from views import VIEWS
 
     settings = replay_settings
     pointers = PointerTables(settings.cassandra.keyspace)
     beat = cassandra_session.prepare(pointers.update_heartbeat)
     # Another pipeline's view beating now: its job runs on its own, so no refusal.
     cassandra_session.execute(beat, (datetime.now(UTC), "orders_by_currency"))
-    assert reset(settings, "earliest").generation >= 1
+    assert reset(settings, "earliest", views=WEB_VIEWS).generation >= 1
 
     # One of this pipeline's views beating now: its job is alive.
-    cassandra_session.execute(beat, (datetime.now(UTC), VIEWS[0].name))
+    cassandra_session.execute(beat, (datetime.now(UTC), WEB_VIEWS[0].name))
     with pytest.raises(ResetRefused, match="stop the job first"):
-        reset(settings, "earliest")
-    assert reset(settings, "earliest", force=True).generation >= 1
+        reset(settings, "earliest", views=WEB_VIEWS)
+    assert reset(settings, "earliest", force=True, views=WEB_VIEWS).generation >= 1

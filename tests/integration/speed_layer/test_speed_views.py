@@ -7,12 +7,13 @@ import pytest
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from speed_layer.job import start_queries
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _drain(spark, settings) -> None:
-    for query in start_queries(spark, settings, available_now=True):
+    for query in start_queries(spark, settings, WEB_EVENTS, available_now=True):
         query.awaitTermination(300)
         assert query.exception() is None, query.exception()
 

@@ -16,6 +16,7 @@ import pytest
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from speed_layer.replay import SWITCH_STEPS
+from tests.support.web import WEB_EVENTS, WEB_VIEWS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,10 +52,10 @@ def _switch_fails_at(step, spark, settings, wait_for):
     from speed_layer.replay import request_replay
     from speed_layer.service import SpeedService
 
-    service = SpeedService(spark, settings, on_switch_step=FailOnce(step))
+    service = SpeedService(spark, settings, WEB_EVENTS, on_switch_step=FailOnce(step))
     service.start()
     old = service.queries[service.live.generation]
-    replay = request_replay(settings, "earliest")
+    replay = request_replay(settings, "earliest", views=WEB_VIEWS)
     service.poll()  # starts the replay's query
     wait_for(lambda: service.recorder.replay_progress_at is not None, 180, "the replay's progress")
     with pytest.raises(RuntimeError, match="injected failure"):
@@ -65,9 +66,7 @@ def _switch_fails_at(step, spark, settings, wait_for):
 def _assert_serving_reads_the_version_being_written(
     service, old, replay, settings, events, speed_version, read_view, cassandra_session, wait_for
 ):
-    from views import VIEWS
-
-    assert {speed_version(settings, spec.name) for spec in VIEWS} == {replay.version}
+    assert {speed_version(settings, spec.name) for spec in WEB_VIEWS} == {replay.version}
     assert set(service.queries) == {replay.generation}
     assert service.queries[replay.generation].isActive
     assert old is None or not old.isActive
@@ -127,7 +126,7 @@ def test_a_job_that_died_in_the_middle_of_a_switch_completes_it_when_it_starts(
     died.stop()  # the process is gone: so are its queries
     died.close()
 
-    service = SpeedService(spark, settings)
+    service = SpeedService(spark, settings, WEB_EVENTS)
     try:
         service.start()
         _assert_serving_reads_the_version_being_written(
@@ -158,11 +157,11 @@ def test_a_replay_whose_query_failed_to_start_is_started_at_a_later_poll(
     settings = switch_settings
     events = _events(seed=84, minutes_ago=6)
     produce_direct(events, settings)
-    service = SpeedService(spark, settings, on_switch_step=FailOnce("start"))
+    service = SpeedService(spark, settings, WEB_EVENTS, on_switch_step=FailOnce("start"))
     try:
         service.start()
         old = service.queries[service.live.generation]
-        replay = request_replay(settings, "earliest")
+        replay = request_replay(settings, "earliest", views=WEB_VIEWS)
         service.poll()  # the start fails
         assert service.replay is None and set(service.queries) == {service.live.generation}
         assert old.isActive, "the live query goes on while the replay cannot start"
@@ -196,12 +195,11 @@ def test_a_view_added_after_a_switch_is_served_from_the_version_the_live_run_wri
     run wrote ``speed_v<N>_<view>``."""
     from speed_layer.replay import request_replay
     from speed_layer.service import SpeedService
-    from views import VIEWS
 
     settings = switch_settings
-    before = tuple(spec for spec in VIEWS if spec.name != "clicks")
+    before = tuple(spec for spec in WEB_VIEWS if spec.name != "clicks")
     produce_direct(_events(seed=85, minutes_ago=6), settings)
-    service = SpeedService(spark, settings, views=before)
+    service = SpeedService(spark, settings, WEB_EVENTS, views=before)
     try:
         service.start()
         replay = request_replay(settings, "earliest", views=before)
@@ -216,7 +214,7 @@ def test_a_view_added_after_a_switch_is_served_from_the_version_the_live_run_wri
         service.close()
     assert speed_version(settings, "clicks") == 0  # no pointer: the switch did not know it
 
-    service = SpeedService(spark, settings)  # the next release adds clicks
+    service = SpeedService(spark, settings, WEB_EVENTS)  # the next release adds clicks
     try:
         assert speed_version(settings, "clicks") == replay.version
         service.start()

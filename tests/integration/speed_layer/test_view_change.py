@@ -15,6 +15,7 @@ import pytest
 
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS
 from views.page_activity import SPEC as PAGE_ACTIVITY
 from views.spec import Measure
 
@@ -64,7 +65,7 @@ class Running:
     def __init__(self, spark, settings, views) -> None:
         from speed_layer.service import SpeedService
 
-        self.service = SpeedService(spark, settings, views=views)
+        self.service = SpeedService(spark, settings, WEB_EVENTS, views=views)
         self.stopping = threading.Event()
         self.failed: list = []
         self.thread = threading.Thread(target=self._run, daemon=True)

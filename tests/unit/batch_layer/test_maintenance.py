@@ -9,7 +9,7 @@ from batch_layer.ledger import Entry, Ledger
 from batch_layer.maintenance import lake_tables, optimize, vacuum
 from batch_layer.pipelines import WEB_EVENTS
 from core.settings import BatchSettings, LakeSettings, Settings
-from views import VIEWS
+from tests.support.web import WEB_VIEWS
 
 
 def test_every_delta_table_of_the_pipeline_and_nothing_else(lake_settings: Settings):
@@ -18,7 +18,7 @@ def test_every_delta_table_of_the_pipeline_and_nothing_else(lake_settings: Setti
         f"{root}/bronze/web_events_v1",
         f"{root}/silver/web_events_v1",
         f"{root}/silver/web_events_v1_rejects",
-        *(f"{root}/gold/{spec.name}" for spec in VIEWS),
+        *(f"{root}/gold/{spec.name}" for spec in WEB_VIEWS),
         f"{root}/_pipelines/web_events/ledger",
     ]
 

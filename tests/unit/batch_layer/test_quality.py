@@ -15,7 +15,8 @@ import pytest
 from batch_layer.quality import GateReport, _suite_result, view_suite
 from core.settings import Settings
 from data_contracts.derive import ExpectationFailure, ValidationSummary
-from views import VIEWS, ViewSpec, view
+from tests.support.web import WEB_VIEWS
+from views import ViewSpec, view
 
 
 def _by_type(spec: ViewSpec) -> dict[str, list]:
@@ -67,7 +68,7 @@ def test_page_activity_suite():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", VIEWS, ids=lambda v: v.name)
+@pytest.mark.parametrize("spec", WEB_VIEWS, ids=lambda v: v.name)
 def test_every_view_one_row_per_window_and_key_no_null_key_no_negative_number(spec: ViewSpec):
     found = _by_type(spec)
     (unique,) = found["expect_compound_columns_to_be_unique"]
@@ -82,7 +83,7 @@ def test_every_view_one_row_per_window_and_key_no_null_key_no_negative_number(sp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", VIEWS, ids=lambda v: v.name)
+@pytest.mark.parametrize("spec", WEB_VIEWS, ids=lambda v: v.name)
 def test_every_expectation_says_which_view_field_and_rule(spec: ViewSpec):
     for expectation in view_suite(spec).expectations:
         assert expectation.meta["view"] == spec.name

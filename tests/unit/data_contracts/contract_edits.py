@@ -19,7 +19,7 @@ RAW = yaml.safe_load((CONTRACTS_DIR / "web_events" / "v1.odcs.yaml").read_text(e
 """The web-events contract document as parsed from its file."""
 
 
-def contract_of(document: dict[str, Any]) -> Contract:
+def contract_from(document: dict[str, Any]) -> Contract:
     """``document`` as a contract, after checking it is valid ODCS."""
     validate_odcs(document, "edited copy")
     return Contract("web_events", OpenDataContractStandard.model_validate(document))
@@ -43,7 +43,7 @@ def edited(**fields: dict[str, Any]) -> Contract:
                 field.pop(key, None)
             else:
                 field[key] = value
-    return contract_of(document)
+    return contract_from(document)
 
 
 def removed(*paths: str) -> Contract:
@@ -53,7 +53,7 @@ def removed(*paths: str) -> Contract:
         *parents, name = path.split(".")
         holder = _field(document, ".".join(parents)) if parents else document["schema"][0]
         holder["properties"] = [p for p in holder["properties"] if p["name"] != name]
-    return contract_of(document)
+    return contract_from(document)
 
 
 def handling(anonymise: object = None, expose: object = None) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import pytest
 from data_contracts import Contract, ContractError, load_contract
 from data_contracts.__main__ import main
 from data_contracts.compat import breaking_changes, check_compatibility, published_shapes
-from tests.unit.data_contracts.contract_edits import RAW, contract_of, edited, removed
+from tests.unit.data_contracts.contract_edits import RAW, contract_from, edited, removed
 
 V2_NEEDED = (
     "make the change a new major version: data_contracts/web_events/v2.odcs.yaml, "
@@ -81,7 +81,7 @@ def _v2(topic: str) -> Contract:
     event_id = next(p for p in document["schema"][0]["properties"] if p["name"] == "event_id")
     event_id.update(logicalType="integer", physicalType="long")
     event_id.pop("logicalTypeOptions")
-    return contract_of(document)
+    return contract_from(document)
 
 
 def test_a_v2_on_its_own_topic_passes():

@@ -11,7 +11,7 @@ import pytest
 from core.frames import local_frame
 from data_contracts import Contract, ContractError, load_contract
 from data_contracts.derive import anonymised_fields, field_handling, hidden_in_sql, sql_view
-from tests.unit.data_contracts.contract_edits import RAW, contract_of, edited, handling
+from tests.unit.data_contracts.contract_edits import RAW, contract_from, edited, handling
 
 
 def test_the_contract_states_the_handling_of_each_restricted_field():
@@ -79,9 +79,9 @@ def test_a_field_in_an_array_can_be_neither_rewritten_nor_hidden():
     document["schema"][0]["properties"].append(tags)
     tags["items"]["customProperties"] = handling("keep")
     with pytest.raises(ContractError, match=r"'tags\.\[\]' lies in an array"):
-        field_handling(contract_of(document))
+        field_handling(contract_from(document))
     tags["items"]["customProperties"] = handling("keep", True)
-    allowed = contract_of(document)
+    allowed = contract_from(document)
     assert field_handling(allowed)["tags.[]"].expose_in_sql is True
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from layout import GRAINS, PROGRESS_COLUMNS, RUNS_COLUMNS, PointerTables, ViewTables
 from layout.consistency import CONSISTENCY, DEFAULT, consistency_of, statement_kind
-from views import VIEWS
+from tests.support.web import WEB_VIEWS
 
 ROOT = Path(__file__).resolve().parents[3]
 POINTERS = PointerTables("ks")
@@ -42,7 +42,7 @@ def _pointer_statements() -> dict[str, str]:
 def _view_statements() -> dict[str, str]:
     """Every statement :class:`ViewTables` makes, in both layers, every grain and a version."""
     out = {}
-    for spec in VIEWS:
+    for spec in WEB_VIEWS:
         measures = [m.name for m in spec.measures]
         for layer, grain, version in [
             *(("batch", grain, 0) for grain in GRAINS),
@@ -84,7 +84,7 @@ def test_kinds_follow_the_table_and_whether_it_is_read_or_written():
     assert statement_kind(POINTERS.update_heartbeat) == ("speed_pointer", "write")
     assert statement_kind(POINTERS.insert_boundary) == ("batch_pointer", "write")
     assert statement_kind(POINTERS.select_reconcile) == ("reconcile", "read")
-    clicks = ViewTables(VIEWS[-1], "ks", "speed", table_version=2)
+    clicks = ViewTables(WEB_VIEWS[-1], "ks", "speed", table_version=2)
     assert statement_kind(clicks.select_stored_window()) == ("speed_view", "read")
     assert statement_kind(clicks.delete_day()) == ("speed_view", "write")
 

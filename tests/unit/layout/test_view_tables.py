@@ -9,7 +9,8 @@ import pytest
 
 from infra.terraform.cql import parse_create_table
 from layout import LAYERS, ViewTables, create_statements, view_tables
-from views import VIEWS, Measure, ViewSpec, view
+from tests.support.web import WEB_VIEWS
+from views import Measure, ViewSpec, view
 from views.kinds import KINDS, kind
 
 EVERY_KIND = ViewSpec(
@@ -29,7 +30,7 @@ def _columns(statement: str) -> list[str]:
     return columns
 
 
-@pytest.mark.parametrize("spec", (*VIEWS, EVERY_KIND), ids=lambda v: v.name)
+@pytest.mark.parametrize("spec", (*WEB_VIEWS, EVERY_KIND), ids=lambda v: v.name)
 def test_speed_and_batch_tables_type_every_measure_alike(spec: ViewSpec):
     speed = parse_create_table(ViewTables(spec, "ks", "speed").create(60)[0])
     batch = parse_create_table(ViewTables(spec, "ks", "batch").create()[0])
@@ -38,7 +39,7 @@ def test_speed_and_batch_tables_type_every_measure_alike(spec: ViewSpec):
         assert dict(speed.columns)[measure.name] == dict(batch.columns)[measure.name] == expected
 
 
-@pytest.mark.parametrize("spec", VIEWS, ids=lambda v: v.name)
+@pytest.mark.parametrize("spec", WEB_VIEWS, ids=lambda v: v.name)
 def test_speed_tables_expire_and_carry_the_micro_batch_that_wrote_them(spec: ViewSpec):
     by_key, by_minute = (parse_create_table(s) for s in ViewTables(spec, "ks", "speed").create(90))
     assert by_key.name == f"speed_{spec.name}"
@@ -72,7 +73,7 @@ def test_a_versioned_speed_output_is_a_parameter_not_a_copy():
 
 
 @pytest.mark.parametrize("layer", LAYERS)
-@pytest.mark.parametrize("spec", (*VIEWS, EVERY_KIND), ids=lambda v: v.name)
+@pytest.mark.parametrize("spec", (*WEB_VIEWS, EVERY_KIND), ids=lambda v: v.name)
 def test_bound_values_land_in_their_columns(spec: ViewSpec, layer: str):
     tables = ViewTables(spec, "ks", layer)
     start = datetime(2024, 5, 1, 10, 7, tzinfo=UTC)
@@ -154,11 +155,9 @@ def test_the_reads_serving_prepares():
 
 def test_a_view_a_pipeline_declares_gets_its_tables(monkeypatch):
     import pipelines
-    import views.registry
 
     declared = pipelines.declared_views()
     monkeypatch.setattr(pipelines, "declared_views", lambda: (*declared, EVERY_KIND))
-    monkeypatch.setattr(views.registry, "VIEWS", (*views.registry.VIEWS, EVERY_KIND))
     names = {parse_create_table(s).name for s in create_statements("ks", 60)}
     assert {
         "speed_every_kind",

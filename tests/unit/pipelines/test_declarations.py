@@ -22,7 +22,8 @@ from pipelines import (
     validate_all,
 )
 from pipelines.registry import discover
-from views import VIEWS, Measure, ViewSpec, view
+from tests.support.web import WEB_VIEWS
+from views import Measure, ViewSpec, view
 
 WEB_EVENTS = pipeline("web_events")
 
@@ -48,7 +49,7 @@ def contracts(tmp_path):
 
 def test_web_events_computes_every_view_and_reconciles_counts_only():
     assert pipeline("web_events") is WEB_EVENTS
-    assert set(WEB_EVENTS.views) <= {v.name for v in VIEWS}
+    assert set(WEB_EVENTS.views) <= {v.name for v in WEB_VIEWS}
     assert (WEB_EVENTS.contract, WEB_EVENTS.contract_major) == ("web_events", 1)
     checked = {(r.view, r.measure) for r in WEB_EVENTS.reconcile}
     assert checked == {
@@ -219,7 +220,7 @@ def test_views_are_named_not_given_as_specs():
 
 def test_a_view_the_registry_does_not_know_fails_validation_not_declaration():
     spec = PipelineSpec("orders", "orders", 1, ("orders_by_sku",))
-    with pytest.raises(KeyError, match="No view 'orders_by_sku'; the views are: page_activity"):
+    with pytest.raises(KeyError, match="No view 'orders_by_sku'; the views are: .*page_activity"):
         spec.validate()
 
 

@@ -41,7 +41,8 @@ from ingest.enrich import RequestFacts, enrich
 from ingest.simulator import GroundTruth, SimEvent, SimulatorConfig, build_truth, generate
 from pipelines import pipeline
 from speed_layer.sink import fold
-from views import VIEWS, ViewSpec, estimates
+from tests.support.web import WEB_VIEWS
+from views import ViewSpec, estimates
 from views.digest import pseudonymise
 from views.input import parse_records
 from views.kinds import kind
@@ -226,9 +227,9 @@ def views_over(runner: Runner) -> Callable[[str, Path], dict[str, Table]]:
 
     def tables(mode: str, source: Path) -> dict[str, Table]:
         if (mode, source) not in cache and mode == "batch":
-            cache[mode, source] = {spec.name: runner.batch(spec, source) for spec in VIEWS}
+            cache[mode, source] = {spec.name: runner.batch(spec, source) for spec in WEB_VIEWS}
         elif (mode, source) not in cache:
-            streamed = runner.streams(VIEWS, source)
+            streamed = runner.streams(WEB_VIEWS, source)
             cache[mode, source] = {name: run.table for name, run in streamed.items()}
             once = [name for name, run in streamed.items() if run.batches_with_updates < 2]
             assert not once, f"{once}: updated in one micro-batch only; spread the events"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from views import VIEWS
+from tests.support.web import WEB_VIEWS
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("spec", VIEWS, ids=lambda spec: spec.name)
+@pytest.mark.parametrize("spec", WEB_VIEWS, ids=lambda spec: spec.name)
 def test_batch_and_stream_give_the_same_view(spec, simulated):
     batch = simulated("batch", spec)
     stream = simulated("stream", spec)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from views import VIEWS, estimates, merge_partials, view
+from tests.support.web import WEB_VIEWS
+from views import estimates, merge_partials, view
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +19,7 @@ def events(runner, simulation):
     return runner.events(simulation.source).cache()
 
 
-@pytest.mark.parametrize("spec", VIEWS, ids=lambda spec: spec.name)
+@pytest.mark.parametrize("spec", WEB_VIEWS, ids=lambda spec: spec.name)
 def test_partials_of_two_halves_merge_into_the_whole(spec, events, runner):
     """Serving's case: rows of one window from two layers merge into the window's answer."""
     before = spec.build(events.where(F.col("event_time") < F.lit(SPLIT).cast("timestamp")))
