@@ -63,6 +63,20 @@ def _switch_fails_at(step, spark, settings, wait_for):
     return service, old, replay
 
 
+@pytest.fixture
+def reads_new_version(speed_version, read_view, cassandra_session, wait_for):
+    """``reads_new_version(service, old, replay, settings, events)``: after the switch,
+    serving reads the replay's version, which its query writes (new events counted)."""
+
+    def check(service, old, replay, settings, events):
+        _assert_serving_reads_the_version_being_written(
+            service, old, replay, settings, events, speed_version, read_view, cassandra_session,
+            wait_for,
+        )  # fmt: skip
+
+    return check
+
+
 def _assert_serving_reads_the_version_being_written(
     service, old, replay, settings, events, speed_version, read_view, cassandra_session, wait_for
 ):
@@ -89,7 +103,7 @@ def _assert_serving_reads_the_version_being_written(
 
 @pytest.mark.parametrize("step", [*SWITCH_STEPS, "stop"])
 def test_a_switch_interrupted_before_any_statement_is_completed_by_the_next_poll(
-    step, spark, switch_settings, cassandra_session, speed_version, read_view, wait_for
+    step, spark, switch_settings, reads_new_version, wait_for
 ):
     settings = switch_settings
     events = _events(seed=81, minutes_ago=6)
@@ -97,17 +111,7 @@ def test_a_switch_interrupted_before_any_statement_is_completed_by_the_next_poll
     service, old, replay = _switch_fails_at(step, spark, settings, wait_for)
     try:
         service.poll()
-        _assert_serving_reads_the_version_being_written(
-            service,
-            old,
-            replay,
-            settings,
-            events,
-            speed_version,
-            read_view,
-            cassandra_session,
-            wait_for,
-        )
+        reads_new_version(service, old, replay, settings, events)
     finally:
         service.stop()
         service.close()
@@ -115,7 +119,7 @@ def test_a_switch_interrupted_before_any_statement_is_completed_by_the_next_poll
 
 @pytest.mark.parametrize("step", ["pointers", "retire", "promote"])
 def test_a_job_that_died_in_the_middle_of_a_switch_completes_it_when_it_starts(
-    step, spark, switch_settings, cassandra_session, speed_version, read_view, wait_for
+    step, spark, switch_settings, reads_new_version, wait_for
 ):
     from speed_layer.service import SpeedService
 
@@ -129,24 +133,14 @@ def test_a_job_that_died_in_the_middle_of_a_switch_completes_it_when_it_starts(
     service = SpeedService(spark, settings, WEB_EVENTS)
     try:
         service.start()
-        _assert_serving_reads_the_version_being_written(
-            service,
-            None,
-            replay,
-            settings,
-            events,
-            speed_version,
-            read_view,
-            cassandra_session,
-            wait_for,
-        )
+        reads_new_version(service, None, replay, settings, events)
     finally:
         service.stop()
         service.close()
 
 
 def test_a_replay_whose_query_failed_to_start_is_started_at_a_later_poll(
-    spark, switch_settings, cassandra_session, speed_version, read_view, wait_for
+    spark, switch_settings, reads_new_version, wait_for
 ):
     """Finding 1 of the pipelines' isolation: the replay was recorded as started before its
     query was; a start that raised (a schema-agreement timeout) was never tried again, and
@@ -171,17 +165,7 @@ def test_a_replay_whose_query_failed_to_start_is_started_at_a_later_poll(
             return service.live.generation == replay.generation
 
         wait_for(switched, 180, "the replay started again and switched")
-        _assert_serving_reads_the_version_being_written(
-            service,
-            old,
-            replay,
-            settings,
-            events,
-            speed_version,
-            read_view,
-            cassandra_session,
-            wait_for,
-        )
+        reads_new_version(service, old, replay, settings, events)
     finally:
         service.stop()
         service.close()
