@@ -22,6 +22,8 @@ pytestmark = pytest.mark.integration
 KEY_S = "s-write-key-0001"
 AUTH = (KEY_S, "")
 FORGOTTEN = "forgotten-user-7"
+BUYER = "forgotten-in-checkouts-only-42"
+"""Forgotten in the checkouts pipeline only: the website's events of this id are kept."""
 
 
 def test_a_refused_batch_dead_letters_only_the_calls_of_users_not_forgotten(
@@ -36,11 +38,14 @@ def test_a_refused_batch_dead_letters_only_the_calls_of_users_not_forgotten(
     )
     ensure_topics(AdminClient(settings.kafka.client_config()), platform_topics(settings.kafka))
     record_suppression(settings.kafka, SuppressionRequest(FORGOTTEN, datetime.now(UTC), "t-1"))
+    scoped = SuppressionRequest(BUYER, datetime.now(UTC), "t-2", pipeline="checkouts")
+    record_suppression(settings.kafka, scoped)
     page = {"type": "page", "properties": {"path": "/p"}}
     mixed = [
         {**page, "messageId": "f1", "userId": FORGOTTEN},
         {**page, "messageId": "f2", "anonymousId": FORGOTTEN},
         {**page, "messageId": "o1", "userId": "someone-else"},
+        {**page, "messageId": "o3", "userId": BUYER},
         {**page, "messageId": "f3", "userId": FORGOTTEN, "anonymousId": "their-browser"},
         {**page, "messageId": "o2", "anonymousId": "another-browser"},
     ]
@@ -49,7 +54,7 @@ def test_a_refused_batch_dead_letters_only_the_calls_of_users_not_forgotten(
     with serve_collector(settings, KEY_S) as running:
         health = httpx.get(f"{running.url}/health", headers=operator(settings), timeout=30)
         health = health.json()
-        assert health["suppressions"]["loaded"] and health["suppressions"]["size"] == 1
+        assert health["suppressions"]["loaded"] and health["suppressions"]["size"] == 2
         answers = [
             httpx.post(f"{running.url}/v1/batch", json={"batch": b}, auth=AUTH, timeout=30)
             for b in (mixed, theirs_only)
@@ -62,11 +67,13 @@ def test_a_refused_batch_dead_letters_only_the_calls_of_users_not_forgotten(
     assert [a.status_code for a in answers] == [400, 400]
     assert answers[0].json() == answers[1].json()
     assert answers[0].json()["error"] == "too_many_events"
-    # One letter, for the mixed batch, holding the other users' calls only.
+    # One letter, for the mixed batch, holding the other users' calls only: those of the
+    # person forgotten in checkouts only are web events, kept.
     assert len(letters) == 1
     letter = json.loads(letters[0].value())
-    assert letter["reason"] == "batch:too_many_events" and letter["events"] == 2
-    assert [c["messageId"] for c in json.loads(letter["payload"])["batch"]] == ["o1", "o2"]
+    assert letter["reason"] == "batch:too_many_events" and letter["events"] == 3
+    kept = [c["messageId"] for c in json.loads(letter["payload"])["batch"]]
+    assert kept == ["o1", "o3", "o2"]
     for record in letters:
         everything = (record.value() or b"") + (record.key() or b"")
         everything += b"".join(value or b"" for _, value in record.headers() or [])
