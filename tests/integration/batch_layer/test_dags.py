@@ -97,7 +97,7 @@ def args_of(t):
         return t.application_args
     return t.job_driver["sparkSubmit"]["entryPointArguments"]  # EMR Serverless
 # The forget DAGs' tasks rendered as a run with params {"user": ...} renders them.
-context = {"params": {"user": "user-000042"}, "run_id": "manual__forget-1"}
+context = {"params": {"user": "user-000042", "scope": "pipeline"}, "run_id": "manual__forget-1"}
 forget = {
     d.dag_id: {
         "params": {k: d.params.get_param(k).schema for k in d.params},
@@ -200,19 +200,21 @@ def test_parsing_the_dags_imports_no_spark_code(parsed_dags: dict):
 
 
 def test_the_forget_dag_erases_then_republishes_through_both_gates(parsed_dags: dict):
-    """``P_forget`` renders the user param into the forget step's arguments; the silver
-    gate, gold, the gold gate and publish follow it in that order."""
+    """``P_forget`` renders the user and scope params into the forget step's arguments (the
+    scope ``everywhere`` unless a run says ``pipeline``); the silver gate, gold, the gold gate
+    and publish follow it in that order."""
     for spec in PIPELINES:
         dag = parsed_dags["forget"][f"{spec.name}_forget"]
         assert dag["params"]["user"]["type"] == "string"
         assert dag["params"]["user"]["minLength"] == 1
+        assert dag["params"]["scope"]["enum"] == ["everywhere", "pipeline"]
         tasks = dag["tasks"]
         steps = ["forget", "check_silver", "gold", "check_gold", "publish"]
         assert sorted(tasks) == sorted(steps)
         for before, step in zip(["", *steps], steps, strict=False):
             assert tasks[step]["upstream"] == ([before] if before else [])
             run = ["--pipeline", spec.name, "--run-id", "manual__forget-1"]
-            extra = ["--user", "user-000042"] if step == "forget" else []
+            extra = ["--user", "user-000042", "--scope", "pipeline"] if step == "forget" else []
             assert tasks[step]["args"] == [step, *run, *extra]
 
 
