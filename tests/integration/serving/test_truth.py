@@ -241,6 +241,7 @@ def test_spark_sql_sees_the_same_merged_views(scenario, spark) -> None:
         settings,
         speed_start=datetime(2024, 1, 1, 23, 0, tzinfo=UTC),
         speed_end=datetime(2024, 1, 2, 1, 0, tzinfo=UTC),
+        views=WEB_VIEWS,  # the scenario's pipeline
     )
     assert boundaries["site_activity"] == MIDNIGHT
     row = spark.sql(
