@@ -22,6 +22,7 @@ from ingest.simulator import SimulatorConfig, build_truth, generate, send
 from ingest.simulator.direct import produce_direct
 from tests.integration.asgi import serving
 from tests.support.ports import free_port
+from tests.support.web import WEB_VIEWS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -216,12 +217,12 @@ def test_a_poisoned_checkpoint_is_reset_and_then_counts_exactly(
     beat = f"UPDATE {table} SET heartbeat_at = toTimestamp(now()) WHERE view_name = %s"
     cassandra_session.execute(beat, ("clicks",))
     with pytest.raises(ResetRefused, match="clicks"):
-        reset(web, "earliest")
+        reset(web, "earliest", views=WEB_VIEWS)
     cassandra_session.execute(
         f"UPDATE {table} SET stopped_at = toTimestamp(now()) WHERE view_name = 'clicks'"
     )
     cassandra_session.execute(beat, ("orders_by_currency",))  # another pipeline, alive
-    run = reset(web, "earliest")
+    run = reset(web, "earliest", views=WEB_VIEWS)
     cassandra_session.execute(f"DELETE FROM {table} WHERE view_name = 'orders_by_currency'")
     assert (run.generation, run.floor) == (1, None)  # the whole log: every window recomputed
 
