@@ -34,7 +34,9 @@ def test_measure_kinds():
 
 
 def test_unknown_names_say_what_exists():
-    with pytest.raises(KeyError, match=r"the views are: .*clicks, .*page_activity, .*site_activity"):
+    with pytest.raises(
+        KeyError, match=r"the views are: .*clicks, .*page_activity, .*site_activity"
+    ):
         view("pages")
     with pytest.raises(KeyError, match=r"has no measure 'p95'.*page_views"):
         view("page_activity").measure("p95")
