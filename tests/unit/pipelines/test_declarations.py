@@ -220,7 +220,7 @@ def test_views_are_named_not_given_as_specs():
 
 def test_a_view_the_registry_does_not_know_fails_validation_not_declaration():
     spec = PipelineSpec("orders", "orders", 1, ("orders_by_sku",))
-    with pytest.raises(KeyError, match="No view 'orders_by_sku'; the views are: .*page_activity"):
+    with pytest.raises(KeyError, match=r"No view 'orders_by_sku'; the views are: .*page_activity"):
         spec.validate()
 
 
