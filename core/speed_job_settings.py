@@ -49,9 +49,9 @@ class SpeedJobSettings(_Section):
     min_executors: int = Field(default=1, ge=1)
     """Executors kept when the log is quiet (``spark.dynamicAllocation.minExecutors``)."""
     max_executors: int | None = Field(default=None, ge=1)
-    """Most executors under load; None: as many as reading every partition of the topic at
-    once needs, ``ceil(max(kafka.partitions, speed.state_partitions) / executor_cores)``:
-    more would have no task to run."""
+    """Most executors under load; None: as many as reading every partition of every streamed
+    pipeline's topic at once needs, ``ceil(sum over the pipelines of max(its partitions,
+    speed.state_partitions) / executor_cores)``: more would have no task to run."""
     max_failed_attempts_per_hour: int = Field(default=5, ge=1, le=10)
     """``retryPolicy.maxFailedAttemptsPerHour``: EMR Serverless starts a failed run again
     from its checkpoint, and gives up (the run ends FAILED) after this many failures within

@@ -13,16 +13,18 @@ What makes it a long-lived, self-healing stream rather than a batch step:
   attempt again, from the checkpoint, until that many fail within an hour;
 - the checkpoint root on S3 (``lake.checkpoint_root``), handed to the driver
   so every attempt and every replacement resumes the same queries;
-- dynamic allocation up to one task slot per Kafka partition: the job grows
-  past one machine with the topic, and shrinks when the log is quiet.
+- dynamic allocation up to one task slot per Kafka partition of every streamed
+  pipeline: the job grows past one machine with the topics, and shrinks when
+  the log is quiet.
 
 >>> from core.settings import (BatchSettings, KafkaSettings, LakeSettings, Settings,
-...                            SpeedJobSettings)
+...                            SpeedJobSettings, SpeedSettings)
 >>> s = Settings(
 ...     kafka=KafkaSettings(partitions=12),
 ...     lake=LakeSettings(checkpoint_root="s3a://lake/checkpoints"),
 ...     batch=BatchSettings(emr_job_role_arn="arn:aws:iam::1:role/job",
 ...                         artifacts_uri="s3://lake/artifacts/0.2.0"),
+...     speed=SpeedSettings(pipelines=["web_events"]),
 ...     speed_job=SpeedJobSettings(emr_application_id="00speed", executor_cores=4))
 >>> request = start_job_run_request(s, client_token="t-1")
 >>> request["mode"], request["executionTimeoutMinutes"], request["retryPolicy"]
@@ -56,11 +58,15 @@ _OBJECT_STORES = ("s3://", "s3a://")
 
 def max_executors(settings: Settings) -> int:
     """Most executors the job may hold: ``speed_job.max_executors``, or enough task slots to
-    read every Kafka partition (and run every state partition) of a micro-batch at once."""
+    read every Kafka partition (and run every state partition) of a micro-batch of every
+    streamed pipeline at once: their queries run side by side in the one job."""
+    from speed_layer.streams import streamed
+
     job = settings.speed_job
     if job.max_executors is not None:
         return job.max_executors
-    tasks = max(settings.kafka.partitions, settings.speed.state_partitions)
+    state = settings.speed.state_partitions
+    tasks = sum(max(spec.partitions_of(settings), state) for spec in streamed(settings))
     return max(job.min_executors, math.ceil(tasks / job.executor_cores))
 
 

@@ -24,6 +24,7 @@ from core.settings import (
     SpeedJobSettings,
     SpeedSettings,
 )
+from pipelines import PIPELINES
 from platformctl.cli import main
 from platformctl.speed_deploy import DeployError, deploy, status
 
@@ -32,6 +33,9 @@ ROLE = "arn:aws:iam::123456789012:role/wap-prod-spark-job"
 ARTIFACTS = "s3://acme-wap-prod-lake/artifacts/0.3.0"
 T0 = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
 RUNS_ARN = f"arn:aws:emr-serverless:eu-west-1:123456789012:/applications/{APP}/jobruns"
+
+LIVE = [spec for spec in PIPELINES if spec.speed.live]
+"""The pipelines the job streams: each gets its 12 partitions' task slots (3 executors of 4)."""
 
 # What StartJobRun must receive for the settings of _settings(), written out in full.
 EXPECTED_START = {
@@ -61,7 +65,7 @@ EXPECTED_START = {
                     "--conf spark.dynamicAllocation.enabled=true",
                     "--conf spark.dynamicAllocation.minExecutors=1",
                     "--conf spark.dynamicAllocation.initialExecutors=1",
-                    "--conf spark.dynamicAllocation.maxExecutors=3",
+                    f"--conf spark.dynamicAllocation.maxExecutors={3 * len(LIVE)}",
                     "--conf spark.emr-serverless.driverEnv.WAP_LAKE__CHECKPOINT_ROOT="
                     "s3a://acme-wap-prod-lake/checkpoints",
                     "--conf spark.emr-serverless.driverEnv.WAP_SPEED__CHECKPOINT_NAME=speed",

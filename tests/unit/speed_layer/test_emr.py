@@ -14,6 +14,7 @@ from core.settings import (
     SpeedSettings,
 )
 from speed_layer.emr import check, max_executors, start_job_run_request
+from speed_layer.streams import streamed
 
 ARTIFACTS = "s3://acme-lake/artifacts/0.2.0"
 
@@ -87,7 +88,8 @@ def test_the_job_runs_from_the_artifact_on_s3_checkpoints_with_workers_sized_by_
         "spark.dynamicAllocation.enabled": "true",
         "spark.dynamicAllocation.minExecutors": "1",
         "spark.dynamicAllocation.initialExecutors": "1",
-        "spark.dynamicAllocation.maxExecutors": "3",  # 12 partitions / 4 cores
+        # 12 partitions of each streamed pipeline / 4 cores
+        "spark.dynamicAllocation.maxExecutors": str(3 * len(streamed(_settings()))),
     }
 
 
@@ -100,10 +102,23 @@ def test_max_executors_give_every_partition_a_task_slot(
 ):
     settings = _settings(
         kafka=KafkaSettings(partitions=partitions),
-        speed=SpeedSettings(state_partitions=state_partitions),
+        speed=SpeedSettings(state_partitions=state_partitions, pipelines=["web_events"]),
         speed_job=SpeedJobSettings(emr_application_id="00speedapp", executor_cores=cores),
     )
     assert max_executors(settings) == expected
+
+
+def test_every_streamed_pipeline_gets_its_partitions_task_slots():
+    """Finding 11 of the pipelines' isolation: the job was sized from one pipeline's
+    partitions while every streamed pipeline's query reads its own at the same time."""
+    settings = _settings(
+        kafka=KafkaSettings(partitions=12),
+        speed_job=SpeedJobSettings(emr_application_id="00speedapp", executor_cores=4),
+    )
+    pipelines = streamed(settings)
+    assert len(pipelines) >= 2
+    slots = sum(spec.partitions_of(settings) for spec in pipelines)
+    assert max_executors(settings) == -(-slots // 4) > 3  # 3: one pipeline's 12 partitions
 
 
 def test_a_set_maximum_wins_and_the_minimum_is_kept():
