@@ -35,7 +35,7 @@ now - TTL are unavailable too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,10 +46,13 @@ if TYPE_CHECKING:
     from serving.store import ViewPointers
 
 __all__ = [
+    "ERROR_CODES",
     "FreshnessRules",
     "boundary_age_s",
     "drift_message",
+    "health",
     "health_status",
+    "pipeline_views",
     "reconciliation",
     "speed_freshness",
     "unavailable",
@@ -230,3 +233,67 @@ def drift_message(reconciled: Mapping[str, Mapping[str, Any] | None]) -> str | N
         )
         + "), then re-run the reconcile task (docs/operations.md)"
     )
+
+
+ERROR_CODES = ("speed_event_time", "batch_boundary_old", "layers_disagree")
+"""``/health``'s error codes, the most serious first (the whole answer's is the first any
+pipeline has)."""
+
+
+def health(
+    freshness: Mapping[str, Mapping[str, Any]],
+    boundary_ages: Mapping[str, float | None],
+    reconciled: Mapping[str, Mapping[str, Any] | None],
+    rules: FreshnessRules,
+) -> dict[str, Any]:
+    """``/health``'s verdict over every view, each pipeline its own failure domain.
+
+    ``pipelines[name].status`` is ``error`` when one of its views' event time is ahead of
+    now, ``degraded`` when a view's batch boundary is older than the rules allow or its last
+    reconciliation found the layers apart (``message`` names the views and why), else
+    ``ok``. The whole answer's ``status`` is ``error`` only when every pipeline is (nothing
+    serves correctly: 503), ``degraded`` when any pipeline is not ``ok`` (the others serve:
+    200 for the load balancer, the degraded ones named), else ``ok``.
+    """
+    pipelines = {}
+    for name, views in pipeline_views(list(freshness)).items():
+        status, message = health_status(
+            {v: freshness[v] for v in views}, {v: boundary_ages.get(v) for v in views}, rules
+        )
+        code = {"error": "speed_event_time", "degraded": "batch_boundary_old"}.get(status)
+        drift = drift_message({v: reconciled.get(v) for v in views})
+        if drift is not None and status != "error":
+            status, message = "degraded", "; ".join(filter(None, (message, drift)))
+            code = code or "layers_disagree"
+        pipelines[name] = {"status": status, "views": views}
+        if message is not None:
+            pipelines[name] |= {"error": code, "message": message}
+    statuses = {p["status"] for p in pipelines.values()}
+    status = "ok" if statuses <= {"ok"} else "error" if statuses == {"error"} else "degraded"
+    answer: dict[str, Any] = {"status": status, "cassandra": "reachable"}
+    failing = [p for p in pipelines.values() if p["status"] != "ok"]
+    if failing:
+        codes = [p["error"] for p in failing]
+        answer |= {
+            "error": next(c for c in (*ERROR_CODES, *codes) if c in codes),
+            "message": "; ".join(p["message"] for p in failing),
+        }
+    return answer | {"pipelines": pipelines}
+
+
+def pipeline_views(views: Sequence[str]) -> dict[str, list[str]]:
+    """``views`` by the pipeline declaring each (a view no pipeline declares is its own).
+
+    >>> pipeline_views(["clicks", "orders_by_currency", "page_activity"])
+    {'web_events': ['clicks', 'page_activity'], 'checkouts': ['orders_by_currency']}
+    """
+    from pipelines import pipeline_of_view
+
+    grouped: dict[str, list[str]] = {}
+    for view in views:
+        try:
+            name = pipeline_of_view(view).name
+        except KeyError:
+            name = view
+        grouped.setdefault(name, []).append(view)
+    return grouped

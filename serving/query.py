@@ -31,8 +31,7 @@ from serving.errors import QueryError
 from serving.freshness import (
     FreshnessRules,
     boundary_age_s,
-    drift_message,
-    health_status,
+    health,
     reconciliation,
     speed_freshness,
     unavailable,
@@ -454,75 +453,15 @@ class Queries:
 
     async def health(self) -> dict[str, Any]:
         """Boundary, speed freshness and the last reconciliation of every view, and each
-        pipeline's status (re-reads the pointers if stale).
-
-        Each pipeline is its own failure domain: ``pipelines[name].status`` is ``error``
-        when one of its views' event time is ahead of now, ``degraded`` when a view's batch
-        boundary is older than the rules allow or its last reconciliation found the layers
-        apart (``message`` names the views and why), else ``ok``. The whole answer's
-        ``status`` is ``error`` only when every pipeline is (nothing serves correctly: 503),
-        ``degraded`` when any pipeline is not ``ok`` (the others serve: 200 for the load
-        balancer, the degraded ones named), else ``ok``.
+        pipeline's status (re-reads the pointers if stale): :func:`serving.freshness.health`.
         """
         pointers = await self.store.pointers()
         views = list(self.store.views)
         context = self._context(pointers, views, self.now_ms())
-        pipelines = {
-            name: self._pipeline_health(context, pointers, members)
-            for name, members in pipeline_views(views).items()
-        }
-        statuses = {p["status"] for p in pipelines.values()}
-        status = "ok" if statuses <= {"ok"} else "error" if statuses == {"error"} else "degraded"
-        answer: dict[str, Any] = {"status": status, "cassandra": "reachable"}
-        failing = [p for p in pipelines.values() if p["status"] != "ok"]
-        if failing:
-            codes = [p["error"] for p in failing]
-            code = next(c for c in (*ERROR_CODES, *codes) if c in codes)
-            answer |= {"error": code, "message": "; ".join(p["message"] for p in failing)}
-        reconciled = {name: reconciliation(pointers.views[name].reconciled) for name in views}
-        return answer | context | {"reconciled": reconciled, "pipelines": pipelines}
-
-    def _pipeline_health(
-        self, context: dict[str, Any], pointers: Pointers, views: list[str]
-    ) -> dict[str, Any]:
-        """One pipeline's status from its own views only."""
-        status, message = health_status(
-            {v: context["freshness"][v] for v in views},
-            {v: context["boundary_age_s"].get(v) for v in views},
-            self.rules,
-        )
-        code = {"error": "speed_event_time", "degraded": "batch_boundary_old"}.get(status)
-        drift = drift_message({v: pointers.views[v].reconciled for v in views})
-        if drift is not None and status != "error":
-            status, message = "degraded", "; ".join(filter(None, (message, drift)))
-            code = code or "layers_disagree"
-        health: dict[str, Any] = {"status": status, "views": views}
-        if message is not None:
-            health |= {"error": code, "message": message}
-        return health
-
-
-ERROR_CODES = ("speed_event_time", "batch_boundary_old", "layers_disagree")
-"""``/health``'s error codes, the most serious first (the whole answer's is the first any
-pipeline has)."""
-
-
-def pipeline_views(views: Sequence[str]) -> dict[str, list[str]]:
-    """``views`` by the pipeline declaring each (a view no pipeline declares is its own).
-
-    >>> pipeline_views(["clicks", "orders_by_currency", "page_activity"])
-    {'web_events': ['clicks', 'page_activity'], 'checkouts': ['orders_by_currency']}
-    """
-    from pipelines import pipeline_of_view
-
-    grouped: dict[str, list[str]] = {}
-    for view in views:
-        try:
-            name = pipeline_of_view(view).name
-        except KeyError:
-            name = view
-        grouped.setdefault(name, []).append(view)
-    return grouped
+        reconciled = {name: pointers.views[name].reconciled for name in views}
+        answer = health(context["freshness"], context["boundary_age_s"], reconciled, self.rules)
+        shown = {name: reconciliation(row) for name, row in reconciled.items()}
+        return answer | context | {"reconciled": shown}
 
 
 def _cache_note(how: How, age_s: float) -> dict[str, Any]:

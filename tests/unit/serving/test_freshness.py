@@ -133,3 +133,18 @@ def test_the_tolerance_comes_from_the_event_time_settings() -> None:
         future_tolerance_ms=5500, speed_ttl_ms=7_200_000, max_boundary_age_ms=3_600_000
     )
     assert ServingSettings().max_boundary_age_s < SpeedSettings().ttl_s
+
+
+def test_health_judges_each_pipeline_on_its_own_views():
+    """One pipeline's view ahead of now is that pipeline's error: the whole answer is
+    degraded (200, the others serve); every pipeline in error is the whole answer's error."""
+    from serving.freshness import health
+
+    ok, ahead = {"status": "ok"}, {"status": "error", "error": "watermark ahead"}
+    one = health({"page_activity": ahead, "orders_by_currency": ok}, {}, {}, RULES)
+    assert one["status"] == "degraded" and one["error"] == "speed_event_time"
+    assert one["pipelines"]["web_events"]["status"] == "error"
+    assert one["pipelines"]["checkouts"] == {"status": "ok", "views": ["orders_by_currency"]}
+    every = health({"page_activity": ahead, "orders_by_currency": ahead}, {}, {}, RULES)
+    assert every["status"] == "error"
+    assert health({"page_activity": ok}, {}, {}, RULES)["status"] == "ok"
