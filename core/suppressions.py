@@ -179,9 +179,11 @@ def is_suppressed(event: Any, ids: Container[str], fields: Sequence[str] = IDENT
     if type(event) is not dict or not ids:
         return False
     for path in fields:  # a loop, not any(): this runs for every event collected
-        value: Any = event
-        for part in path.split("."):
-            value = value.get(part) if type(value) is dict else None
+        value: Any = event.get(path)  # a top-level field, as Segment's ids are
+        if value is None and "." in path:
+            value = event
+            for part in path.split("."):
+                value = value.get(part) if type(value) is dict else None
         if value is not None and _as_id(value) in ids:
             return True
     return False
