@@ -149,13 +149,14 @@ def _measure(url: str, statement: str | None, measure_s: float, after_s: float) 
     hog, probe, small = (remote_session(url) for _ in range(3))
     probe.sql("SELECT 1").collect()
     small.range(0, 1_000_000, 1, 4).count()
-    runs: dict[str, list[tuple[float, str | None]]] = {"select1": [], "small": []}
+    runs: dict[str, list[tuple[float, str | None, float]]] = {"select1": [], "small": []}
     done = threading.Event()
+    started = time.monotonic()
 
     def every(name: str, run: Any, period_s: float) -> None:
         while not done.is_set():
             began = time.monotonic()
-            runs[name].append(_timed(run))
+            runs[name].append((*_timed(run), round(began - started, 1)))
             done.wait(max(0.0, period_s - (time.monotonic() - began)))
 
     threads = [
@@ -178,13 +179,17 @@ def _measure(url: str, statement: str | None, measure_s: float, after_s: float) 
     return {"statement": outcome, **runs}
 
 
-def _figures(runs: list[tuple[float, str | None]]) -> dict[str, Any]:
-    answered = [seconds for seconds, error in runs if error is None]
+def _figures(runs: list[tuple[float, str | None, float]]) -> dict[str, Any]:
+    """Count, failures, p50 and max of the answered runs, and when the slowest began (seconds
+    after the statement was sent)."""
+    answered = [(seconds, at) for seconds, error, at in runs if error is None]
+    slowest = max(answered, default=(None, None))
     return {
         "n": len(runs),
         "failed": len(runs) - len(answered),
-        "p50": round(statistics.median(answered), 3) if answered else None,
-        "max": round(max(answered), 3) if answered else None,
+        "p50": round(statistics.median(s for s, _ in answered), 3) if answered else None,
+        "max": round(slowest[0], 3) if answered else None,
+        "max_at_s": slowest[1],
     }
 
 

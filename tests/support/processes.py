@@ -1,11 +1,12 @@
 """The processes a test looks for under a service it started: its children, their command
-lines, whether one still runs (Linux ``/proc``)."""
+lines, whether one still runs, the CPU its threads of one kind used (Linux ``/proc``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-__all__ = ["alive", "children", "cmdline", "java_children"]
+__all__ = ["alive", "children", "cmdline", "java_children", "threads_cpu_s"]
 
 
 def children(pid: int) -> list[int]:
@@ -38,3 +39,17 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+def threads_cpu_s(pid: int, name: bytes) -> float:
+    """CPU seconds used so far by ``pid``'s threads whose kernel name starts with ``name``
+    (a thread that ended no longer counts; 0 for a process that ended)."""
+    ticks = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            if (task / "comm").read_bytes().startswith(name):
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")

@@ -21,8 +21,16 @@ def sql_settings(lake: Settings, state_dir: Path) -> Settings:
     catalog refresh every 300 s (the published lake never changes, and the server lives
     until the session ends: a refresh costs Spark jobs and Cassandra reads the other tests
     would wait behind)."""
+    # The server generates code, as deployed (the suite's other Spark processes interpret
+    # expressions, tests/conftest.py): what a statement costs, and whether its tasks stop
+    # when cancelled, differ between the two (range's generated loop never looked at the
+    # kill flag when its rows went to a consumer outside it; the interpreted one does).
+    generated = {
+        k: v for k, v in lake.spark.extra_conf.items() if not k.startswith("spark.sql.codegen.")
+    }
     return lake.model_copy(
         update={
+            "spark": lake.spark.model_copy(update={"extra_conf": generated}),
             "local": lake.local.model_copy(update={"state_dir": state_dir}),
             "sql": SqlSettings(
                 port=free_port(),

@@ -125,6 +125,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
       return BoxedUnit.UNIT;
     });
     extensions.injectParser(GuardedParser::new);
+    extensions.injectPlannerStrategy(session -> new InterruptibleRange());
     return BoxedUnit.UNIT;
   }
 

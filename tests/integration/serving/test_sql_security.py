@@ -33,7 +33,7 @@ from core.settings import Settings
 from tests.support.analyst import run_analyst_script
 from tests.support.lake import GROUP
 from tests.support.ports import free_port
-from tests.support.processes import alive, children, java_children
+from tests.support.processes import alive, children, java_children, threads_cpu_s
 from tests.support.sql import DETACHED_S, SQL_TOKEN, TIME_LIMIT_S
 
 # One worker builds the session's published lake once for every module reading it.
@@ -45,6 +45,8 @@ pytestmark = [
 ]
 
 ATTACKER = Path(__file__).with_name("sql_attacks.py")
+TASK_THREAD = b"Executor task l"
+"""The kernel's name (15 bytes) of an executor's task threads."""
 REFUSED = "Refused by the SQL server"
 ANSWERS_WITHIN_S = 10.0
 PROVIDER = """package attack;
@@ -408,6 +410,38 @@ def test_a_statement_is_cancelled_at_the_time_limit(sql_server, client_python, t
     answer = _run(client_python, sql_server.settings, tmp_path, "time_limit")
     assert answer["error"] and f"time limit of {TIME_LIMIT_S} s" in answer["error"], answer
     assert TIME_LIMIT_S <= answer["seconds"] < TIME_LIMIT_S + 30, answer
+
+
+def _task_cpu_s(sql_server) -> float:
+    """CPU seconds the server's executors' task threads used so far (live executors only)."""
+    executors = [e["pid"] for e in sql_server.health()["processes"]["executors"]]
+    return sum(threads_cpu_s(pid, TASK_THREAD) for pid in executors)
+
+
+def _task_cpu_over(sql_server, seconds: float) -> float:
+    before = _task_cpu_s(sql_server)
+    time.sleep(seconds)
+    return _task_cpu_s(sql_server) - before
+
+
+def test_a_cancelled_statements_range_tasks_stop(sql_server, client_python, tmp_path):
+    """Its 8 tasks (a sort-based ``max`` over ``range``) ran on after the time limit cancelled
+    it: Spark's generated code for ``range`` never looked at the kill flag when the rows went
+    to a consumer outside it, so 30 s later the task reaper ended every executor they ran on,
+    all three, and no session had a slot until new ones started (a stall of ~16 s in
+    ``bench.sql_attacks``). Now the tasks stop within seconds of the cancellation: the
+    executors' task threads go idle. (The server generates code here, as deployed:
+    tests/support/sql.py.)"""
+    deadline = time.monotonic() + 120
+    while _task_cpu_over(sql_server, 2) > 0.5:  # a test before may have left tasks running
+        assert time.monotonic() < deadline, "the executors' tasks never went idle"
+    answer = _run(client_python, sql_server.settings, tmp_path, "time_limit")
+    assert answer["error"] and "time limit" in answer["error"], answer
+    time.sleep(5)  # the kill reaches the tasks; a task between two rows sees it
+    used = _task_cpu_over(sql_server, 4)
+    # 8 tasks still running would use both cores (up to 8 CPU-s in 4 s); the server's own
+    # health query every 3 s uses milliseconds
+    assert used < 1.0, f"the executors' tasks used {used:.1f} CPU-s after the cancellation"
 
 
 def test_one_analysts_long_job_does_not_hold_another(sql_server, client_python, tmp_path):
