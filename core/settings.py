@@ -274,6 +274,10 @@ class SpeedSettings(_Section):
     dropped (readers holding the old pointer finish; serving caches pointers for seconds)."""
     replay_poll_s: float = Field(default=2.0, gt=0)
     """How often the speed job looks for a replay to start, a switch or a version to drop."""
+    forget_recount_after_s: float = Field(default=30.0, ge=0)
+    """After a person is forgotten in a pipeline, its speed job replays the log after the
+    batch boundary without them (their rows still count them) once no other forget came
+    for this long: a burst of forgets costs one replay."""
     metrics_host: str = "127.0.0.1"
     """Interface of the speed job's Prometheus endpoint (``/metrics``)."""
     metrics_port: int = Field(default=8096, ge=1, le=65535)

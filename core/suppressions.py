@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
@@ -117,14 +117,24 @@ class Suppressions:
     (['b-7', 'u-1'], ['u-1'], 2)
     >>> s.apply(b"shop\\x1fb-7", None); sorted(s.of("shop"))
     ['u-1']
+    >>> s.apply(b"u-2", b'{"requested_at": "2026-01-02T00:00:00+00:00"}')
+    >>> s.last_request("web"), s.last_request("shop") == s.last_request("web")
+    (datetime.datetime(2026, 1, 2, 0, 0, tzinfo=datetime.timezone.utc), True)
     """
 
     everywhere: set[str] = field(default_factory=set)
     scoped: dict[str, set[str]] = field(default_factory=dict)
+    requested: dict[str, datetime] = field(default_factory=dict)
+    """The latest request's time per scope: ``""`` for every pipeline, else the pipeline."""
 
     def of(self, pipeline: str) -> frozenset[str]:
         """The ids whose events ``pipeline`` drops."""
         return frozenset(self.everywhere | self.scoped.get(pipeline, set()))
+
+    def last_request(self, pipeline: str) -> datetime | None:
+        """When a person was last forgotten in ``pipeline`` (everywhere, or in it)."""
+        found = [self.requested[s] for s in ("", pipeline) if s in self.requested]
+        return max(found, default=None)
 
     def __len__(self) -> int:
         return len(self.everywhere) + sum(len(ids) for ids in self.scoped.values())
@@ -138,8 +148,20 @@ class Suppressions:
         ids = self.scoped.setdefault(pipeline, set()) if pipeline else self.everywhere
         if value is None:
             ids.discard(user_id)
-        else:
-            ids.add(user_id)
+            return
+        ids.add(user_id)
+        at = _requested_at(value)
+        if at is not None and (pipeline not in self.requested or at > self.requested[pipeline]):
+            self.requested[pipeline] = at
+
+
+def _requested_at(value: bytes) -> datetime | None:
+    """A request record's ``requested_at`` (None when it has none, as older records)."""
+    try:
+        at = datetime.fromisoformat(json.loads(value)["requested_at"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def subject_of(user_id: str, key: SecretStr) -> str:
@@ -367,6 +389,14 @@ class SuppressionList:
             return True
         scoped = ids.scoped.get(pipeline or "")
         return bool(scoped) and is_suppressed(event, scoped, fields)  # type: ignore[arg-type]
+
+    def of(self, pipeline: str) -> frozenset[str]:
+        """The ids whose events ``pipeline`` drops now (forgotten everywhere, or in it)."""
+        return self._ids.of(pipeline)
+
+    def last_request(self, pipeline: str) -> datetime | None:
+        """When a person was last forgotten in ``pipeline``, as far as the list has read."""
+        return self._ids.last_request(pipeline)
 
     def status(self) -> dict[str, Any]:
         """Size, lag, whether the list is loaded, and the last error (for ``/health``)."""

@@ -17,8 +17,9 @@ views, in three named steps, as in the rest of the platform:
 2. the view functions of :mod:`views`, unchanged, over each micro-batch's
    new events;
 3. :func:`start_queries` - the query (:data:`QUERY_NAME`) whose
-   ``foreachBatch`` folds every view's partials of the batch into the rows
-   Cassandra holds, exactly once (:mod:`speed_layer.sink`).
+   ``foreachBatch`` leaves out the events of the people forgotten in the
+   pipeline (:mod:`speed_layer.forgotten`) and folds every view's partials of
+   the batch into the rows Cassandra holds, exactly once (:mod:`speed_layer.sink`).
 
 :class:`speed_layer.progress.ProgressRecorder` writes the query's progress to
 Cassandra, per view, where ``status`` and the serving layer read freshness. A run
@@ -35,9 +36,11 @@ from typing import TYPE_CHECKING
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
 from core.settings import Settings
+from core.suppressions import SuppressionList, read_suppressions
 from data_contracts import Contract
 from layout import ViewTables
 from pipelines import PipelineSpec
+from speed_layer.forgotten import Forgotten
 from speed_layer.sink import ViewsSink
 from speed_layer.start import StartPosition
 from views import ViewSpec
@@ -56,6 +59,7 @@ __all__ = [
     "REJECT_METRICS",
     "bound_event_time",
     "count_rejects",
+    "forgotten_in",
     "parse_fields",
     "read_events",
     "reject_metric",
@@ -218,6 +222,20 @@ def validated_by_collector(contract: Contract) -> Column:
     )
 
 
+def forgotten_in(
+    settings: Settings, pipeline: PipelineSpec, suppressions: SuppressionList | None = None
+) -> Forgotten | None:
+    """The people ``pipeline``'s query leaves out: read from the suppressions topic now, and
+    kept current by ``suppressions`` (the job's live list) when given; None for a pipeline
+    that identifies no one."""
+    if not pipeline.identity:
+        return None
+    at_start = read_suppressions(settings.kafka).of(pipeline.name)
+    current = None if suppressions is None else (lambda: suppressions.of(pipeline.name))
+    key = settings.views.identity_key_for(settings.environment).get_secret_value().encode()
+    return Forgotten(key, at_start, current)
+
+
 def start_queries(
     spark: SparkSession,
     settings: Settings,
@@ -226,9 +244,14 @@ def start_queries(
     views: Sequence[ViewSpec] | None = None,
     available_now: bool = False,
     start: StartPosition | None = None,
+    suppressions: SuppressionList | None = None,
 ) -> list[StreamingQuery]:
     """Start ``pipeline``'s speed query (one, for every view of it, or of ``views``: a
     release's definitions); ``available_now`` drains the log.
+
+    The events of the people forgotten in the pipeline are left out of every micro-batch
+    (:mod:`speed_layer.forgotten`): those the suppressions topic holds as the query starts,
+    and those the job's live ``suppressions`` list adds while it runs.
 
     ``settings`` are the pipeline's stream settings
     (:meth:`pipelines.PipelineSpec.stream_settings`); its contract parses the records and
@@ -248,7 +271,16 @@ def start_queries(
         read_events(spark, settings, pipeline, start, views)
         .writeStream.queryName(start.query_name)
         .outputMode("append")
-        .foreachBatch(ViewsSink(tables, settings.cassandra, checkpoint, on_driver=on_driver))
+        .foreachBatch(
+            ViewsSink(
+                tables,
+                settings.cassandra,
+                checkpoint,
+                on_driver=on_driver,
+                forgotten=forgotten_in(settings, pipeline, suppressions),
+                identity=pipeline.identity,
+            )
+        )
         .option("checkpointLocation", checkpoint)
     )
     writer = (

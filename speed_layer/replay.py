@@ -71,6 +71,7 @@ __all__ = [
     "ReplayRefused",
     "abandon_replay",
     "drop_superseded",
+    "replay_for_forget",
     "request_replay",
     "resume_switch",
     "switch",
@@ -133,6 +134,38 @@ def request_replay(
         version=replay.version,
         starting_offsets=replay.starting_offsets,
         floor=replay.floor.isoformat() if replay.floor else None,
+    )
+    return replay
+
+
+def replay_for_forget(settings: Settings, views: Sequence[ViewSpec]) -> StartPosition:
+    """Recount what the speed layer serves of ``views`` (``settings``: their pipeline's stream
+    settings) after a person was forgotten: a replay of the log from a window before their
+    earliest batch boundary (from the beginning while one was never published), into a new
+    version whose queries leave out the people forgotten by then
+    (:mod:`speed_layer.forgotten`). Until its switch, serving reads the version that still
+    counts them. A replay already catching up started before this forget's suppression,
+    so it is abandoned and this one takes its place."""
+    from core.event_time import EventTimeBounds
+    from speed_layer.start import window_seconds
+
+    boundaries = read_boundaries(settings.cassandra, [v.name for v in views])
+    known = [b.at for b in boundaries.values() if b is not None]
+    since = "earliest"
+    if known and len(known) == len(views):
+        # a run from here sees whole every window from the boundary on (its floor)
+        window = timedelta(seconds=max(window_seconds(v.window) for v in views))
+        tolerance = EventTimeBounds.from_settings(settings).future_tolerance
+        since = (min(known) - tolerance - window).isoformat()
+    abandoned = abandon_replay(settings)
+    replay = request_replay(settings, since, views=views)
+    log_event(
+        _log,
+        "speed.replay_for_forget",
+        generation=replay.generation,
+        version=replay.version,
+        since=since,
+        abandoned=None if abandoned is None else abandoned.generation,
     )
     return replay
 

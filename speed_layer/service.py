@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.log import get_logger, log_event
@@ -46,6 +47,7 @@ from speed_layer.replay import (
     CatchUp,
     drop_superseded,
     point_new_views,
+    replay_for_forget,
     resume_switch,
     switch,
 )
@@ -64,15 +66,19 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from core.suppressions import SuppressionList
     from pipelines import PipelineSpec
     from speed_layer.metrics import SpeedMetrics
 
-__all__ = ["SpeedService", "supervise"]
+__all__ = ["SpeedService", "recount_due", "supervise"]
 
 _log = get_logger(__name__)
 
 MAX_REPLAY_BACKOFF_S = 300.0
 """Longest wait between two tries to start a replay's query."""
+RECORD_MARGIN = timedelta(seconds=10)
+"""A run that began this long after a forget was asked read its suppression as its queries
+started (the request's time is taken before its record reaches Kafka)."""
 
 
 class SpeedService:
@@ -89,6 +95,7 @@ class SpeedService:
         metrics: SpeedMetrics | None = None,
         on_switch_step: Callable[[str], None] | None = None,
         pool: str | None = None,
+        suppressions: SuppressionList | None = None,
     ) -> None:
         """``pipeline``'s speed layer: ``settings`` are its stream settings
         (:meth:`pipelines.PipelineSpec.stream_settings`), ``views`` its views (default: the
@@ -99,7 +106,9 @@ class SpeedService:
         (:data:`speed_layer.replay.SWITCH_STEPS`), before the old query is stopped
         (``"stop"``) and before a replay's query is started (``"start"``); an exception it
         raises interrupts the switch (or the start) there. ``pool``: the
-        Spark scheduler pool its queries' jobs run in."""
+        Spark scheduler pool its queries' jobs run in. ``suppressions``: the job's live
+        suppression list, so a person forgotten while a query runs is left out of its next
+        micro-batches (:mod:`speed_layer.forgotten`)."""
         from core.cassandra import connect
 
         self.spark, self.settings, self.spec = spark, settings, pipeline
@@ -107,6 +116,7 @@ class SpeedService:
         self.available_now = available_now
         self._on_step = on_switch_step
         self.pool = pool
+        self.suppressions = suppressions
         self._cluster, self.session = connect(settings.cassandra)
         resume_switch(self.session, settings, self.views, on_step=on_switch_step)
         self.live: StartPosition = current_start(self.session, settings)
@@ -128,6 +138,10 @@ class SpeedService:
         self.pipeline = pipeline.name
         self._replay_failures = 0
         self._replay_retry_at = 0.0
+        self._recounted: datetime | None = None
+        """The latest forget a replay was requested for by this process."""
+        self._recount_failures = 0
+        self._recount_retry_at = 0.0
 
     def start(self) -> None:
         self._listener = self.recorder.listener()
@@ -184,6 +198,7 @@ class SpeedService:
             views=self.views,
             available_now=self.available_now,
             start=run,
+            suppressions=self.suppressions,
         )
         self.queries[run.generation] = query
 
@@ -193,6 +208,8 @@ class SpeedService:
         self._polled = time.monotonic()
         self._settle()
         wanted = pending_replay(self.session, self.settings)
+        if self._recount_forgotten(wanted):
+            wanted = pending_replay(self.session, self.settings)
         if self.replay is not None and (
             wanted is None or wanted.generation != self.replay.generation
         ):
@@ -202,6 +219,53 @@ class SpeedService:
         if self.replay is not None and self._caught_up():
             self._switch()
         drop_superseded(self.session, self.settings, self.views)
+
+    def _recount_forgotten(self, wanted: StartPosition | None) -> bool:
+        """Request a replay if a person was forgotten in the pipeline after the run that
+        serving reads next (the replay catching up, else the live run) began: that run's rows
+        may count them, and sketches cannot take one person out. The replay recounts the
+        windows after the batch boundary without them (:func:`replay_for_forget`), once
+        the suppression list has been quiet for ``speed.forget_recount_after_s``. Whether
+        one was requested."""
+        suppressions = self.suppressions
+        if suppressions is None or not self.spec.identity or not suppressions.loaded.is_set():
+            return False
+        forgotten_at = suppressions.last_request(self.pipeline)
+        due = recount_due(
+            forgotten_at,
+            self._recounted,
+            (wanted or self.live).created_at,
+            datetime.now(UTC),
+            timedelta(seconds=self.settings.speed.forget_recount_after_s),
+        )
+        if not due or forgotten_at is None or time.monotonic() < self._recount_retry_at:
+            return False
+        try:
+            replay = replay_for_forget(self.settings, self.views)
+        except Exception as exc:  # the rest of the poll goes on; tried again later
+            self._recount_failures += 1
+            wait = min(
+                self.settings.speed.replay_poll_s * 2**self._recount_failures, MAX_REPLAY_BACKOFF_S
+            )
+            self._recount_retry_at = time.monotonic() + wait
+            log_event(
+                _log,
+                "speed.forget_recount_failed",
+                logging.ERROR,
+                pipeline=self.pipeline,
+                retry_in_s=wait,
+                error=str(exc)[:2000],
+            )
+            return False
+        self._recounted, self._recount_failures = forgotten_at, 0
+        log_event(
+            _log,
+            "speed.forget_recount",
+            pipeline=self.pipeline,
+            forgotten_at=forgotten_at.isoformat(),
+            generation=replay.generation,
+        )
+        return True
 
     def _replay_start_due(self) -> bool:
         return time.monotonic() >= self._replay_retry_at
@@ -338,6 +402,40 @@ class SpeedService:
     @property
     def replaying(self) -> bool:
         return self.replay is not None and self.replay.state == REPLAYING
+
+
+def recount_due(
+    forgotten_at: datetime | None,
+    recounted: datetime | None,
+    began: datetime | None,
+    now: datetime,
+    quiet: timedelta,
+) -> bool:
+    """Whether the latest forget of a pipeline (``forgotten_at``) calls for a replay now: this
+    process has not asked one for it (``recounted``), the run serving reads next did not
+    begin after it (``began``: that run's queries read the suppression as they started;
+    None, a run begun before runs kept their start time), and no forget came for ``quiet``.
+
+    >>> t = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    >>> q = timedelta(seconds=30)
+    >>> recount_due(None, None, t, t, q)  # no one was forgotten
+    False
+    >>> recount_due(t, None, t - timedelta(hours=1), t + timedelta(seconds=31), q)
+    True
+    >>> recount_due(t, None, t - timedelta(hours=1), t + timedelta(seconds=5), q)  # not quiet yet
+    False
+    >>> recount_due(t, t, t - timedelta(hours=1), t + timedelta(minutes=5), q)  # asked already
+    False
+    >>> recount_due(t, None, t + timedelta(minutes=1), t + timedelta(minutes=5), q)  # run after
+    False
+    >>> recount_due(t, None, None, t + timedelta(minutes=5), q)
+    True
+    """
+    if forgotten_at is None or (recounted is not None and forgotten_at <= recounted):
+        return False
+    if began is not None and forgotten_at + RECORD_MARGIN <= began:
+        return False
+    return now - forgotten_at >= quiet
 
 
 class _Query(Protocol):

@@ -53,7 +53,7 @@ from __future__ import annotations
 import time
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -277,12 +277,19 @@ class ViewsSink:
         checkpoint: str,
         *,
         on_driver: bool = False,
+        forgotten: Callable[[], frozenset[str]] | None = None,
+        identity: Sequence[str] = (),
     ) -> None:
         self.tables = tuple(tables)
         self.cassandra = cassandra
         self.checkpoint = checkpoint_id(checkpoint)
         self.on_driver = on_driver
         """Fold on the driver (each view's partials are one partition), not the executors."""
+        self.forgotten = forgotten
+        """The digests of the people the pipeline no longer counts, now
+        (:class:`speed_layer.forgotten.Forgotten`); their events, by the ``identity``
+        fields, are left out of every view."""
+        self.identity = tuple(identity)
 
     def writer(self, events: DataFrame, batch_id: int) -> Writer:
         """The writer of micro-batch ``batch_id``: its run is the id of the streaming query
@@ -322,6 +329,10 @@ class ViewsSink:
                 partials.foreachPartition(write_partition)
             return time.monotonic() - started
 
+        if self.forgotten is not None:
+            from speed_layer.forgotten import without_forgotten
+
+            events = without_forgotten(events, self.forgotten(), self.identity)
         started = time.monotonic()
         events.persist()
         try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.log import get_logger, log_event
 from core.settings import Settings
+from core.suppressions import SuppressionList
 from pipelines import PIPELINES, PipelineSpec, pipeline
 
 if TYPE_CHECKING:
@@ -85,9 +86,14 @@ class Streams:
         """Pipelines that failed since the start (a drain reports them)."""
         self._restart_at: dict[str, float] = {}
         self._backoff: dict[str, float] = {}
+        self.suppressions: SuppressionList | None = None
+        """The suppression list every pipeline's queries read while they run (a drain reads
+        it once, as its queries start)."""
 
     def start(self) -> None:
         """Start every pipeline; one that cannot start is retried later (or fails a drain)."""
+        if not self.available_now and self.suppressions is None:
+            self.suppressions = SuppressionList(self.settings.kafka)
         for spec in self.specs:
             self._start(spec)
 
@@ -108,6 +114,7 @@ class Streams:
                 available_now=self.available_now,
                 metrics=self.metrics,
                 pool=spec.name,
+                suppressions=self.suppressions,
             )
             service.start()
         except Exception as exc:
@@ -205,6 +212,8 @@ class Streams:
     def close(self) -> None:
         for service in self.services.values():
             _quietly(service.close)
+        if self.suppressions is not None:
+            _quietly(self.suppressions.close)
 
 
 def _quietly(call: Any) -> None:
