@@ -128,12 +128,14 @@ def prepare(session: Session, cql: str) -> PreparedStatement:
     prepared here."""
     from cassandra import ConsistencyLevel
 
-    from layout.consistency import consistency_of
+    from layout.consistency import consistency_of, serial_consistency_of
 
     prepared = _PREPARED.setdefault(session, {})
     if cql not in prepared:
         statement = session.prepare(cql)
         statement.consistency_level = ConsistencyLevel.name_to_value[consistency_of(cql)]
+        if (serial := serial_consistency_of(cql)) is not None:
+            statement.serial_consistency_level = ConsistencyLevel.name_to_value[serial]
         prepared[cql] = statement
     return prepared[cql]
 

@@ -120,6 +120,9 @@ class Suppressions:
     >>> s.apply(b"u-2", b'{"requested_at": "2026-01-02T00:00:00+00:00"}')
     >>> s.last_request("web"), s.last_request("shop") == s.last_request("web")
     (datetime.datetime(2026, 1, 2, 0, 0, tzinfo=datetime.timezone.utc), True)
+    >>> s.apply(b"shop\\x1fb-9", b'{"requested_at": "2026-01-03T00:00:00+00:00"}')
+    >>> s.last_request("shop").day, s.last_request("web").day  # a forget in shop only
+    (3, 2)
     """
 
     everywhere: set[str] = field(default_factory=set)

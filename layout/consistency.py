@@ -38,7 +38,14 @@ from layout.pointers import (
     SUPERSEDED_TABLE,
 )
 
-__all__ = ["CONSISTENCY", "DEFAULT", "FAMILIES", "consistency_of", "statement_kind"]
+__all__ = [
+    "CONSISTENCY",
+    "DEFAULT",
+    "FAMILIES",
+    "consistency_of",
+    "serial_consistency_of",
+    "statement_kind",
+]
 
 Family = Literal["speed_view", "batch_view", "batch_pointer", "speed_pointer", "reconcile"]
 Access = Literal["read", "write"]
@@ -57,6 +64,7 @@ FAMILIES: dict[str, Family] = {
 view table (:mod:`layout.views`)."""
 
 LOCAL_QUORUM = "LOCAL_QUORUM"
+LOCAL_SERIAL = "LOCAL_SERIAL"
 
 CONSISTENCY: dict[Kind, str] = {
     # The fold's read-modify-write (sink.fold_rows) and serving's speed reads, whose merges
@@ -115,3 +123,18 @@ def statement_kind(cql: str) -> Kind:
 def consistency_of(cql: str) -> str:
     """The consistency level (a ``ConsistencyLevel`` name) ``cql`` runs at."""
     return CONSISTENCY[statement_kind(cql)]
+
+
+_CONDITION = re.compile(r"\sIF\s+(?!NOT\s+EXISTS\b)(?!EXISTS\b)\w+\s*=", re.IGNORECASE)
+
+
+def serial_consistency_of(cql: str) -> str | None:
+    """The serial consistency (Paxos round) of a conditional write (``... IF state = ?``, a
+    lightweight transaction), within the local data centre as its quorum; None for others.
+
+    >>> serial_consistency_of("UPDATE ks.speed_runs SET state = ? WHERE g = ? IF state = ?")
+    'LOCAL_SERIAL'
+    >>> serial_consistency_of("UPDATE ks.speed_runs SET state = ? WHERE g = ?") is None
+    True
+    """
+    return LOCAL_SERIAL if _CONDITION.search(cql) else None

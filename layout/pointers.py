@@ -353,13 +353,23 @@ class PointerTables:
             f"requested, created_at, version, state) VALUES ({_marks(8)})"
         )
 
-    def update_run(self, columns: Sequence[str]) -> str:
-        """Set ``columns`` of one run. Binds ``(*columns, checkpoint_name, generation)``."""
+    def update_run(self, columns: Sequence[str], *, if_state: bool = False) -> str:
+        """Set ``columns`` of one run. Binds ``(*columns, checkpoint_name, generation)``, and
+        with ``if_state`` the state the run must still be in (a lightweight transaction: two
+        transitions of one run, a switch and an abandon, cannot both win).
+
+        >>> PointerTables("ks").update_run(["state"], if_state=True).split(" WHERE ")[1]
+        'checkpoint_name = ? AND generation = ? IF state = ?'
+        """
         unknown = [c for c in columns if c not in RUNS_COLUMNS]
         if unknown:
             raise ValueError(f"{RUNS_TABLE} has no columns {unknown}.")
         assignments = ", ".join(f"{c} = ?" for c in columns)
-        return f"UPDATE {self.runs} SET {assignments} WHERE checkpoint_name = ? AND generation = ?"
+        condition = " IF state = ?" if if_state else ""
+        return (
+            f"UPDATE {self.runs} SET {assignments} WHERE checkpoint_name = ? AND generation = ?"
+            f"{condition}"
+        )
 
     # -- speed_versions -----------------------------------------------------------------------
 

@@ -161,7 +161,7 @@ def replay_command(
     if abandon:
         gone = abandon_replay(settings)
         print(
-            "no replay was catching up"
+            "no replay was catching up (or its switch had begun)"
             if gone is None
             else f"replay run {gone.generation} (version {gone.version}) abandoned; the job "
             f"stops its query and drops its tables after {settings.speed.replay_grace_s:.0f}s"

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SWITCH_STEPS",
     "CatchUp",
+    "ReplayAbandoned",
     "ReplayRefused",
     "abandon_replay",
     "drop_superseded",
@@ -82,6 +83,11 @@ _log = get_logger(__name__)
 
 class ReplayRefused(RuntimeError):
     """The replay cannot start as asked (one is already running, or it would leave a hole)."""
+
+
+class ReplayAbandoned(RuntimeError):
+    """A switch found its replay no longer catching up: abandoned between the job's poll and
+    the switch's intent, which is conditional on the run's state, as the abandon is."""
 
 
 def request_replay(
@@ -190,10 +196,21 @@ def abandon_replay(settings: Settings) -> StartPosition | None:
     cluster, session = connect(settings.cassandra)
     try:
         replay = pending_replay(session, settings)
-        if replay is not None:
-            now = datetime.now(UTC)
-            update_run(session, settings, replay.generation, state=ABANDONED, retired_at=now)
-            log_event(_log, "speed.replay_abandoned", generation=replay.generation)
+        if replay is None:
+            return None
+        now = datetime.now(UTC)
+        if not update_run(
+            session,
+            settings,
+            replay.generation,
+            expect=REPLAYING,
+            state=ABANDONED,
+            retired_at=now,
+        ):
+            # Its switch recorded its intent first: it completes, and the run goes live.
+            log_event(_log, "speed.replay_abandon_too_late", generation=replay.generation)
+            return None
+        log_event(_log, "speed.replay_abandoned", generation=replay.generation)
         return replay
     finally:
         cluster.shutdown()
@@ -251,7 +268,12 @@ def switch(
     """
     now = datetime.now(UTC)
     _step(on_step, "intent")
-    update_run(session, settings, replay.generation, state=SWITCHING, switched_at=now)
+    if not update_run(
+        session, settings, replay.generation, expect=REPLAYING, state=SWITCHING, switched_at=now
+    ):
+        raise ReplayAbandoned(
+            f"replay run {replay.generation} was abandoned (or replaced) before its switch"
+        )
     _complete(session, settings, replace(replay, state=SWITCHING), views, now, on_step)
     log_event(
         _log,

@@ -45,6 +45,7 @@ from speed_layer.job import start_queries
 from speed_layer.progress import ProgressRecorder
 from speed_layer.replay import (
     CatchUp,
+    ReplayAbandoned,
     drop_superseded,
     point_new_views,
     replay_for_forget,
@@ -319,7 +320,14 @@ class SpeedService:
     def _switch(self) -> None:
         assert self.replay is not None
         old, new = self.live, self.replay
-        switch(self.session, self.settings, old, new, self.views, on_step=self._on_step)
+        try:
+            switch(self.session, self.settings, old, new, self.views, on_step=self._on_step)
+        except ReplayAbandoned:
+            log_event(
+                _log, "speed.switch_abandoned", pipeline=self.pipeline, generation=new.generation
+            )
+            self._stop_replay()
+            return
         self._go_live(replace(new, state=LIVE))
         self._stop_others()
 

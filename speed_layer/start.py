@@ -273,9 +273,19 @@ def record_start(session: Session, settings: Settings, start: StartPosition) -> 
     )
 
 
-def update_run(session: Session, settings: Settings, generation: int, **columns: Any) -> None:
-    """Set columns of ``speed_runs`` (:data:`layout.pointers.RUNS_COLUMNS`) of one run."""
-    statement = prepare(
-        session, PointerTables(settings.cassandra.keyspace).update_run(list(columns))
-    )
-    session.execute(statement, (*columns.values(), settings.speed.checkpoint_name, generation))
+def update_run(
+    session: Session,
+    settings: Settings,
+    generation: int,
+    *,
+    expect: str | None = None,
+    **columns: Any,
+) -> bool:
+    """Set columns of ``speed_runs`` (:data:`layout.pointers.RUNS_COLUMNS`) of one run; with
+    ``expect``, only while the run is still in that state (a lightweight transaction), and
+    whether it was. Without, always True."""
+    tables = PointerTables(settings.cassandra.keyspace)
+    statement = prepare(session, tables.update_run(list(columns), if_state=expect is not None))
+    values = (*columns.values(), settings.speed.checkpoint_name, generation)
+    done = session.execute(statement, values if expect is None else (*values, expect))
+    return True if expect is None else bool(done.was_applied)

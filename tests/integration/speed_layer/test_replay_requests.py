@@ -94,3 +94,47 @@ def test_a_reset_under_a_live_job_is_refused_and_another_pipeline_s_job_does_not
     with pytest.raises(ResetRefused, match="stop the job first"):
         reset(settings, "earliest", views=WEB_VIEWS)
     assert reset(settings, "earliest", force=True, views=WEB_VIEWS).generation >= 1
+
+
+def test_a_switch_and_an_abandon_of_one_replay_cannot_both_win(replay_settings, cassandra_session):
+    """The abandon read the replay as catching up, then wrote its state: one that came after
+    the switch's intent turned the switching run to abandoned, and once the switch had
+    retired the live run no run was live (reads fell back to generation 0). Both are now
+    conditional on the run's state (a lightweight transaction): the first one wins."""
+    from layout import read_speed_versions
+    from speed_layer.replay import ReplayAbandoned, abandon_replay, request_replay, switch
+    from speed_layer.start import (
+        ABANDONED,
+        REPLAYING,
+        SWITCHING,
+        current_start,
+        read_runs,
+        update_run,
+    )
+
+    settings = replay_settings
+
+    def state(generation: int) -> str:
+        (run,) = [r for r in read_runs(cassandra_session, settings) if r.generation == generation]
+        return run.state
+
+    # The switch recorded its intent first: the abandon is too late, the run stays switching.
+    first = request_replay(settings, "earliest", views=WEB_VIEWS)
+    assert update_run(
+        cassandra_session, settings, first.generation, expect=REPLAYING, state=SWITCHING
+    )
+    assert abandon_replay(settings) is None
+    assert state(first.generation) == SWITCHING
+
+    # The abandon came first: the switch is refused and moves no pointer.
+    update_run(cassandra_session, settings, first.generation, state=ABANDONED)
+    second = request_replay(settings, "earliest", views=WEB_VIEWS)
+    assert abandon_replay(settings).generation == second.generation
+    live = current_start(cassandra_session, settings)
+    with pytest.raises(ReplayAbandoned):
+        switch(cassandra_session, settings, live, second, WEB_VIEWS)
+    assert state(second.generation) == ABANDONED
+    pointed = read_speed_versions(
+        cassandra_session, settings.cassandra.keyspace, [v.name for v in WEB_VIEWS]
+    )
+    assert second.version not in pointed.values()
