@@ -88,14 +88,18 @@ def cluster_master(settings: Settings) -> str | None:
 
 def task_conf(sql: SqlSettings) -> dict[str, str]:
     """Settings of the tasks on any master: a cancelled task that goes on running ends its
-    executor; a task lost with an executor another statement ended is tried once more (a
-    statement whose own tasks end executors, by their memory, ends at most two)."""
+    executor; a task lost with executors another statement ended is tried twice more. A
+    statement whose tasks ignore their cancellation in two executors has both ended at the
+    same moment by their reapers: with one retry, another session's task lost with the first
+    was retried on the second as it went down (``RejectedExecutionException``) and its
+    statement failed; the third attempt finds an executor that stays. (A statement whose
+    own tasks end executors by their memory ends at most three, one after another.)"""
     kill_ms = int(sql.task_kill_timeout_s * 1000)
     return {
         "spark.task.reaper.enabled": "true",
         "spark.task.reaper.killTimeout": f"{kill_ms}ms",
         "spark.task.reaper.pollingInterval": f"{max(500, min(2000, kill_ms // 4))}ms",
-        "spark.task.maxFailures": "2",
+        "spark.task.maxFailures": "3",
     }
 
 
