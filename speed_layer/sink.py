@@ -62,6 +62,7 @@ from core.cassandra import execute_all, prepare, process_session, view_row_value
 from core.log import get_logger, log_event
 from core.settings import CassandraSettings
 from layout import ViewTables
+from speed_layer.forgotten import without_forgotten
 from views.kinds import kind
 
 if TYPE_CHECKING:
@@ -330,8 +331,6 @@ class ViewsSink:
             return time.monotonic() - started
 
         if self.forgotten is not None:
-            from speed_layer.forgotten import without_forgotten
-
             events = without_forgotten(events, self.forgotten(), self.identity)
         started = time.monotonic()
         events.persist()

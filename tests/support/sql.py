@@ -4,10 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 from core.settings import Settings, SqlSettings
+from tests.support.analyst import run_analyst_script
 from tests.support.ports import free_port
 
-__all__ = ["DETACHED_S", "SQL_TOKEN", "TIME_LIMIT_S", "sql_settings"]
+__all__ = [
+    "ATTACKER",
+    "DETACHED_S",
+    "SQL_TOKEN",
+    "TIME_LIMIT_S",
+    "run_attacker",
+    "sql_metrics",
+    "sql_settings",
+]
+
+ATTACKER = Path(__file__).parents[1] / "integration" / "serving" / "sql_attacks.py"
+"""The hostile analyst's script (run in the analyst's virtualenv, nothing of this repo)."""
 
 SQL_TOKEN = "sql-test-token-0001"
 TIME_LIMIT_S = 30.0
@@ -46,3 +61,20 @@ def sql_settings(lake: Settings, state_dir: Path) -> Settings:
             ),
         }
     )
+
+
+def run_attacker(python: Path, settings: Settings, folder: Path, mode: str, /, **job) -> dict:
+    """The attacker's script in ``mode`` against ``settings``' SQL server: its JSON answer."""
+    job = {"url": settings.sql.url(), "mode": mode, **job}
+    return run_analyst_script(python, ATTACKER, folder / f"{mode}.json", job)
+
+
+def sql_metrics(server) -> dict[tuple, float]:
+    """The SQL server's ``wap_sql_*`` samples, by name and sorted labels."""
+    text = httpx.get(f"{server.health_url}/metrics", timeout=30).text
+    return {
+        (sample.name, *sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("wap_sql_")
+    }

@@ -7,9 +7,9 @@ batch pipeline). An analyst's script (``sql_attacks.py``, in the analyst's virtu
 run in the server, files written, one statement that hung the server, JDBC
 connections, DESCRIBE and SHOW on any path, caching. Each must be refused with
 a clear error, leave nothing on disk, and leave ``SELECT 1`` from another
-session answering within seconds. Then the limits: the time limit, a fair
-share of the cores, a statement whose client left, ``/health`` and
-``/metrics``, and a restart when the server stops answering.
+session answering within seconds. Then ``/health`` and ``/metrics``, and a restart
+when the server stops answering (the time limit, a fair share of the cores and a
+statement whose client left: ``test_sql_limits.py``).
 """
 
 from __future__ import annotations
@@ -25,16 +25,13 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings
-from tests.support.analyst import run_analyst_script
 from tests.support.lake import GROUP
 from tests.support.ports import free_port
-from tests.support.processes import alive, children, java_children, threads_cpu_s
-from tests.support.sql import DETACHED_S, SQL_TOKEN, TIME_LIMIT_S
+from tests.support.processes import alive, children, java_children
+from tests.support.sql import SQL_TOKEN, run_attacker, sql_metrics
 
 # One worker builds the session's published lake once for every module reading it.
 pytestmark = [
@@ -44,9 +41,6 @@ pytestmark = [
     pytest.mark.xdist_group(GROUP),
 ]
 
-ATTACKER = Path(__file__).with_name("sql_attacks.py")
-TASK_THREAD = b"Executor task l"
-"""The kernel's name (15 bytes) of an executor's task threads."""
 REFUSED = "Refused by the SQL server"
 ANSWERS_WITHIN_S = 10.0
 PROVIDER = """package attack;
@@ -68,12 +62,6 @@ public class Provider implements org.apache.spark.sql.sources.RelationProvider {
 def serving_settings(serving_settings: Settings, sql_server) -> Settings:
     """The SQL server's settings (the published lake's), with this module's serving app."""
     return sql_server.settings.model_copy(update={"serving": serving_settings.serving})
-
-
-def _run(python: Path, settings: Settings, folder: Path, mode: str, /, **job) -> dict:
-    """The attacker's script in ``mode``: its JSON answer."""
-    job = {"url": settings.sql.url(), "mode": mode, **job}
-    return run_analyst_script(python, ATTACKER, folder / f"{mode}.json", job)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +131,9 @@ def attacks(sql_server, client_python: Path, targets: dict, serving_settings: Se
     """Every attack's answer (``sql_attacks.ATTACKS``), each followed by ``SELECT 1``; and
     ``server``: the supervisor's server process before and after them."""
     before = children(sql_server.process.pid)
-    answers = _run(client_python, serving_settings, Path(targets["folder"]), "attacks", **targets)
+    answers = run_attacker(
+        client_python, serving_settings, Path(targets["folder"]), "attacks", **targets
+    )
     return answers | {"server": {"before": before, "after": children(sql_server.process.pid)}}
 
 
@@ -152,16 +142,6 @@ def _refused(attacks: dict, *names: str, saying: str = "") -> None:
         error = attacks[name]["error"]
         assert error and REFUSED in error, f"{name} was not refused: {attacks[name]}"
         assert saying in error, f"{name}: {error}"
-
-
-def _metrics(server) -> dict[tuple, float]:
-    text = httpx.get(f"{server.health_url}/metrics", timeout=30).text
-    return {
-        (sample.name, *sorted(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name.startswith("wap_sql_")
-    }
 
 
 # --- each attack refused, nothing left on disk ------------------------------------------------
@@ -353,7 +333,7 @@ def test_show_functions_is_the_list_and_every_listed_example_runs(
     listed = [name for group in analyst_functions().values() for name in group]
     names = sorted({name.removeprefix("tvf:") for name in listed})
     scalar = [name for name in listed if not name.startswith("tvf:")]
-    answer = _run(client_python, sql_server.settings, tmp_path, "functions", names=scalar)
+    answer = run_attacker(client_python, sql_server.settings, tmp_path, "functions", names=scalar)
     assert answer["shown"] == names
     assert answer["examples"] > 500, answer["examples"]
     assert answer["refused"] == {}, answer["refused"]
@@ -402,92 +382,14 @@ def test_post_sql_shows_no_path_and_no_history(api, sql_server, targets, serving
     assert columns.status_code == 200, columns.text
 
 
-# --- limits ------------------------------------------------------------------------------------
-
-
-def _task_cpu_s(sql_server) -> float:
-    """CPU seconds the server's executors' task threads used so far (live executors only)."""
-    executors = [e["pid"] for e in sql_server.health()["processes"]["executors"]]
-    return sum(threads_cpu_s(pid, TASK_THREAD) for pid in executors)
-
-
-def _task_cpu_over(sql_server, seconds: float) -> float:
-    before = _task_cpu_s(sql_server)
-    time.sleep(seconds)
-    return _task_cpu_s(sql_server) - before
-
-
-def test_a_statement_is_cancelled_at_the_time_limit_and_its_tasks_stop(
-    sql_server, client_python, tmp_path
-):
-    """Finding 3: Spark Connect statements had no time limit. And once they had one, the
-    statement's 8 tasks (a sort-based ``max`` over ``range``) ran on after it: Spark's
-    generated code for ``range`` never looked at the kill flag when the rows went to a
-    consumer outside it, so 30 s later the task reaper ended every executor they ran on, all
-    three, and no session had a slot until new ones started (a stall of ~16 s in
-    ``bench.sql_attacks``). Now the tasks stop within seconds of the cancellation: the
-    executors' task threads go idle (6.8 CPU-s in the 4 s after it, before). The server
-    generates code here, as deployed (tests/support/sql.py)."""
-    deadline = time.monotonic() + 120
-    while _task_cpu_over(sql_server, 2) > 0.5:  # a test before may have left tasks running
-        assert time.monotonic() < deadline, "the executors' tasks never went idle"
-    answer = _run(client_python, sql_server.settings, tmp_path, "time_limit")
-    assert answer["error"] and f"time limit of {TIME_LIMIT_S} s" in answer["error"], answer
-    assert TIME_LIMIT_S <= answer["seconds"] < TIME_LIMIT_S + 30, answer
-    time.sleep(5)  # the kill reaches the tasks; a task between two rows sees it
-    used = _task_cpu_over(sql_server, 4)
-    # 8 tasks still running would use both cores (up to 8 CPU-s in 4 s); the server's own
-    # health query every 3 s uses milliseconds
-    assert used < 1.0, f"the executors' tasks used {used:.1f} CPU-s after the cancellation"
-
-
-def test_one_analysts_long_job_does_not_hold_another(sql_server, client_python, tmp_path):
-    """Finding 3: a long job held another analyst's small one until it ended (FIFO). The
-    small job starts 5 s into the long one, which runs until the time limit: waiting for it
-    would take 25 s."""
-    answer = _run(client_python, sql_server.settings, tmp_path, "fair")
-    assert answer["small"]["error"] is None, answer
-    assert answer["small"]["seconds"] < 20, answer
-    assert "time limit" in (answer["heavy"]["error"] or ""), answer
-
-
-def test_a_statement_whose_client_left_is_interrupted(sql_server, client_python, tmp_path):
-    """Finding 3: a disconnected client's statement went on running."""
-    job = tmp_path / "long.json"
-    job.write_text(json.dumps({"url": sql_server.settings.sql.url(), "mode": "long"}))
-    before = _metrics(sql_server).get(("wap_sql_statements_total", ("outcome", "cancelled")), 0)
-    client = subprocess.Popen(
-        [client_python, "-u", ATTACKER, job],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")},
-    )
-    try:
-        assert client.stdout.readline().strip() == "running"
-        time.sleep(3)
-        assert _metrics(sql_server)[("wap_sql_active_statements",)] >= 1
-    finally:
-        client.send_signal(signal.SIGKILL)
-        client.wait(30)
-    left = time.monotonic()
-    bound = 2 * DETACHED_S + 12  # a stream's end, then detached this long, then maintenance
-    while time.monotonic() - left < bound:
-        metrics = _metrics(sql_server)
-        cancelled = metrics.get(("wap_sql_statements_total", ("outcome", "cancelled")), 0)
-        if cancelled > before:
-            break
-        time.sleep(1)
-    took = time.monotonic() - left
-    assert cancelled > before, f"the statement ran on {took:.0f} s after its client left"
-    assert took < TIME_LIMIT_S, "ended by the time limit, not because its client left"
+# --- health and restart (the time limit, fairness, a client that left: test_sql_limits.py) --
 
 
 def test_health_runs_a_real_query_and_metrics_count_the_refusals(sql_server, attacks):
     health = sql_server.health()
     assert health["status"] == "ok" and health["answering"] is True, health
     assert health["health_query_s"] < ANSWERS_WITHIN_S
-    metrics = _metrics(sql_server)
+    metrics = sql_metrics(sql_server)
     assert metrics[("wap_sql_answering",)] == 1
     for reason in ("rpc", "data_source", "setting", "statement_depth", "metadata", "cache"):
         assert metrics.get(("wap_sql_refusals_total", ("reason", reason)), 0) > 0, reason
@@ -525,6 +427,6 @@ def test_a_server_that_stops_answering_is_restarted(sql_server, client_python, t
             os.kill(drivers[0], signal.SIGKILL)
     assert not alive(server) and not alive(drivers[0]), "the stopped server was left running"
     assert sql_server.health()["uptime_s"] < time.monotonic() - stopped
-    answer = _run(client_python, sql_server.settings, tmp_path, "select1")
+    answer = run_attacker(client_python, sql_server.settings, tmp_path, "select1")
     assert answer["error"] is None and answer["seconds"] < ANSWERS_WITHIN_S, answer
     assert "sql.supervisor.restarting" in sql_server.log.read_text()
