@@ -30,8 +30,8 @@ from dataclasses import asdict, is_dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from batch_layer.pipelines import PIPELINES, pipeline
 from core.log import configure_logging, get_logger, log_event
+from pipelines import PIPELINES, pipeline
 
 PIPELINE_STEPS = ("bronze", "silver", "check_silver", "gold", "check_gold", "publish")
 RECONCILE_STEP = "reconcile"

@@ -48,12 +48,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from batch_layer.pipelines import PipelineSpec
 from batch_layer.tables import BRONZE_PROPERTIES, creation_options, ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.suppressions import read_suppressions
 from layout import read_watermarks
+from pipelines import PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from datetime import date
 from typing import TYPE_CHECKING
 
-from batch_layer.pipelines import PipelineSpec
 from core.settings import Settings
+from pipelines import PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

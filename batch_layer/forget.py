@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer.bronze import bronze_path
 from batch_layer.ledger import Entry, Ledger
-from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import days_predicate, rejects_path, silver_path
 from batch_layer.staging import erase as erase_staging
 from batch_layer.suppressed import (
@@ -59,6 +58,7 @@ from batch_layer.tables import ensure_properties
 from core.log import get_logger, log_event
 from core.settings import BatchSettings, Settings
 from core.suppressions import SuppressionRequest, record_suppression, subject_of
+from pipelines import PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession

@@ -22,12 +22,12 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
 from batch_layer.ledger import Entry, Ledger, covers, pending
-from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import days_predicate, silver_path
 from batch_layer.tables import creation_options, ensure_table_properties, rows_written
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout.lake import gold_path
+from pipelines import PipelineSpec
 from views import ViewSpec
 from views.digest import pseudonymise
 from views.input import PAYLOAD

@@ -49,7 +49,7 @@ from layout.lake import table_version
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from batch_layer.pipelines import PipelineSpec
+    from pipelines import PipelineSpec
 
 __all__ = ["Entry", "Ledger", "covers", "ledger_path", "pending", "pending_days"]
 

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
 from batch_layer.ledger import ledger_path
-from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import rejects_path, silver_path
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import GRAINS, PointerTables, ViewTables
+from pipelines import PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

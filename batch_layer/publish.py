@@ -53,11 +53,11 @@ from typing import TYPE_CHECKING
 from batch_layer.bronze import bronze_path, speed_watermarks
 from batch_layer.gold import gold_path, require_gate
 from batch_layer.ledger import Entry, Ledger, pending
-from batch_layer.pipelines import PipelineSpec
 from core.cassandra import execute_all, process_session, view_row_values
 from core.log import get_logger, log_event
 from core.settings import CassandraSettings, Settings
 from layout import GRAINS, PointerTables, ViewTables, read_boundaries
+from pipelines import PipelineSpec
 from views.merge import merge_partials
 
 if TYPE_CHECKING:

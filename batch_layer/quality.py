@@ -46,7 +46,6 @@ from batch_layer.bronze_index import between
 from batch_layer.dedupe import NEAR_DAYS, neighbour_days
 from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending
-from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import SILVER_COLUMNS, rejects_path, silver_path
 from batch_layer.staging import awaiting_gate, read_run
 from batch_layer.suppressed import without_suppressed, without_suppressed_parsed
@@ -54,6 +53,7 @@ from batch_layer.tables import delete_path
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.suppressions import read_suppressions
+from pipelines import PipelineSpec
 from views import ViewSpec
 from views.input import PAYLOAD
 from views.kinds import kind

@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer.drift import ViewDrift, report_markdown
 from batch_layer.ledger import Entry, Ledger, pending
-from batch_layer.pipelines import PipelineSpec
 from batch_layer.silver import silver_path
 from core.event_time import EventTimeBounds
 from core.log import get_logger, log_event
@@ -64,6 +63,7 @@ from layout import (
     read_live_floor,
     read_speed_versions,
 )
+from pipelines import PipelineSpec
 from views import ViewSpec
 from views.common import interval_seconds
 

@@ -287,7 +287,7 @@ class StepServer:
         """The step, interruptible by :meth:`cancel` from the moment ``run.thread`` is set
         until it is cleared (a cancel that comes after the step ended is dropped)."""
         from batch_layer.__main__ import run_steps
-        from batch_layer.pipelines import pipeline
+        from pipelines import pipeline
 
         session = self.spark.newSession()
         session.sparkContext.setJobGroup(run.id, " ".join(run.args), interruptOnCancel=True)

@@ -46,7 +46,6 @@ from batch_layer.bronze import bronze_path, bronze_state
 from batch_layer.bronze_index import between, in_ranges, index_path, ranges_of, record_index
 from batch_layer.dedupe import copies, neighbour_days
 from batch_layer.ledger import Entry, Ledger
-from batch_layer.pipelines import PipelineSpec
 from batch_layer.staging import (
     awaiting_gate,
     read_records,
@@ -68,6 +67,7 @@ from core.settings import EventTimeSettings, Settings
 from core.suppressions import read_suppressions
 from data_contracts import load_contract
 from layout.lake import silver_path as layout_silver_path
+from pipelines import PipelineSpec
 from views.input import check_records, flat_records, parse_records
 
 if TYPE_CHECKING:

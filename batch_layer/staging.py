@@ -33,9 +33,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from batch_layer.ledger import Entry
-from batch_layer.pipelines import PipelineSpec
 from core.log import get_logger, log_event
 from core.settings import Settings
+from pipelines import PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -32,7 +32,9 @@ def _take_in(spark: Any, settings: Settings, events: list, produce: Any) -> None
     """Produce ``events`` a day at a time, a bronze run after each day; then silver, gold and
     their gates, as the hourly pipeline would have left them."""
     from batch_layer.__main__ import run_step
-    from batch_layer.pipelines import WEB_EVENTS
+    from pipelines import collector_pipeline
+
+    WEB_EVENTS = collector_pipeline()
 
     started = time.perf_counter()
     days = 0

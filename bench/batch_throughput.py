@@ -174,7 +174,9 @@ def run_pipeline(
 ) -> tuple[dict, dict]:
     """The steps as ``python -m batch_layer`` runs them: (timings per step, results per step)."""
     from batch_layer.__main__ import run_step
-    from batch_layer.pipelines import WEB_EVENTS
+    from pipelines import collector_pipeline
+
+    WEB_EVENTS = collector_pipeline()
 
     timings: dict[str, dict] = {}
     results: dict[str, Any] = {}

@@ -167,10 +167,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from batch_layer.__main__ import run_step
     from batch_layer.bronze import bronze_path
-    from batch_layer.pipelines import WEB_EVENTS
     from batch_layer.silver import silver_path
     from core.spark import build_spark_session
     from ingest.topics import ensure_topics, platform_topics
+    from pipelines import collector_pipeline
+
+    WEB_EVENTS = collector_pipeline()
 
     base = load_settings()
     platform.up(base, ("kafka",))

@@ -30,12 +30,14 @@ def _tables(spark: Any, settings: Settings, days: list[date]) -> dict[str, list]
     from pyspark.sql import functions as F
 
     from batch_layer.gold import gold_path
-    from batch_layer.pipelines import WEB_EVENTS
     from batch_layer.quality import view_suite
     from batch_layer.silver import SILVER_COLUMNS, silver_path
     from data_contracts import load_contract
     from data_contracts.derive import expectation_suite
+    from pipelines import collector_pipeline
     from views.input import PAYLOAD
+
+    WEB_EVENTS = collector_pipeline()
 
     contract = load_contract(WEB_EVENTS.contract, WEB_EVENTS.contract_major)
     silver = spark.read.format("delta").load(silver_path(settings, WEB_EVENTS))

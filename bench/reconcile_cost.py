@@ -138,8 +138,10 @@ def read_raw(session: Any, keyspace: str, views: Any, versions: dict[str, int]) 
 
 def run_core(spark: Any, settings: Settings, session: Any, views: Any, versions: dict) -> dict:
     """The reconciliation's work for the day: late rows, then reads and comparison per view."""
-    from batch_layer.pipelines import WEB_EVENTS
     from batch_layer.reconcile import late_rows, reconcile_view
+    from pipelines import collector_pipeline
+
+    WEB_EVENTS = collector_pipeline()
 
     started = time.perf_counter()
     late = late_rows(spark, settings, WEB_EVENTS, views, [DAY.date()])
@@ -178,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from confluent_kafka.admin import AdminClient
 
-    from batch_layer.pipelines import WEB_EVENTS
     from batch_layer.reconcile import reconcile
     from core.cassandra import connect, ensure_keyspace
     from core.spark import build_spark_session
     from ingest.topics import ensure_topics, platform_topics
     from layout import create_tables
+    from pipelines import collector_pipeline
+
+    WEB_EVENTS = collector_pipeline()
 
     base = load_settings()
     platform.up(base, ("kafka", "cassandra"))

@@ -70,9 +70,11 @@ def _silver_sql(settings: Settings, query: str) -> list[dict[str, Any]]:
 
 def _with_silver(settings: Settings, work: Any) -> Any:
     """``work(silver)`` on a Spark session of its own, stopped afterwards."""
-    from batch_layer.pipelines import WEB_EVENTS
     from batch_layer.silver import silver_path
     from core.spark import build_spark_session
+    from pipelines import collector_pipeline
+
+    WEB_EVENTS = collector_pipeline()
 
     spark = build_spark_session(settings, app_name="demo-sql")
     try:

@@ -245,7 +245,7 @@ def _migrate_once(settings: Settings) -> None:
 
 def _provision_pools(settings: Settings) -> None:
     """Every pool the DAGs name (tasks of a missing pool are never scheduled)."""
-    from batch_layer.pipelines import PIPELINES
+    from pipelines import PIPELINES
     from platformctl.airflow_rest import ensure_pool  # here: airflow_rest imports this module
 
     changed = [

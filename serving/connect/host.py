@@ -416,9 +416,14 @@ class SqlServer:
         )
 
     def _is_delta(self, path: str) -> bool:
-        from delta.tables import DeltaTable
+        """Whether ``path`` holds a committed Delta table, from a listing of its log.
 
-        return bool(DeltaTable.isDeltaTable(self.spark, path))
+        Not ``DeltaTable.isDeltaTable``: it trusts the log this JVM cached, and a log first
+        seen before its first commit (the batch layer writing a new pipeline's gold) stays
+        "no table" in that cache, so the view stayed empty for minutes after the publish."""
+        from layout.lake import table_version
+
+        return table_version(self.spark, path) is not None
 
     def _drop_retired(self) -> None:
         keep = []

@@ -66,7 +66,6 @@ def published_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterato
     from confluent_kafka.admin import AdminClient
 
     from batch_layer.__main__ import PIPELINE_STEPS, run_step
-    from batch_layer.pipelines import WEB_EVENTS
     from core.cassandra import connect, ensure_keyspace
     from core.settings import BatchSettings, KafkaSettings, LakeSettings
     from core.spark import local_spark_jars
@@ -74,6 +73,7 @@ def published_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterato
     from ingest.simulator.direct import produce_direct
     from ingest.topics import ensure_topics, platform_topics
     from layout import create_statements
+    from tests.support.web import WEB_EVENTS
 
     root = tmp_path_factory.mktemp("published_lake")
     keyspace = f"t_published_{uuid.uuid4().hex[:8]}"

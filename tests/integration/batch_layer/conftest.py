@@ -61,7 +61,7 @@ def pipeline_settings(lake_settings: Settings, laid_out_keyspaces) -> Iterator[S
 def run_pipeline(spark):
     """``run_pipeline(settings, run_id, dates=None)``: every step in order, in-process."""
     from batch_layer.__main__ import PIPELINE_STEPS, run_step
-    from batch_layer.pipelines import WEB_EVENTS
+    from tests.support.web import WEB_EVENTS
 
     def run(settings: Settings, run_id: str, dates=None) -> dict:
         return {

@@ -17,11 +17,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from batch_layer.bronze import bronze_path, ingest_bronze
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.quality import check_silver
 from batch_layer.silver import build_silver
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

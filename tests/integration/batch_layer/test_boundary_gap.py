@@ -22,12 +22,12 @@ import pytest
 
 from batch_layer.__main__ import PIPELINE_STEPS, run_step
 from batch_layer.ledger import Ledger
-from batch_layer.pipelines import WEB_EVENTS
 from core.settings import Settings
 from ingest.simulator import format_ts
 from ingest.simulator.direct import produce_payloads
 from layout import read_boundaries, read_watermarks
 from tests.support.speed import SpeedThread
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -6,8 +6,8 @@ import pytest
 from confluent_kafka import Producer
 
 from batch_layer.bronze import bronze_as_of, committed_range, ingest_bronze
-from batch_layer.pipelines import WEB_EVENTS
 from core.settings import KafkaSettings, LakeSettings
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

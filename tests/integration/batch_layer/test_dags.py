@@ -21,13 +21,14 @@ from datetime import UTC, datetime
 import pytest
 
 from batch_layer.bronze import bronze_path
-from batch_layer.pipelines import PIPELINES, WEB_EVENTS
 from batch_layer.publish import boundary_for
 from core.settings import PROJECT_ROOT, Settings, settings_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from layout import read_boundaries
+from pipelines import PIPELINES
 from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
+from tests.support.web import WEB_EVENTS
 
 # Seven steps and a step server's start on two cores: minutes, not seconds.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]

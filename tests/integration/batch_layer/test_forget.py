@@ -23,7 +23,6 @@ from pyspark.sql import functions as F
 
 from batch_layer.__main__ import FORGET_STEPS, PIPELINE_STEPS, run_step, run_steps
 from batch_layer.bronze import bronze_path
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import rejects_path, silver_path
 from batch_layer.tables import BRONZE_PROPERTIES, REJECTS_PROPERTIES, silver_properties
 from core.settings import LakeSettings, Settings
@@ -32,6 +31,7 @@ from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct, produce_payloads
 from tests.support.collector import collector_settings, consume_all, serve_collector
 from tests.support.operator import operator
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 

@@ -20,12 +20,12 @@ from pyspark.sql import functions as F
 from batch_layer.__main__ import run_step, run_steps
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import rejects_path, silver_path
 from batch_layer.staging import staging_root
 from core.settings import Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -8,10 +8,10 @@ import pytest
 
 from batch_layer.bronze import ingest_bronze
 from batch_layer.gold import build_gold, gold_path
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import build_silver
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS
 from views import view
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

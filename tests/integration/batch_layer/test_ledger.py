@@ -10,11 +10,11 @@ from pyspark.sql import functions as F
 import batch_layer.gold as gold
 from batch_layer.bronze import ingest_bronze
 from batch_layer.ledger import Ledger
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.quality import check_silver
 from batch_layer.silver import build_silver
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS
 from views import view
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_bronze_and_silver_emit_their_lineage(lake_settings: Settings, tmp_path):
     from batch_layer.bronze import bronze_path
-    from batch_layer.pipelines import WEB_EVENTS
     from batch_layer.silver import silver_path
     from ingest.simulator import SimulatorConfig, generate
     from ingest.simulator.direct import produce_direct
+    from tests.support.web import WEB_EVENTS
 
     events = tmp_path / "lineage" / "events.jsonl"
     settings = lake_settings.model_copy(

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from batch_layer.maintenance import drop_superseded
-from batch_layer.pipelines import WEB_EVENTS
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
 from layout import GRAINS, ViewTables
+from tests.support.web import WEB_EVENTS
 from views import view
 
 # drop_superseded reads every minute of a day per version: minutes on a busy machine.

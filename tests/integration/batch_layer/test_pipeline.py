@@ -17,13 +17,13 @@ from pyspark.sql import functions as F
 
 from batch_layer.gold import GateNotPassed
 from batch_layer.ledger import Entry, Ledger
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.publish import boundary_for
 from batch_layer.quality import QualityGateFailed, check_silver
 from batch_layer.silver import silver_path
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from layout import read_boundaries
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

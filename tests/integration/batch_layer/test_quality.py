@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 from batch_layer.bronze import ingest_bronze
 from batch_layer.gold import build_gold
 from batch_layer.ledger import Entry, Ledger
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.quality import (
     QualityGateFailed,
     _suite_result,
@@ -32,6 +31,7 @@ from data_contracts.derive import expectation_suite, validate_with_gx
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
 from layout.lake import gold_path
+from tests.support.web import WEB_EVENTS
 from views import view
 from views.input import PAYLOAD
 

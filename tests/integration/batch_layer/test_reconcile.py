@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from batch_layer.__main__ import EXIT_DRIFT, run_step, run_steps
-from batch_layer.pipelines import WEB_EVENTS
 from core.settings import Settings
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct
@@ -25,6 +24,7 @@ from layout import PointerTables, ViewTables, read_reconcile_results
 from tests.support.speed import SpeedThread
 from tests.support.speed import wait_until as wait_for
 from tests.support.speed import with_short_replays as replay_settings
+from tests.support.web import WEB_EVENTS
 from views import view
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]

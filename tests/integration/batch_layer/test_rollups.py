@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from batch_layer.pipelines import WEB_EVENTS
 from core.settings import Settings
 from layout import GRAINS, ViewTables
 from tests.support.lake import GROUP, PublishedLake
+from tests.support.web import WEB_EVENTS
 from views.common import HLL_LG_K
 from views.kinds import kind
 from views.spec import ViewSpec

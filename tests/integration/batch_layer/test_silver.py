@@ -8,13 +8,13 @@ from confluent_kafka import Producer
 from open_data_contract_standard.model import OpenDataContractStandard
 
 from batch_layer.bronze import ingest_bronze
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.silver import build_silver
 from data_contracts import Contract
 from data_contracts.compat import published_shapes, shape_of
 from data_contracts.contract import CONTRACTS_DIR
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

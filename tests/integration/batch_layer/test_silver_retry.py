@@ -18,13 +18,13 @@ from confluent_kafka import Producer
 
 from batch_layer.bronze import ingest_bronze
 from batch_layer.ledger import ledger_path
-from batch_layer.pipelines import WEB_EVENTS
 from batch_layer.quality import check_silver
 from batch_layer.silver import build_silver, rejects_path, silver_path
 from batch_layer.staging import staging_root
 from core.settings import Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

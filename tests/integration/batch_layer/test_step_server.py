@@ -16,7 +16,6 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from batch_layer.pipelines import WEB_EVENTS
 from core.settings import PROJECT_ROOT, Settings
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
@@ -26,6 +25,7 @@ from tests.support.operator import operator
 from tests.support.ports import free_port
 from tests.support.processes import java_children
 from tests.support.step_server import StepServerProcess
+from tests.support.web import WEB_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

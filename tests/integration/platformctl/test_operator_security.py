@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from batch_layer.pipelines import PIPELINES
 from core.settings import (
     AirflowSettings,
     KafkaSettings,
@@ -24,6 +23,7 @@ from core.settings import (
     MonitoringSettings,
     Settings,
 )
+from pipelines import PIPELINES
 from platformctl import platform
 from platformctl.services.airflow import passwords_file
 from tests.support.ports import free_port

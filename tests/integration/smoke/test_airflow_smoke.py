@@ -54,7 +54,7 @@ def test_every_dag_loads_without_import_errors(airflow, settings):
     assert dag_files, "dags/ holds no DAG files"
     assert "platform_smoke" in result["dags"]
     # Every declared batch pipeline gets its four DAGs from the factory.
-    from batch_layer.pipelines import PIPELINES
+    from pipelines import PIPELINES
 
     for spec in PIPELINES:
         for kind in ("ingest", "views", "backfill", "maintenance"):

@@ -14,8 +14,8 @@ from datetime import UTC, date, datetime
 import pytest
 
 from batch_layer.ledger import Entry, Ledger, pending, pending_days
-from batch_layer.pipelines import WEB_EVENTS
 from core.settings import LakeSettings, Settings
+from tests.support.web import WEB_EVENTS
 
 
 def at(minute: int) -> datetime:

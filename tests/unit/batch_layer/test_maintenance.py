@@ -7,9 +7,8 @@ from pathlib import Path
 
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.maintenance import lake_tables, optimize, vacuum
-from batch_layer.pipelines import WEB_EVENTS
 from core.settings import BatchSettings, LakeSettings, Settings
-from tests.support.web import WEB_VIEWS
+from tests.support.web import WEB_EVENTS, WEB_VIEWS
 
 
 def test_every_delta_table_of_the_pipeline_and_nothing_else(lake_settings: Settings):

@@ -6,10 +6,11 @@ import json
 from datetime import date, timedelta
 
 from batch_layer.bronze import bronze_path
-from batch_layer.pipelines import WEB_EVENTS, PipelineSpec
 from batch_layer.silver import days_predicate, parse_bronze, rejects_path, silver_path
 from core.frames import local_frame
 from core.settings import KafkaSettings, LakeSettings, Settings
+from pipelines import PipelineSpec
+from tests.support.web import WEB_EVENTS
 
 
 def test_one_day():

@@ -164,10 +164,10 @@ def test_compatible_changes_pass(contract):
 
 
 def test_every_reader_and_writer_of_major_1_gets_the_newest_minor(contract):
-    from batch_layer.pipelines import WEB_EVENTS
     from core.collector_settings import CollectorSettings
     from data_contracts.compat import published_shapes
     from ingest.intake import Intake
+    from tests.support.web import WEB_EVENTS
 
     newest = max(published_shapes(contract), key=lambda v: tuple(map(int, v.split("."))))
     assert contract.version == newest == "1.1.0"
