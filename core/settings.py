@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.access_settings import AccessSettings
 from core.batch_settings import BatchSettings
 from core.collector_settings import CollectorSettings
 from core.credentials import each_long_enough, long_enough, refuse_dev_secrets
@@ -49,6 +50,7 @@ __all__ = [
     "RING_ADDRESSES",
     "RING_HEAP_MB",
     "RING_REPLICATION",
+    "AccessSettings",
     "AirflowSettings",
     "BatchSettings",
     "CassandraSettings",
@@ -95,6 +97,9 @@ class KafkaSettings(_Section):
     """Dead-letter topic for rejected events, with the reason attached."""
     suppressions_topic: str = "web.suppressions"
     """Compacted topic of forgotten users (key: the id): the collector drops their events."""
+    audit_topic: str = "platform.audit.v1"
+    """Every read of the serving API and every SQL statement, one record each (who, which
+    views, outcome): the SQL server lands it in the admins' ``audit_log``."""
     topics: dict[str, str] = Field(default_factory=dict)
     """Per pipeline name, the topic to use instead of the one its declaration names (a
     staging cluster's names, a test's own topic), e.g. ``{"checkouts": "stg.checkouts.v1"}``."""
@@ -355,6 +360,7 @@ class Settings(BaseSettings):
     views: ViewSettings = ViewSettings()
     serving: ServingSettings = ServingSettings()
     sql: SqlSettings = SqlSettings()
+    access: AccessSettings = AccessSettings()
     airflow: AirflowSettings = AirflowSettings()
     local: LocalSettings = LocalSettings()
     monitoring: MonitoringSettings = MonitoringSettings()

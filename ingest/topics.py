@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TopicSpec",
+    "audit_topic",
     "ensure_topics",
     "pipeline_topics",
     "platform_topics",
@@ -62,6 +63,17 @@ def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
             shared | {"cleanup.policy": "compact"},
         ),
     ]
+
+
+def audit_topic(kafka: KafkaSettings, retention_days: int) -> TopicSpec:
+    """The audit records' topic (:mod:`access.audit`), kept as long as the audit table."""
+    retention = str(retention_days * 24 * 3600 * 1000)
+    return TopicSpec(
+        kafka.audit_topic,
+        1,
+        kafka.replication_factor,
+        _log_config(kafka) | {"retention.ms": retention},
+    )
 
 
 def _log_config(kafka: KafkaSettings) -> dict[str, str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from access.store import TOKENS_TABLE
 from layout.pointers import (
     BOUNDARY_TABLE,
     DAYS_TABLE,
@@ -47,7 +48,9 @@ __all__ = [
     "statement_kind",
 ]
 
-Family = Literal["speed_view", "batch_view", "batch_pointer", "speed_pointer", "reconcile"]
+Family = Literal[
+    "speed_view", "batch_view", "batch_pointer", "speed_pointer", "reconcile", "access"
+]
 Access = Literal["read", "write"]
 Kind = tuple[Family, Access]
 
@@ -59,6 +62,7 @@ FAMILIES: dict[str, Family] = {
     RUNS_TABLE: "speed_pointer",
     PROGRESS_TABLE: "speed_pointer",
     RECONCILE_TABLE: "reconcile",
+    TOKENS_TABLE: "access",
 }
 """The pointer and bookkeeping tables by name; every other ``speed_*`` / ``batch_*`` table is a
 view table (:mod:`layout.views`)."""
@@ -84,6 +88,9 @@ CONSISTENCY: dict[Kind, str] = {
     ("speed_pointer", "write"): LOCAL_QUORUM,
     ("reconcile", "read"): LOCAL_QUORUM,
     ("reconcile", "write"): LOCAL_QUORUM,
+    # Issued tokens: a revocation written must be seen by the services' next read of them.
+    ("access", "read"): LOCAL_QUORUM,
+    ("access", "write"): LOCAL_QUORUM,
 }
 """The consistency level (the driver's ``ConsistencyLevel`` name) of each statement kind."""
 

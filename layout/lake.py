@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.settings import Settings
+from pipelines.spec import topic_table_name
 from views.spec import ViewSpec
 
 if TYPE_CHECKING:
@@ -30,12 +31,6 @@ __all__ = ["gold_path", "silver_path", "table_version", "topic_table_name", "use
 def gold_path(settings: Settings, spec: ViewSpec) -> str:
     """The Delta table of view ``spec``'s gold rows, partitioned by ``window_date``."""
     return f"{settings.lake.root.rstrip('/')}/gold/{spec.name}"
-
-
-def topic_table_name(topic: str) -> str:
-    """The Delta table name of a topic's bronze and silver (``web.events.v1`` ->
-    ``web_events_v1``)."""
-    return topic.replace(".", "_").replace("-", "_")
 
 
 def silver_path(settings: Settings, topic: str) -> str:

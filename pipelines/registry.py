@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from pipelines import declared
 from pipelines.spec import Collector, PipelineSpec, topic_table_name
+from pipelines.teams import team_names
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -119,6 +120,7 @@ def check_pipelines(
             f"view {view!r} is declared by pipelines {', '.join(owners)}: gold/<view> and the "
             "Cassandra tables are named after the view, so keep each view in one pipeline"
         )
+    problems.extend(_unknown_teams(pipelines))
     for spec in pipelines:
         file = f"{spec.contract}/v{spec.contract_major}.odcs.yaml"
         if not contracts_root.joinpath(file).is_file():
@@ -130,6 +132,20 @@ def check_pipelines(
     if problems:
         raise DeclarationError("Pipeline declarations refused:\n- " + "\n- ".join(problems))
     return pipelines
+
+
+def _unknown_teams(pipelines: Iterable[PipelineSpec]) -> list[str]:
+    known = team_names()
+    problems = []
+    for spec in pipelines:
+        for role, team in (("owner", spec.owner), *(("readers", r) for r in spec.readers)):
+            if team not in known:
+                problems.append(
+                    f"pipeline {spec.name!r} names team {team!r} ({role}=), which is not "
+                    f"declared in pipelines/teams.py (teams: {', '.join(sorted(known))}): "
+                    "declare it there or fix the name"
+                )
+    return problems
 
 
 def check_deployment(

@@ -139,7 +139,11 @@ class PipelineSpec:
     schedule: str | None = None
     """Schedule of the ingest DAG; None: ``settings.batch.schedule``."""
     owner: str = "data-platform"
-    """Team answering for the pipeline (on its DAGs, alerts and in ``/v1/views``)."""
+    """Team answering for the pipeline (on its DAGs, alerts and in ``/v1/views``); it may
+    always read the pipeline. A team of :mod:`pipelines.teams`."""
+    readers: tuple[str, ...] = ()
+    """Other teams that may read the pipeline's views and silver events (SQL, the serving
+    API, the dashboard). Besides them only the owner and the platform's admins may."""
     identity: tuple[str, ...] = ()
     """Contract fields that identify a person (top-level string fields): forget erases
     every row where one of them equals the forgotten id. Empty: no personal data."""
@@ -167,6 +171,8 @@ class PipelineSpec:
             raise ValueError(f"{where} lists views more than once: {twice}.")
         if isinstance(self.identity, str):
             raise TypeError(f"{where}: identity is a tuple of fields, e.g. ('buyer_id',).")
+        if isinstance(self.readers, str):
+            raise TypeError(f"{where}: readers is a tuple of teams, e.g. ('marketing',).")
         for rule in self.reconcile:
             if rule.view not in self.views:
                 raise ValueError(f"{where}: reconciliation of unknown view {rule.view!r}.")
@@ -215,6 +221,19 @@ class PipelineSpec:
                     f"a {measure.kind} measure; only a count can equal a number of silver rows."
                 )
         return self
+
+    def readable_by(self, teams: frozenset[str]) -> bool:
+        """Whether an identity of ``teams`` may read the pipeline: its owner, its readers
+        and the platform's admins may.
+
+        >>> from pipelines import pipeline
+        >>> checkouts = pipeline("checkouts")
+        >>> checkouts.readable_by(frozenset({"shop-data"})), checkouts.readable_by(frozenset())
+        (True, False)
+        """
+        from pipelines.teams import ADMINS
+
+        return not teams.isdisjoint({self.owner, ADMINS, *self.readers})
 
     @property
     def pool(self) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from core.log import configure_logging
 from core.settings import load_settings
 from platformctl import platform
+from platformctl.access import access_command, add_access_parser
 from platformctl.process import ServiceStartError, log_tail
 
 __all__ = ["main"]
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     forget.add_argument(
         "--in-process", action="store_true", help="run the steps here even when Airflow is up"
     )
+    add_access_parser(commands)
     args = parser.parse_args(argv)
 
     configure_logging()
@@ -144,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(shlex.join(container_image.docker_build_command(args.out, wheel)))
             else:
                 print(json.dumps({"archive": str(container_image.build_image(settings, args.out))}))
+        elif args.command == "access":
+            report, code = access_command(settings, args)
+            print(json.dumps(report, indent=2))
+            return code
         elif args.command == "forget":
             from platformctl.forget import forget_user
 

@@ -10,6 +10,7 @@ PIPELINE = PipelineSpec(
     views=("page_activity", "site_activity", "search_terms", "clicks"),
     arrival=Collector(),
     owner="web-analytics",
+    readers=("marketing",),
     identity=("userId", "anonymousId"),
     reconcile=(
         Reconciliation("site_activity", "events"),

@@ -44,6 +44,8 @@ def _imports(package: str) -> dict[str, set[str]]:
         ("layout", {"speed_layer", "batch_layer", "serving", "airflow"}),
         # The declarations every layer reads are owned by none of them.
         ("pipelines", {"speed_layer", "batch_layer", "serving", "ingest", "layout", "airflow"}),
+        # Who reads what: asked by serving and the SQL server, owned by neither.
+        ("access", {"speed_layer", "batch_layer", "serving", "ingest", "airflow", "pyspark"}),
     ],
 )
 def test_no_import_crosses_the_layers(package, forbidden):

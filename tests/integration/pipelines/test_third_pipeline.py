@@ -35,7 +35,7 @@ PIPELINE = PipelineSpec(
     views=("app_screens",),
     topic="app.events.v1",
     arrival=Collector(sources=("app",)),
-    owner="mobile",
+    owner="web-analytics",
     identity=("userId", "anonymousId"),
 )
 '''

@@ -65,7 +65,19 @@ def _view_statements() -> dict[str, str]:
     return out
 
 
-STATEMENTS = _pointer_statements() | _view_statements()
+def _access_statements() -> dict[str, str]:
+    """Every statement of the issued tokens' table (:class:`access.store.TokenStore`)."""
+    from access.store import TokenStore
+
+    store = TokenStore(None, "ks")  # type: ignore[arg-type]
+    return {
+        f"access.{name}": getattr(store, name)
+        for name, value in vars(TokenStore).items()
+        if isinstance(value, property) and name.startswith(_VERBS)
+    }
+
+
+STATEMENTS = _pointer_statements() | _view_statements() | _access_statements()
 
 
 @pytest.mark.parametrize("name", sorted(STATEMENTS))

@@ -354,3 +354,33 @@ def test_the_declared_pipelines_deploy_on_the_default_settings():
     assert check_deployment((WEB_EVENTS, MOBILE, ORDERS), settings) == (WEB_EVENTS, MOBILE, ORDERS)
     with pytest.raises(DeclarationError, match="no write key"):
         validate_all((WEB_EVENTS, MOBILE), settings=_deployed())
+
+
+def test_an_owner_or_reader_that_is_no_declared_team_is_refused_with_the_teams(contracts):
+    unknown = PipelineSpec(
+        "orders",
+        "orders",
+        2,
+        ("orders_v2",),
+        topic="shop.orders.v2",
+        owner="shop-data",
+        readers=("marketing", "finance"),
+    )
+    with pytest.raises(DeclarationError) as refused:
+        check_pipelines((WEB_EVENTS, unknown), contracts)
+    message = str(refused.value)
+    assert "pipeline 'orders' names team 'finance' (readers=)" in message
+    assert "pipelines/teams.py" in message and "marketing" not in message.split("(teams:")[0]
+
+
+def test_a_pipeline_is_read_by_its_owner_its_readers_and_the_admins_only():
+    web = PipelineSpec(
+        "web", "orders", 2, ("w",), topic="w.v2", owner="web-analytics", readers=("marketing",)
+    )
+    allowed = [
+        t
+        for t in ("web-analytics", "marketing", "data-platform", "shop-data")
+        if web.readable_by(frozenset({t}))
+    ]
+    assert allowed == ["web-analytics", "marketing", "data-platform"]
+    assert not web.readable_by(frozenset())
