@@ -4,7 +4,7 @@ Every data route is ``GET`` (but ``POST /v1/sql``) and needs a read-only analyst
 (``Authorization: Bearer <token>``, from ``settings.serving.api_tokens``), and so do
 ``/openapi.json`` and ``/docs``; ``/metrics`` takes one or the operators'
 ``settings.monitoring.metrics_token`` (Prometheus sends that); ``/health`` and
-the dashboard page need none (the page asks for a token).
+the dashboard page and its script need none (the page asks for a token).
 Times are ISO 8601 (UTC when no zone is given) or ``now``/``now-15m``/``now-2h``;
 a range holds the 1-minute windows whose start lies in ``[start, end)``.
 Windows before a view's batch boundary are answered from the batch view
@@ -28,6 +28,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
+from access import Directory, Identity
+from access.audit import AuditLog
+from access.directory import service_identities
+from access.store import TokenStore
+from core.credentials import owner_of
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.workers import listening_workers
@@ -35,18 +40,19 @@ from pipelines import pipeline_of_view
 from serving import questions
 from serving.errors import QueryError
 from serving.freshness import FreshnessRules
+from serving.gate import Answer, Gate
 from serving.hot import HotPath
 from serving.merge import DEFAULT_QUANTILES
 from serving.metrics import ServingMetrics
 from serving.query import CacheRules, Limits, Queries
-from serving.questions import SERVED_VIEWS, WHOLE_SITE, ReachView, token_owner
+from serving.questions import SERVED_VIEWS, WHOLE_SITE, ReachView
 from serving.sql_http import FORMATS, SqlEndpoint
 from serving.store import ServingStore
 
 __all__ = ["create_app"]
 
 _log = get_logger(__name__)
-_DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
+_STATIC = Path(__file__).parent / "static"
 _bearer = HTTPBearer(
     auto_error=False,
     description="A read-only analyst token from settings.serving.api_tokens.",
@@ -84,6 +90,12 @@ class _Json(Response):
         return orjson.dumps(content)
 
 
+def _answer(request: Request, answer: Answer | None) -> _Json:
+    """A data route's answer; its rows noted for the request's audit record."""
+    request.state.rows = getattr(answer, "rows", None)
+    return _Json(answer)
+
+
 def _error(status: int, code: str, message: str, **headers: str) -> _Json:
     return _Json({"error": code, "message": message}, status, headers or None)
 
@@ -93,14 +105,28 @@ class _Unauthorized(Exception):
         self.message = message
 
 
-def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
-    """Build the serving app; it connects to Cassandra at start-up unless ``queries`` is given."""
+def _static(name: str) -> str:
+    """A file of the dashboard (``serving/static/``), read once when the app is built."""
+    path = _STATIC / name
+    return path.read_text() if path.exists() else f"{name} is missing from serving/static/"
+
+
+def create_app(
+    settings: Settings,
+    queries: Queries | None = None,
+    directory: Directory | None = None,
+    audit: AuditLog | None = None,
+) -> FastAPI:
+    """Build the serving app; it connects to Cassandra at start-up unless ``queries`` is given
+    (then credentials are identified by ``directory``, by default the settings' services
+    only, and audit records go to ``audit``, by default the log alone)."""
     serving = settings.serving
-    tokens = [(name, t.get_secret_value().encode()) for name, t in serving.api_tokens.items()]
     operators = [
-        *tokens,
+        *service_identities(settings),
         ("operator", settings.monitoring.metrics_token.get_secret_value().encode()),
     ]
+    directory = directory or Directory(settings)
+    gate = Gate(directory, audit or AuditLog(settings, kafka=queries is None))
     limits = Limits.from_settings(serving)
     state: dict[str, Any] = {}
     metrics = ServingMetrics()
@@ -112,6 +138,8 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             from core.cassandra import connect
 
             cluster, session = connect(settings.cassandra)
+            directory.store = TokenStore(session, settings.cassandra.keyspace)
+            directory.start()  # issued tokens, re-read every access.refresh_s
             store = ServingStore(
                 session,
                 settings.cassandra.keyspace,
@@ -131,6 +159,8 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         log_event(_log, "serving.started", keyspace=settings.cassandra.keyspace)
         yield
         state["sql"].close()
+        directory.stop()
+        gate.audit.close()
         if cluster is not None:
             cluster.shutdown()
         log_event(_log, "serving.stopped")
@@ -147,16 +177,16 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     )
 
     # Counts and times every request; answers kept for the dashboard's routes at once.
-    app.add_middleware(
-        HotPath, tokens=tokens, state=state, metrics=metrics, answer=serving.hot_path
-    )
+    app.add_middleware(HotPath, gate=gate, state=state, metrics=metrics, answer=serving.hot_path)
 
     @app.exception_handler(QueryError)
-    async def _query_error(_: Request, error: QueryError) -> Response:
+    async def _query_error(request: Request, error: QueryError) -> Response:
+        request.state.reason = f"{error.code}: {error.message}"
         return _error(error.status, error.code, error.message)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, error: RequestValidationError) -> Response:
+    async def _invalid(request: Request, error: RequestValidationError) -> Response:
+        request.state.reason = "invalid_parameter"
         parts = []
         for item in error.errors():
             where = ".".join(str(p) for p in item.get("loc", ())[1:]) or "request"
@@ -164,25 +194,28 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         return _error(400, "invalid_parameter", "; ".join(parts))
 
     @app.exception_handler(_Unauthorized)
-    async def _unauthorized(_: Request, error: _Unauthorized) -> Response:
+    async def _unauthorized(request: Request, error: _Unauthorized) -> Response:
+        request.state.reason = "unauthenticated"
         return _error(401, "unauthorized", error.message, **{"WWW-Authenticate": "Bearer"})
 
     async def analyst(
+        request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> str:
+    ) -> Identity:
         if credentials is None:
             raise _Unauthorized("Send a read-only analyst token: Authorization: Bearer <token>.")
-        found = token_owner(tokens, credentials.credentials)
-        if found is None:
+        found = gate.identify(credentials.credentials)
+        if found is None:  # unknown, expired, revoked or malformed: never which
             raise _Unauthorized("Unknown token.")
+        request.state.identity = found
         return found
 
-    Analyst = Annotated[str, Depends(analyst)]
+    Analyst = Annotated[Identity, Depends(analyst)]
 
     async def operator(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> str:
-        found = token_owner(operators, credentials.credentials) if credentials else None
+        found = owner_of(credentials.credentials, operators) if credentials else None
         if found is None:
             raise _Unauthorized(
                 "Send an analyst token or the metrics token (settings.monitoring.metrics_token): "
@@ -190,14 +223,37 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             )
         return found
 
-    View = Annotated[str, Query(description="A view: " + ", ".join(s.name for s in SERVED_VIEWS))]
+    async def readable(
+        request: Request,
+        identity: Analyst,
+        view: Annotated[
+            str, Query(description="A view granted to the caller (GET /v1/views lists them)")
+        ],
+    ) -> str:
+        request.state.view = view
+        gate.check(identity, view)
+        return view
+
+    async def readable_reach(
+        request: Request,
+        identity: Analyst,
+        view: Annotated[
+            ReachView, Query(description="A view with a distinct-count measure")
+        ] = WHOLE_SITE,
+    ) -> str:
+        return await readable(request, identity, view.value)
+
+    View = Annotated[str, Depends(readable)]
     Start = Annotated[
         str, Query(description="Range start: ISO 8601 or now-<n>{s,m,h,d}", max_length=64)
     ]
     End = Annotated[str, Query(description="Range end (exclusive)", max_length=64)]
 
     @app.get("/v1/views", summary="The views of every pipeline, their keys and measures")
-    async def views(_: Analyst) -> Response:
+    async def views(request: Request, identity: Analyst) -> Response:
+        granted = gate.views_of(identity)
+        listed = [s for s in SERVED_VIEWS if s.name in granted]
+        request.state.views, request.state.rows = tuple(s.name for s in listed), len(listed)
         return _Json(
             [
                 {
@@ -205,18 +261,19 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
                     "pipeline": pipeline_of_view(s.name).name,
                     "description": s.description,
                     "keys": list(s.keys),
+                    "constant_key": None if s.constant_key is None else list(s.constant_key),
                     "measures": [
                         {"name": m.name, "kind": m.kind, "description": m.description}
                         for m in s.measures
                     ],
                 }
-                for s in SERVED_VIEWS
+                for s in listed
             ]
         )
 
     @app.get("/v1/timeseries", summary="Merged buckets of a view for one or more keys")
     async def timeseries(
-        _: Analyst,
+        request: Request,
         view: View,
         key: Annotated[
             list[str], Query(description="Key value(s); one series each (site: 'all')")
@@ -232,15 +289,16 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             list[str], Query(description="Only these measures (default: all); reads less")
         ] = [],  # noqa: B006
     ) -> Response:
-        return _Json(
+        return _answer(
+            request,
             await questions.timeseries(
                 state["queries"], view, key, start, end, granularity, quantile, measure
-            )
+            ),
         )
 
     @app.get("/v1/top", summary="Top-N keys of a view over a range, ranked on merged values")
     async def top(
-        _: Analyst,
+        request: Request,
         view: View,
         measure: Annotated[str, Query(description="The measure to rank by", max_length=64)],
         start: Start = "now-1h",
@@ -249,26 +307,26 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
         quantile: Annotated[float, Query(ge=0, le=1, description="For kll measures")] = 0.95,
         min_samples: Annotated[int, Query(ge=1, description="For kll measures")] = 1,
     ) -> Response:
-        return _Json(
+        return _answer(
+            request,
             await questions.top(
                 state["queries"], view, measure, start, end, n, quantile, min_samples
-            )
+            ),
         )
 
     @app.get("/v1/reach", summary="Distinct visitors over a range, for a page or the site")
     async def reach(
-        _: Analyst,
-        view: Annotated[
-            ReachView, Query(description="A view with a distinct-count measure")
-        ] = WHOLE_SITE,
+        request: Request,
+        view: Annotated[str, Depends(readable_reach)],
         key: Annotated[str | None, Query(description="The page path (site: 'all')")] = None,
         start: Start = "now-1h",
         end: End = "now",
     ) -> Response:
-        return _Json(await questions.reach(state["queries"], view.value, key, start, end))
+        return _answer(request, await questions.reach(state["queries"], view, key, start, end))
 
     @app.post("/v1/sql", summary="One read-only Spark SQL statement over the views")
     async def sql(
+        http: Request,
         _: Analyst,
         request: Annotated[SqlRequest, Body(openapi_examples=SqlRequest.EXAMPLES)],
     ) -> Response:
@@ -279,6 +337,7 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
             max_rows=request.max_rows,
             timeout_s=request.timeout_s,
         )
+        http.state.rows = answer.table.num_rows
         if request.format == "csv":
             return Response(answer.csv(), media_type=FORMATS["csv"])
         if request.format == "arrow":
@@ -328,11 +387,15 @@ def create_app(settings: Settings, queries: Queries | None = None) -> FastAPI:
     async def docs(_: Analyst) -> HTMLResponse:
         return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - docs")
 
-    page = _DASHBOARD.read_text() if _DASHBOARD.exists() else "<p>dashboard missing</p>"
+    page, script = _static("dashboard.html"), _static("dashboard.js")
 
     @app.get("/dashboard", summary="The live dashboard page", response_class=HTMLResponse)
     async def dashboard() -> HTMLResponse:
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    @app.get("/dashboard.js", include_in_schema=False)
+    async def dashboard_script() -> Response:
+        return Response(script, media_type="text/javascript", headers={"Cache-Control": "no-store"})
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:

@@ -11,8 +11,9 @@ the response classes (``docs/benchmarks.md``, "The hot path").
 ``/v1/timeseries``, ``/v1/top`` or ``/v1/reach`` itself when it can be
 certain of the answer:
 
-- the bearer token is one of the analysts' (:func:`serving.questions.token_owner`,
-  the route's own check, after the same parsing of ``Authorization``);
+- the bearer credential proves an identity that may read the view asked for
+  (:class:`serving.gate.Gate`, the route's own checks, after the same parsing of
+  ``Authorization``);
 - every parameter is one the route declares, given once unless it is a list,
   and written in a form whose value FastAPI would read the same (plain
   decimals, texts within their lengths, one of the choices); absent ones
@@ -28,7 +29,9 @@ stays the one place that says what was wrong. The body is the same JSON with
 the same headers (``content-length``, ``content-type``) as the route's
 (``tests/unit/serving/test_hot_path.py`` compares them byte for byte), and
 every request, hot or not, is counted and timed here by its route
-(``wap_serving_requests_total``, ``wap_serving_request_duration_seconds``).
+(``wap_serving_requests_total``, ``wap_serving_request_duration_seconds``), and
+each read of data is its audit record (:meth:`serving.gate.Gate.record`, from
+what the route, or the hot path, noted of it).
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ from urllib.parse import parse_qsl
 import orjson
 from fastapi.security.utils import get_authorization_scheme_param
 
+from access import Identity
 from serving import questions
+from serving.gate import Gate
 from serving.lru import Lru
 from serving.merge import DEFAULT_QUANTILES
 from serving.metrics import ServingMetrics
-from serving.questions import WHOLE_SITE, ReachView, Tokens, token_owner
+from serving.questions import WHOLE_SITE, ReachView
 
 __all__ = ["ROUTES", "HotPath", "Param", "Route"]
 
@@ -196,13 +201,13 @@ class HotPath:
         self,
         app: Any,
         *,
-        tokens: Tokens,
+        gate: Gate,
         state: Mapping[str, Any],
         metrics: ServingMetrics,
         answer: bool = True,
     ) -> None:
         self.app = app
-        self.tokens = tokens
+        self.gate = gate
         self.state = state
         self.metrics = metrics
         self.routes = ROUTES if answer else {}
@@ -215,9 +220,9 @@ class HotPath:
             return
         started = time.perf_counter()
         route = self.routes.get(scope["path"]) if scope["method"] == "GET" else None
-        body = None
+        body, noted = None, {}
         if route is not None and not scope.get("root_path"):
-            body = await self._kept(route, scope)
+            body = await self._kept(route, scope, noted)
         status = 500
 
         async def sending(message: dict) -> None:
@@ -238,12 +243,16 @@ class HotPath:
                 await send({"type": "http.response.body", "body": body})
         finally:
             path = route.path if body is not None else getattr(scope.get("route"), "path", None)
-            self.metrics.observe_request(path or "unmatched", status, time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.metrics.observe_request(path or "unmatched", status, took)
+            self.gate.record(path or scope["path"], status, took, noted or scope.get("state", {}))
 
-    async def _kept(self, route: Route, scope: dict) -> bytes | None:
-        """The body of the kept answer to this request, or None: FastAPI answers it."""
+    async def _kept(self, route: Route, scope: dict, noted: dict) -> bytes | None:
+        """The body of the kept answer to this request, or None: FastAPI answers it. What
+        the audit record needs is put in ``noted`` when this path answers."""
         queries = self.state.get("queries")
-        if queries is None or not self._authorised(scope["headers"]):
+        identity = None if queries is None else self._identity(scope["headers"])
+        if identity is None:
             return None
         try:
             asked = (route.path, scope["query_string"])
@@ -254,16 +263,21 @@ class HotPath:
                     return None
                 if len(asked[1]) <= _QUERY_CHARS:
                     self._arguments.put(asked, arguments)
+            if not self.gate.may_read(identity, arguments["view"]):
+                return None  # the route refuses it, and says why
             answer = await route.ask(queries, **arguments, cached_only=True)
         except Exception:  # refused, malformed or failing: the framework answers and says why
             return None
-        return None if answer is None else orjson.dumps(answer)
+        if answer is None:
+            return None
+        noted.update(identity=identity, view=arguments["view"], rows=getattr(answer, "rows", None))
+        return orjson.dumps(answer)
 
-    def _authorised(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        """The route's check (``HTTPBearer`` then :func:`token_owner`) of the first
-        ``Authorization`` header, as Starlette reads headers."""
+    def _identity(self, headers: list[tuple[bytes, bytes]]) -> Identity | None:
+        """The route's check (``HTTPBearer`` then the gate) of the first ``Authorization``
+        header, as Starlette reads headers."""
         value = next((v.decode("latin-1") for k, v in headers if k == b"authorization"), None)
         scheme, credentials = get_authorization_scheme_param(value)
         if not (value and scheme and credentials) or scheme.lower() != "bearer":
-            return False
-        return token_owner(self.tokens, credentials) is not None
+            return None
+        return self.gate.identify(credentials)

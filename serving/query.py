@@ -37,6 +37,7 @@ from serving.freshness import (
     unavailable,
     unavailable_span,
 )
+from serving.gate import Answer
 from serving.lru import Lru
 from serving.merge import (
     DEFAULT_QUANTILES,
@@ -260,16 +261,20 @@ class Queries:
         if shared is None:
             return None
         (series, body), covered, note = shared
-        return {
-            "view": view,
-            "granularity": granularity,
-            "start": iso(covered.lo),
-            "end": iso(covered.hi),
-            **self._context(pointers, [view], now),
-            "unavailable": unavailable(p.boundary, now, self.rules, covered.lo, covered.hi),
-            "cache": note,
-            "series": body if encoded else series,
-        }
+        rows = sum(len(one["buckets"]) for one in series)
+        return Answer.of(
+            rows=rows,
+            answer={
+                "view": view,
+                "granularity": granularity,
+                "start": iso(covered.lo),
+                "end": iso(covered.hi),
+                **self._context(pointers, [view], now),
+                "unavailable": unavailable(p.boundary, now, self.rules, covered.lo, covered.hi),
+                "cache": note,
+                "series": body if encoded else series,
+            },
+        )
 
     async def _series(
         self,
@@ -377,19 +382,22 @@ class Queries:
         if shared is None:
             return None
         (items, body, provisional), covered, note = shared
-        return {
-            "view": view,
-            "measure": measure,
-            "rank": ranking.rank_label.format(q=f"{quantile * 100:g}"),
-            "start": iso(covered.lo),
-            "end": iso(covered.hi),
-            "n": n,
-            "final": not provisional,
-            **self._context(pointers, [view], now),
-            "unavailable": unavailable(p.boundary, now, self.rules, covered.lo, covered.hi),
-            "cache": note,
-            "items": body if encoded else items,
-        }
+        return Answer.of(
+            rows=len(items),
+            answer={
+                "view": view,
+                "measure": measure,
+                "rank": ranking.rank_label.format(q=f"{quantile * 100:g}"),
+                "start": iso(covered.lo),
+                "end": iso(covered.hi),
+                "n": n,
+                "final": not provisional,
+                **self._context(pointers, [view], now),
+                "unavailable": unavailable(p.boundary, now, self.rules, covered.lo, covered.hi),
+                "cache": note,
+                "items": body if encoded else items,
+            },
+        )
 
     async def reach(
         self,
@@ -449,7 +457,7 @@ class Queries:
             found, covered, answer["cache"] = shared
             answer["start"], answer["end"] = iso(covered.lo), iso(covered.hi)
             answer["visitors"], answer["lower_bound"], answer["upper_bound"] = found
-        return answer
+        return Answer.of(answer, rows=1)
 
     async def health(self) -> dict[str, Any]:
         """Boundary, speed freshness and the last reconciliation of every view, and each

@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 
-from core.credentials import owner_of
 from pipelines import collector_pipeline, declared_views
 from serving.errors import QueryError
 from serving.query import Queries
@@ -29,7 +28,6 @@ __all__ = [
     "keys_of",
     "reach",
     "timeseries",
-    "token_owner",
     "top",
 ]
 
@@ -54,15 +52,6 @@ def _whole_site() -> ReachView:
 
 WHOLE_SITE = _whole_site()
 """What /v1/reach answers when no view is named: the view keyed by a constant (the site)."""
-
-Tokens = Sequence[tuple[str, bytes]]
-"""``(analyst, token)`` pairs from ``settings.serving.api_tokens``."""
-
-
-def token_owner(tokens: Tokens, credentials: str) -> str | None:
-    """The analyst whose token ``credentials`` is, compared with every token in constant
-    time; None for an unknown or empty token (:func:`core.credentials.owner_of`)."""
-    return owner_of(credentials, tokens)
 
 
 def keys_of(view: str, raw: Sequence[str]) -> list[tuple[str, ...]]:

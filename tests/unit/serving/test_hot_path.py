@@ -22,12 +22,8 @@ from core.settings import ServingSettings, Settings
 from serving.app import create_app
 from serving.hot import _REQUIRED, ROUTES
 from serving.query import Queries
-from serving.store import Pointers, ViewPointers
-from serving.timerange import HOUR_MS, MINUTE_MS
+from tests.support.serving_app import NOW_MS, TOKEN, Apps, Store, queries_of
 
-TOKEN = "hot-path-token-0001"
-NOW_MS = 1_764_000_000_000 + 17_345  # not on a minute: start and end carry milliseconds
-BOUNDARY = NOW_MS - NOW_MS % HOUR_MS - HOUR_MS
 SITE_TS = (
     "/v1/timeseries?view=site_activity&start=now-60m&end=now&granularity=minute"
     "&measure=events&measure=page_views&measure=visitors"
@@ -48,102 +44,10 @@ HITS = [
 ]
 
 
-class _Store:
-    """Every key has a row in every window: counts, and no sketches (null)."""
-
-    def __init__(self) -> None:
-        from pipelines import declared_views
-
-        self.views = {spec.name: spec for spec in declared_views()}
-        view = ViewPointers(
-            BOUNDARY,
-            newest_event=NOW_MS - 5_000,
-            watermark=NOW_MS - 600_000,
-            heartbeat=NOW_MS - 2_000,
-            kafka_lag=3,
-            speed_run=1,
-            batch_generation=1,
-            speed_generation=1,
-        )
-        self._pointers = Pointers(dict.fromkeys(self.views, view), NOW_MS - 400, 0.0)
-
-    def spec(self, view: str):
-        return self.views[view]
-
-    async def pointers(self) -> Pointers:
-        return self._pointers
-
-    def _value(self, view: str, measure: str, n: int):
-        return None if self.views[view].measure(measure).kind in ("hll", "kll") else n
-
-    async def key_rows(self, view, layer, keys, day, version, lo, hi, measures, grain="minute"):
-        step = {"minute": MINUTE_MS, "hour": HOUR_MS, "day": 24 * HOUR_MS}[grain]
-        first = lo + (-lo) % step
-        return [
-            (t, *(self._value(view, m, t // step % 7) for m in measures))
-            for t in range(first, hi, step)
-        ]
-
-    async def window_rows(self, view, layer, measure, start, version, grain="minute"):
-        return [(f"/p/{p}", self._value(view, measure, 50 - p)) for p in range(40)]
-
-
-def _queries() -> Queries:
-    queries = Queries(_Store(), clock=lambda: NOW_MS / 1000)
-    queries.results.clock = lambda: 1000.0  # every kept answer the same age
-    return queries
-
-
 def _settings(hot_path: bool) -> Settings:
     base = Settings()
     serving = base.serving.model_dump() | {"api_tokens": {"tester": TOKEN}, "hot_path": hot_path}
     return base.model_copy(update={"serving": ServingSettings(**serving)})
-
-
-def _scope(path: str, headers: list[tuple[bytes, bytes]] | None) -> dict:
-    route, _, query = path.partition("?")
-    auth = [(b"authorization", f"Bearer {TOKEN}".encode())]
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": route,
-        "raw_path": route.encode(),
-        "query_string": query.encode(),
-        "root_path": "",
-        "headers": [(b"host", b"test"), *(auth if headers is None else headers)],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8090),
-    }
-
-
-class Apps:
-    """The two apps, started, and a way to ask both."""
-
-    def __init__(self, hot, framework) -> None:
-        self.hot, self.framework = hot, framework
-        self.loop = asyncio.new_event_loop()
-
-    def call(self, app, path: str, headers=None) -> tuple[int, list, bytes, bool]:
-        """``(status, headers, body, by_framework)`` of one request."""
-        scope = _scope(path, headers)
-        sent: list[dict] = []
-
-        async def receive() -> dict:
-            return {"type": "http.request", "body": b"", "more_body": False}
-
-        async def send(message: dict) -> None:
-            sent.append(message)
-
-        self.loop.run_until_complete(app(scope, receive, send))
-        start, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
-        return start["status"], start["headers"], body, "route" in scope
-
-    def both(self, path: str, headers=None):
-        """The response of each app: (hot app's, framework app's)."""
-        return self.call(self.hot, path, headers), self.call(self.framework, path, headers)
 
 
 @contextmanager
@@ -165,7 +69,7 @@ def _started(queries_hot: Queries, queries_framework: Queries) -> Iterator[Apps]
 @pytest.fixture
 def apps() -> Iterator[Apps]:
     """Both apps on one query core: an answer one keeps, the other finds."""
-    queries = _queries()
+    queries = queries_of()
     with _started(queries, queries) as apps:
         yield apps
 
@@ -189,7 +93,7 @@ def test_an_answer_not_kept_goes_to_the_framework(apps) -> None:
 
 
 def test_a_stale_answer_is_answered_at_once_while_the_new_one_is_computed() -> None:
-    queries = _queries()
+    queries = queries_of()
     with _started(queries, queries) as apps:
         apps.call(apps.framework, TOP)  # kept, over the speed progress of now
         store = queries.store
@@ -218,7 +122,7 @@ def test_a_range_relative_to_now_is_answered_at_once_when_the_minute_turns(path)
     import orjson
 
     now, kept = [NOW_MS - 1_000], [1000.0]
-    queries = Queries(_Store(), clock=lambda: now[0] / 1000)
+    queries = Queries(Store(), clock=lambda: now[0] / 1000)
     queries.results.clock = lambda: kept[0]
     with _started(queries, queries) as apps:
         before = orjson.loads(apps.call(apps.framework, path)[2])
@@ -268,7 +172,7 @@ def test_answers_are_merged_off_the_event_loop(monkeypatch) -> None:
     monkeypatch.setattr(ranking, "kind", recorded(ranking.kind))
     monkeypatch.setattr(series, "summarise", recorded(series.summarise))
     monkeypatch.setattr(query, "hll_estimate", recorded(query.hll_estimate))
-    queries = _queries()
+    queries = queries_of()
     with _started(queries, queries) as apps:
         for path in (TOP, HITS[1], HITS[4]):  # a top-N, hourly buckets, a reach
             assert apps.call(apps.framework, path)[0] == 200
@@ -336,7 +240,7 @@ def test_requests_are_counted_as_the_framework_counted_them() -> None:
     refused = [REFUSED[case] for case in REFUSED]
     counted = []
     for hot in (True, False):
-        with _started(_queries(), _queries()) as apps:
+        with _started(queries_of(), queries_of()) as apps:
             app = apps.hot if hot else apps.framework
             by_hot_path = [not apps.call(app, p)[3] for p in paths[:-2]]
             by_hot_path += [not apps.call(app, p, h)[3] for p, h in refused]
@@ -365,13 +269,21 @@ def test_requests_are_counted_as_the_framework_counted_them() -> None:
     assert 'wap_serving_cache_lookups{cache="answers",how="cached"} 13.0' in counted[0]
 
 
+def _query_params(dependant) -> list:
+    """A route's query parameters, its dependencies' included."""
+    return [
+        *dependant.query_params,
+        *(p for sub in dependant.dependencies for p in _query_params(sub)),
+    ]
+
+
 @pytest.mark.parametrize("path", ROUTES)
 def test_the_hot_path_reads_the_parameters_the_route_declares(path) -> None:
-    app = create_app(_settings(True), _queries())
+    app = create_app(_settings(True), queries_of())
     route = next(r for r in app.routes if isinstance(r, APIRoute) and r.path == path)
-    declared = {
+    declared = {  # the route's own and its dependencies' (the view: the gate's check)
         field.alias: None if field.field_info.is_required() else field.field_info.default
-        for field in route.dependant.query_params
+        for field in _query_params(route.dependant)
     }
     hot = {
         name: None if param.default is _REQUIRED else param.default
