@@ -114,19 +114,18 @@ def _static(name: str) -> str:
 def create_app(
     settings: Settings,
     queries: Queries | None = None,
-    directory: Directory | None = None,
-    audit: AuditLog | None = None,
+    gate: Gate | None = None,
 ) -> FastAPI:
     """Build the serving app; it connects to Cassandra at start-up unless ``queries`` is given
-    (then credentials are identified by ``directory``, by default the settings' services
-    only, and audit records go to ``audit``, by default the log alone)."""
+    (then ``gate`` identifies credentials and keeps the audit records: by default the
+    settings' service tokens only, and the audit log without its topic)."""
     serving = settings.serving
     operators = [
         *service_identities(settings),
         ("operator", settings.monitoring.metrics_token.get_secret_value().encode()),
     ]
-    directory = directory or Directory(settings)
-    gate = Gate(directory, audit or AuditLog(settings, kafka=queries is None))
+    gate = gate or Gate(Directory(settings), AuditLog(settings, kafka=queries is None))
+    directory = gate.directory
     limits = Limits.from_settings(serving)
     state: dict[str, Any] = {}
     metrics = ServingMetrics()
@@ -160,7 +159,8 @@ def create_app(
         yield
         state["sql"].close()
         directory.stop()
-        gate.audit.close()
+        if gate.audit is not None:
+            gate.audit.close()
         if cluster is not None:
             cluster.shutdown()
         log_event(_log, "serving.stopped")

@@ -19,6 +19,7 @@ from access.store import Issued
 from access.tokens import new_token
 from core.settings import ServingSettings, Settings
 from serving.app import create_app
+from serving.gate import Gate
 from tests.support.serving_app import TOKEN, Apps, queries_of
 
 SITE = "/v1/timeseries?view=site_activity&start=now-60m&end=now&measure=events"
@@ -63,14 +64,13 @@ def served() -> Iterator[tuple[Apps, _Tokens, _Kept]]:
     directory = Directory(settings, tokens)  # type: ignore[arg-type]
     queries = queries_of()
     apps = Apps(
-        create_app(settings, queries, directory, audit),
+        create_app(settings, queries, Gate(directory, audit)),
         create_app(
             settings.model_copy(
                 update={"serving": settings.serving.model_copy(update={"hot_path": False})}
             ),
             queries,
-            directory,
-            audit,
+            Gate(directory, audit),
         ),
     )
     apps.directory = directory  # type: ignore[attr-defined]
