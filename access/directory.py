@@ -70,8 +70,12 @@ class Directory:
             self.refreshed = datetime.now(UTC).timestamp()
 
     def start(self) -> Directory:
-        """Read the tokens now, then every ``access.refresh_s`` in a thread of its own."""
-        self.refresh()
+        """Read the tokens now, then every ``access.refresh_s`` in a thread of its own (a
+        first read that fails leaves no issued token working until one succeeds)."""
+        try:
+            self.refresh()
+        except Exception as error:
+            log_event(_log, "access.refresh_failed", level=40, error=str(error)[:500])
         self._thread = threading.Thread(target=self._run, name="access-refresh", daemon=True)
         self._thread.start()
         return self

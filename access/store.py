@@ -22,7 +22,7 @@ from access.tokens import NewToken, matches, new_token, token_id
 if TYPE_CHECKING:
     from cassandra.cluster import Session
 
-__all__ = ["TOKENS_TABLE", "Issued", "TokenStore", "lookup"]
+__all__ = ["TOKENS_TABLE", "Issued", "TokenStore", "create_statement", "lookup"]
 
 TOKENS_TABLE = "access_tokens"
 
@@ -71,12 +71,7 @@ class TokenStore:
     def create(self) -> None:
         from core.cassandra import execute_schema
 
-        execute_schema(
-            self.session,
-            f"CREATE TABLE IF NOT EXISTS {self.table} (id text PRIMARY KEY, digest text, "
-            "name text, teams set<text>, issued_at timestamp, expires_at timestamp, "
-            "revoked_at timestamp)",
-        )
+        execute_schema(self.session, create_statement(self.table.split(".", 1)[0]))
 
     @property
     def insert_token(self) -> str:
@@ -137,6 +132,16 @@ class TokenStore:
             )
             for r in rows
         ]
+
+
+def create_statement(keyspace: str) -> str:
+    """The table's CREATE (idempotent), among every table of a keyspace
+    (:func:`layout.create_statements`)."""
+    return (
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{TOKENS_TABLE} (id text PRIMARY KEY, "
+        "digest text, name text, teams set<text>, issued_at timestamp, expires_at timestamp, "
+        "revoked_at timestamp)"
+    )
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from access.store import create_statement as tokens_table
 from core.cassandra import execute_schema
 from layout.pointers import (
     DAYS_COLUMNS,
@@ -42,7 +43,8 @@ def create_statements(
     """Every CREATE TABLE (idempotent): the speed tables (version 0) of ``views`` (default
     every view of every declared pipeline, :func:`pipelines.declared_views`), rows expiring after
     ``ttl_s``; their batch tables, at every grain (:data:`layout.views.GRAINS`); then the
-    pointer and bookkeeping tables (:mod:`layout.pointers`). Serving prepares its reads of
+    pointer and bookkeeping tables (:mod:`layout.pointers`) and the issued tokens'
+    (:mod:`access.store`, which owns its statements). Serving prepares its reads of
     both layers' tables of every view it serves, so each view gets both.
 
     ``speed=False`` leaves out the speed view tables: the speed job owns them (it
@@ -62,6 +64,7 @@ def create_statements(
             for s in tables.create()
         ),
         *PointerTables(keyspace).create(),
+        tokens_table(keyspace),
     ]
 
 
@@ -79,7 +82,7 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
     cluster, session = connect(settings.cassandra)
     try:
         keyspace = settings.cassandra.keyspace
-        for statement in PointerTables(keyspace).create():
+        for statement in [*PointerTables(keyspace).create(), tokens_table(keyspace)]:
             execute_schema(session, statement)
         for statement in missing_columns(session, keyspace):  # tables of older versions
             execute_schema(session, statement)

@@ -415,7 +415,6 @@ def _provision(settings: Settings, number: int = 1) -> None:
     hold them)."""
     if number != settings.local.cassandra_nodes:
         return
-    from access.store import TokenStore
     from core.cassandra import connect, ensure_keyspace
     from layout import create_tables
 
@@ -425,7 +424,6 @@ def _provision(settings: Settings, number: int = 1) -> None:
     cluster, session = connect(settings.cassandra)
     try:
         ensure_keyspace(session, settings.cassandra.keyspace, settings.cassandra.replication)
-        TokenStore(session, settings.cassandra.keyspace).create()
     finally:
         cluster.shutdown()
     create_tables(settings)
