@@ -87,22 +87,23 @@ class Gate:
         status: int,
         seconds: float,
         state: dict[str, Any],
-    ) -> None:
+    ) -> AuditRecord | None:
         """The audit record of a request to ``path`` answered ``status``, from what the
-        route left in the request's ``state`` (identity, view, rows, why it was refused)."""
+        route left in the request's ``state`` (identity, view, rows, why it was refused);
+        None for a request that reads no data."""
         if self.audit is None or path not in AUDITED:
-            return
+            return None
         outcome = "ok" if status < 400 else "failed" if status >= 500 else "refused"
         view = state.get("view")
-        self.audit.record(
-            AuditRecord.of(
-                state.get("identity") or _ANONYMOUS,
-                "serving",
-                path,
-                outcome=outcome,
-                reason=None if outcome == "ok" else state.get("reason") or f"HTTP {status}",
-                views=(view,) if view else tuple(state.get("views", ())),
-                rows=state.get("rows"),
-                duration_ms=round(seconds * 1000, 3),
-            )
+        record = AuditRecord.of(
+            state.get("identity") or _ANONYMOUS,
+            "serving",
+            path,
+            outcome=outcome,
+            reason=None if outcome == "ok" else state.get("reason") or f"HTTP {status}",
+            views=(view,) if view else tuple(state.get("views", ())),
+            rows=state.get("rows"),
+            duration_ms=round(seconds * 1000, 3),
         )
+        self.audit.record(record)
+        return record

@@ -245,7 +245,14 @@ class HotPath:
             path = route.path if body is not None else getattr(scope.get("route"), "path", None)
             took = time.perf_counter() - started
             self.metrics.observe_request(path or "unmatched", status, took)
-            self.gate.record(path or scope["path"], status, took, noted or scope.get("state", {}))
+            read = self.gate.record(
+                path or scope["path"], status, took, noted or scope.get("state", {})
+            )
+            if read is not None:
+                why = "" if read.reason is None else read.reason.split(":", 1)[0]
+                self.metrics.observe_read(
+                    ",".join(read.teams) or "none", f"{read.outcome} {why}".strip()
+                )
 
     async def _kept(self, route: Route, scope: dict, noted: dict) -> bytes | None:
         """The body of the kept answer to this request, or None: FastAPI answers it. What

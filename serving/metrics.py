@@ -89,6 +89,14 @@ class ServingMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.http_registry,
         )
+        self.reads = Counter(
+            "wap_serving_reads",
+            "Reads of data by the callers' teams (never a name) and outcome (ok, refused with "
+            "its reason's code, failed)",
+            ["teams", "outcome"],
+            registry=self.http_registry,
+        )
+        self._reads: dict[tuple[str, str], Any] = {}
         self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
         """Each route and status's request series, by the two (labels() costs a lock)."""
         if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
@@ -201,6 +209,12 @@ class ServingMetrics:
         found[0].inc()
         found[1].observe(seconds)
 
+    def observe_read(self, teams: str, outcome: str) -> None:
+        found = self._reads.get((teams, outcome))
+        if found is None:
+            found = self._reads[(teams, outcome)] = self.reads.labels(teams, outcome)
+        found.inc()
+
     def render(self) -> bytes:
         """This worker's gauges, and the request metrics of all workers."""
         return generate_latest(self.registry) + generate_latest(_HttpOnly(self.http_registry))
@@ -210,7 +224,9 @@ class _HttpOnly:
     """The request metrics: summed over every worker's files in multiprocess mode (the
     workers' gauges there too are left out: each worker exports its own), else this one's."""
 
-    _NAMES = frozenset({"wap_serving_requests", "wap_serving_request_duration_seconds"})
+    _NAMES = frozenset(
+        {"wap_serving_requests", "wap_serving_request_duration_seconds", "wap_serving_reads"}
+    )
 
     def __init__(self, own: CollectorRegistry) -> None:
         self.own = own

@@ -126,7 +126,7 @@ def test_an_identity_with_no_grants_gets_an_empty_catalog_and_no_token_gets_401(
 
 def test_every_read_is_audited_with_who_what_outcome_and_rows(served) -> None:
     apps, tokens, audit = served
-    web = tokens.issue("ana", "web-analytics")
+    web = tokens.issue("ana-7f3a", "web-analytics")
     apps.directory.refresh()
     asked = [(apps.hot, SITE), (apps.hot, SITE), (apps.framework, ORDERS), (apps.hot, "/v1/views")]
     answers = [apps.call(app, path, _bearer(web)) for app, path in asked]
@@ -135,10 +135,10 @@ def test_every_read_is_audited_with_who_what_outcome_and_rows(served) -> None:
     assert statuses == [200, 200, 403, 200]
     got = [(r.identity, r.action, r.views, r.outcome) for r in audit.records]
     assert got == [
-        ("ana", "/v1/timeseries", ("site_activity",), "ok"),
-        ("ana", "/v1/timeseries", ("site_activity",), "ok"),
-        ("ana", "/v1/timeseries", ("orders_by_currency",), "refused"),
-        ("ana", "/v1/views", ("page_activity", "site_activity", "search_terms", "clicks"), "ok"),
+        ("ana-7f3a", "/v1/timeseries", ("site_activity",), "ok"),
+        ("ana-7f3a", "/v1/timeseries", ("site_activity",), "ok"),
+        ("ana-7f3a", "/v1/timeseries", ("orders_by_currency",), "refused"),
+        ("ana-7f3a", "/v1/views", ("page_activity", "site_activity", "search_terms", "clicks"), "ok"),
         ("anonymous", "/v1/timeseries", (), "refused"),
     ]
     site = audit.records[0]
@@ -147,3 +147,11 @@ def test_every_read_is_audited_with_who_what_outcome_and_rows(served) -> None:
     assert audit.records[2].reason.startswith("not_granted")
     assert audit.records[-1].reason == "unauthenticated"
     assert all("EUR" not in orjson.dumps(r.row()).decode() for r in audit.records)
+    hot, framework = (
+        apps.call(app, "/metrics", _bearer(TOKEN))[2].decode() for app in (apps.hot, apps.framework)
+    )
+    reads = 'wap_serving_reads_total{outcome="%s",teams="%s"} %s'
+    assert reads % ("ok", "web-analytics", "3.0") in hot  # its two timeseries and the views
+    assert reads % ("refused unauthenticated", "none", "1.0") in hot
+    assert reads % ("refused not_granted", "web-analytics", "1.0") in framework
+    assert "ana-7f3a" not in hot + framework  # teams, never names
