@@ -22,6 +22,7 @@ from serving.app import create_app
 from serving.gate import Gate
 from tests.support.serving_app import TOKEN, Apps, queries_of
 
+WEB_VIEWS = ("page_activity", "site_activity", "search_terms", "clicks")
 SITE = "/v1/timeseries?view=site_activity&start=now-60m&end=now&measure=events"
 ORDERS = "/v1/timeseries?view=orders_by_currency&key=EUR&start=now-60m&end=now"
 
@@ -138,7 +139,7 @@ def test_every_read_is_audited_with_who_what_outcome_and_rows(served) -> None:
         ("ana-7f3a", "/v1/timeseries", ("site_activity",), "ok"),
         ("ana-7f3a", "/v1/timeseries", ("site_activity",), "ok"),
         ("ana-7f3a", "/v1/timeseries", ("orders_by_currency",), "refused"),
-        ("ana-7f3a", "/v1/views", ("page_activity", "site_activity", "search_terms", "clicks"), "ok"),
+        ("ana-7f3a", "/v1/views", WEB_VIEWS, "ok"),
         ("anonymous", "/v1/timeseries", (), "refused"),
     ]
     site = audit.records[0]
