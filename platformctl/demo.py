@@ -77,6 +77,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
         wait_for_run,
         wait_for_run_fed_by,
     )
+    from platformctl.demo_access import say_access
     from platformctl.install import install
     from serving.report import demo_answers, merged_counts
 
@@ -176,6 +177,7 @@ def run_demo(settings: Settings, events: int = 3000) -> dict[str, int]:
     _say_checkouts(settings, window_start, visitor)
     _say_forget(settings, visitor)
     _say_sql(settings, window_start)
+    say_access(settings)
     host = "127.0.0.1" if settings.serving.host == "0.0.0.0" else settings.serving.host
     token = next(iter(settings.serving.api_tokens.values())).get_secret_value()
     _say("done", f"dashboard: http://{host}:{settings.serving.port}/dashboard#token={token}")
