@@ -418,3 +418,37 @@ def test_an_idle_pipeline_is_idle_not_behind(
     _wait(lambda: "fresh-stale" in pill().get_attribute("class"), 30, "say the query is behind")
     beat = re.search(r"behind .*heartbeat ([0-9]+) s ago", pill().text)
     assert beat and 290 <= int(beat.group(1)) <= 400, pill().text
+
+
+def test_each_analyst_s_dashboard_offers_only_the_pipelines_granted_to_their_team(
+    serving_url, serving_settings, cql, browser
+) -> None:
+    """Two analysts of two teams, each with an issued token: the page offers each one the
+    pipelines its team may read, and none of the other team's views."""
+    import uuid
+
+    from access.store import TokenStore
+
+    store = TokenStore(cql, serving_settings.cassandra.keyspace)
+    run = uuid.uuid4().hex[:6]
+    offered = {}
+    for who, team in (("web", "web-analytics"), ("shop", "shop-data")):
+        token = store.issue(f"{who}-{run}", [team]).text
+        time.sleep(serving_settings.access.refresh_s + 0.5)  # serving reads the new token
+        browser.get("about:blank")  # a new page: another fragment alone would not reload it
+        browser.get(f"{serving_url}/dashboard#token={token}&every=2")
+        options = _wait(
+            lambda: [o.text for o in browser.find_elements("css selector", "#pipeline option")],
+            30,
+            f"offer the {who} analyst a pipeline",
+        )
+        views = {
+            e.get_attribute("data-view")
+            for e in browser.find_elements("css selector", "table.pipeline-view")
+        }
+        offered[who] = (options, views, browser.find_element("id", "web").is_displayed())
+        assert browser.find_element("id", "error").text == ""
+    assert offered["web"][0] == ["web_events"] and offered["web"][2]
+    assert offered["shop"][0] == ["checkouts"] and not offered["shop"][2]
+    assert "orders_by_currency" not in offered["web"][1]
+    assert not offered["shop"][1] & {"clicks", "search_terms", "page_activity", "site_activity"}
