@@ -25,6 +25,7 @@ __all__ = [
     "ensure_topics",
     "pipeline_topics",
     "platform_topics",
+    "project_topics",
     "replay_ledger_topic",
 ]
 
@@ -65,12 +66,23 @@ def platform_topics(kafka: KafkaSettings) -> list[TopicSpec]:
     ]
 
 
+def project_topics(
+    kafka: KafkaSettings, pipelines: Iterable[PipelineSpec], audit_retention_days: int
+) -> list[TopicSpec]:
+    """Every topic the platform creates: its own, each pipeline's, the audit's."""
+    return [
+        *platform_topics(kafka),
+        *pipeline_topics(kafka, pipelines),
+        audit_topic(kafka, audit_retention_days),
+    ]
+
+
 def audit_topic(kafka: KafkaSettings, retention_days: int) -> TopicSpec:
     """The audit records' topic (:mod:`access.audit`), kept as long as the audit table."""
     retention = str(retention_days * 24 * 3600 * 1000)
     return TopicSpec(
         kafka.audit_topic,
-        1,
+        kafka.partitions,
         kafka.replication_factor,
         _log_config(kafka) | {"retention.ms": retention},
     )

@@ -1,11 +1,14 @@
 """Write the Terraform that is generated from the project's own definitions.
 
-Two things exist once, in Python, and Terraform takes them from there:
+Three things exist once, in Python, and Terraform takes them from there:
 
 - the Cassandra tables (``layout.create_statements``)
   become ``modules/cassandra/tables.tf.json``, the Amazon Keyspaces tables;
 - the Kafka topics (``ingest.topics.platform_topics``), shaped by each
-  environment's ``kafka.auto.tfvars.json``, become ``envs/<env>/topics.tf.json``.
+  environment's ``kafka.auto.tfvars.json``, become ``envs/<env>/topics.tf.json``;
+- who may read which pipeline (the declarations' owner and readers, the teams of
+  ``pipelines/teams.py``) becomes ``modules/lake/readers.tf.json``: per team, the gold
+  tables its lake-reading policy opens.
 
 Run it after changing a schema, a view or an environment's Kafka sizing, and
 commit the result; the unit tests fail while a committed file differs from
@@ -23,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.settings import KafkaSettings, SpeedSettings
+from core.settings import AccessSettings, KafkaSettings, SpeedSettings
 from infra.terraform.cql import parse_create_table
-from ingest.topics import pipeline_topics, platform_topics
+from ingest.topics import project_topics
 from layout import create_statements
 from pipelines import PIPELINES
 
@@ -36,6 +39,7 @@ __all__ = [
     "kafka_sizing",
     "keyspaces_tables",
     "project_statements",
+    "team_gold_views",
     "topics_document",
 ]
 
@@ -87,8 +91,20 @@ def topics_document(kafka: KafkaSettings) -> dict[str, Any]:
                 "replication_factor": spec.replication_factor,
                 "config": dict(sorted(spec.config.items())),
             }
-            for spec in (*platform_topics(kafka), *pipeline_topics(kafka, PIPELINES))
+            for spec in project_topics(kafka, PIPELINES, AccessSettings().audit_retention_days)
         },
+    }
+
+
+def team_gold_views() -> dict[str, list[str]]:
+    """Per declared team, the views whose gold tables its members may read directly: those
+    of the pipelines the team owns or reads (the admins: every one)."""
+    from access.identity import Identity, readable_views
+    from pipelines.teams import TEAMS
+
+    return {
+        team.name: sorted(readable_views(Identity(team.name, frozenset({team.name}), "service")))
+        for team in TEAMS
     }
 
 
@@ -98,7 +114,11 @@ def generated_files(root: Path = TERRAFORM_ROOT) -> dict[Path, str]:
         root / "modules" / "cassandra" / "tables.tf.json": _render(
             "layout/",
             {"tables": keyspaces_tables(project_statements())},
-        )
+        ),
+        root / "modules" / "lake" / "readers.tf.json": _render(
+            "pipelines/ (owner=, readers=) and pipelines/teams.py",
+            {"team_gold_views": team_gold_views()},
+        ),
     }
     for sizing_file in sorted((root / "envs").glob("*/kafka.auto.tfvars.json")):
         files[sizing_file.parent / "topics.tf.json"] = _render(

@@ -463,14 +463,10 @@ def _provision(settings: Settings, *, node: int = 1) -> None:
         return
     from confluent_kafka.admin import AdminClient
 
-    from ingest.topics import audit_topic, ensure_topics, pipeline_topics, platform_topics
+    from ingest.topics import ensure_topics, project_topics
     from pipelines import validate_all
 
-    topics = [
-        *platform_topics(settings.kafka),
-        *pipeline_topics(settings.kafka, validate_all()),
-        audit_topic(settings.kafka, settings.access.audit_retention_days),
-    ]
+    topics = project_topics(settings.kafka, validate_all(), settings.access.audit_retention_days)
     created = ensure_topics(AdminClient(settings.kafka.client_config()), topics)
     log_event(_log, "kafka.provisioned", topics_created=created, node=node)
 

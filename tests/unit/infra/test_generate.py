@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.settings import KafkaSettings, SpeedSettings
+from core.settings import AccessSettings, KafkaSettings, SpeedSettings
 from infra.terraform.cql import parse_create_table
 from infra.terraform.generate import (
     drifted,
@@ -16,14 +16,15 @@ from infra.terraform.generate import (
     project_statements,
     topics_document,
 )
-from ingest.topics import pipeline_topics, platform_topics
+from ingest.topics import project_topics
 from layout import PROGRESS_TABLE, RUNS_TABLE, SPEED_VERSIONS_TABLE, create_statements
 from pipelines import PIPELINES
 
 
 def test_committed_generated_files_are_up_to_date():
     files = generated_files()
-    assert len(files) == 3  # the Keyspaces tables and one topics file per environment
+    # the Keyspaces tables, the teams' gold readers and one topics file per environment
+    assert len(files) == 4
     stale = drifted(files)
     assert stale == [], f"run `python -m infra.terraform.generate`: {stale}"
 
@@ -99,7 +100,7 @@ def test_environment_topics_are_the_projects_topics(terraform_root, env):
     kafka = kafka_sizing(env_dir / "kafka.auto.tfvars.json")
     generated = json.loads((env_dir / "topics.tf.json").read_text())["locals"]
     topics = generated["platform_topics"]
-    specs = [*platform_topics(kafka), *pipeline_topics(kafka, PIPELINES)]
+    specs = project_topics(kafka, PIPELINES, AccessSettings().audit_retention_days)
     assert set(topics) == {spec.name for spec in specs}
     # Every declared pipeline's topic is there: the collector's, and each producer's own.
     assert {p.topic or kafka.events_topic for p in PIPELINES} <= set(topics)
@@ -135,3 +136,12 @@ def test_generated_topics_document_follows_the_settings():
     document = topics_document(KafkaSettings(partitions=6, replication_factor=3))
     assert document["platform_kafka"]["partitions"] == 6
     assert all(t["partitions"] == 6 for t in document["platform_topics"].values())
+
+
+def test_each_team_s_lake_policy_opens_the_gold_of_the_pipelines_it_may_read_only():
+    from infra.terraform.generate import team_gold_views
+
+    views = team_gold_views()
+    assert views["shop-data"] == ["orders_by_currency"]
+    assert "orders_by_currency" not in views["marketing"]
+    assert set(views["data-platform"]) == {v for p in PIPELINES for v in p.views}

@@ -283,3 +283,41 @@ resource "aws_iam_policy" "gold_reader" {
   description = "Read-only access to the lake's gold Delta tables, for analysts' direct readers."
   policy      = data.aws_iam_policy_document.gold_reader.json
 }
+
+# The same, per team: each team's policy opens the gold tables of the pipelines it may read
+# (their owner, their declared readers; the admins every one), as the SQL server and the
+# serving API grant them. readers.tf.json is generated from the declarations
+# (python -m infra.terraform.generate); attach a team's policy to its analysts' roles.
+data "aws_iam_policy_document" "team_gold_reader" {
+  for_each = { for team, views in local.team_gold_views : team => views if length(views) > 0 }
+
+  statement {
+    sid       = "ListGrantedGoldTables"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.lake.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = [for view in each.value : "${local.prefixes.delta}/gold/${view}/*"]
+    }
+  }
+
+  statement {
+    sid       = "ReadGrantedGoldTables"
+    actions   = ["s3:GetObject"]
+    resources = [for view in each.value : "${aws_s3_bucket.lake.arn}/${local.prefixes.delta}/gold/${view}/*"]
+  }
+
+  statement {
+    sid       = "DecryptLakeObjects"
+    actions   = ["kms:Decrypt"]
+    resources = [var.kms_key_arn]
+  }
+}
+
+resource "aws_iam_policy" "team_gold_reader" {
+  for_each    = data.aws_iam_policy_document.team_gold_reader
+  name        = "${var.name}-lake-gold-reader-${each.key}"
+  description = "Read-only access to the gold tables of the pipelines team ${each.key} may read."
+  policy      = each.value.json
+}

@@ -42,3 +42,8 @@ output "gold_reader_policy_arn" {
   description = "IAM policy reading the gold Delta tables only (delta/gold/): attach it to analysts' roles."
   value       = aws_iam_policy.gold_reader.arn
 }
+
+output "team_gold_reader_policy_arns" {
+  description = "Per team, the IAM policy reading the gold tables of the pipelines it may read."
+  value       = { for team, policy in aws_iam_policy.team_gold_reader : team => policy.arn }
+}

@@ -68,3 +68,8 @@ output "serving_url" {
   description = "HTTPS address of serving's internal load balancer."
   value       = module.serving.url
 }
+
+output "team_gold_reader_policy_arns" {
+  description = "Per team, the IAM policy reading only the gold tables it is granted: attach each to its analysts' roles."
+  value       = module.lake.team_gold_reader_policy_arns
+}
