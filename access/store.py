@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from access.identity import Identity
 from access.tokens import NewToken, matches, new_token, token_id
+from layout.pointers import TOKENS_TABLE
 
 if TYPE_CHECKING:
     from cassandra.cluster import Session
 
 __all__ = ["TOKENS_TABLE", "Issued", "TokenStore", "create_statement", "lookup"]
-
-TOKENS_TABLE = "access_tokens"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from access.store import TOKENS_TABLE
 from layout.pointers import (
     BOUNDARY_TABLE,
     DAYS_TABLE,
@@ -37,6 +36,7 @@ from layout.pointers import (
     RUNS_TABLE,
     SPEED_VERSIONS_TABLE,
     SUPERSEDED_TABLE,
+    TOKENS_TABLE,
 )
 
 __all__ = [

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from access.store import create_statement as tokens_table
 from core.cassandra import execute_schema
 from layout.pointers import (
     DAYS_COLUMNS,
@@ -51,6 +50,8 @@ def create_statements(
     creates its version's tables at start and a replay's new ones, and drops superseded
     versions), so infrastructure code declares everything else (``infra/terraform``).
     """
+    from access.store import create_statement as tokens_table
+
     if views is None:
         from pipelines import declared_views
 
@@ -77,6 +78,7 @@ def create_tables(settings: Settings, views: Sequence[ViewSpec] | None = None) -
     columns, the fence, a view's new measure) are added in place, and speed tables
     created with another TTL get ``settings.speed.ttl_s`` (:func:`apply_ttl`).
     """
+    from access.store import create_statement as tokens_table
     from core.cassandra import connect
 
     cluster, session = connect(settings.cassandra)

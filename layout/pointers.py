@@ -63,6 +63,7 @@ __all__ = [
     "RUNS_TABLE",
     "SPEED_VERSIONS_TABLE",
     "SUPERSEDED_TABLE",
+    "TOKENS_TABLE",
     "PointerTables",
     "missing_columns",
 ]
@@ -76,6 +77,9 @@ PROGRESS_TABLE = "speed_progress"
 RUNS_TABLE = "speed_runs"
 SPEED_VERSIONS_TABLE = "speed_versions"
 RECONCILE_TABLE = "reconcile_results"
+TOKENS_TABLE = "access_tokens"
+"""The issued tokens: named here with the keyspace's other tables, its statements are
+:mod:`access.store`'s."""
 
 RUNS_COLUMNS = {
     "starting_offsets": "text",
