@@ -5,7 +5,7 @@ caches every time: ~20-30 s per task on two cores, so an hourly pipeline of
 seven tasks spent most of its minutes starting. ``python -m batch_layer
 serve`` (the ``batch`` service of ``platformctl``) holds one SparkSession, a
 driver like Livy's or Spark Connect's, and runs each step it is sent with
-the same code as ``python -m batch_layer STEP`` (:func:`batch_layer.__main__.run_steps`).
+the same code as ``python -m batch_layer STEP`` (:func:`batch_layer.runner.run_steps`).
 The HTTP routes are in :mod:`batch_layer.server_http`: ``POST /steps``,
 ``GET /steps/{id}`` and ``DELETE /steps/{id}`` take the bearer token of
 ``settings.batch.step_server_token``; ``/metrics`` and ``/health``'s figures the
@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer.metrics import BatchMetrics
 from batch_layer.personal import personal_values, redact_args, scrub, scrub_all
+from batch_layer.steps import STEPS
 from core.log import JsonFormatter, get_logger, log_event
 from core.settings import Settings
 
@@ -64,21 +65,14 @@ __all__ = ["Busy", "StepCancelled", "StepRun", "StepServer", "import_step_module
 _log = get_logger(__name__)
 _CANCEL_POLL_S = 0.2
 """How often a cancelled request's job group is cancelled again while its step runs."""
-STEP_MODULES = (
-    "batch_layer.bronze",
-    "batch_layer.silver",
-    "batch_layer.quality",
-    "batch_layer.gold",
-    "batch_layer.publish",
-    "batch_layer.maintenance",
-    "batch_layer.forget",
-    "batch_layer.reconcile",
-    "data_contracts.derive",
-    "data_contracts.derive.one_pass_query",
-    "great_expectations",
-    "cassandra.concurrent",
-    "delta.tables",
-    "confluent_kafka",
+_NEEDED = [module for step in STEPS.values() for module in step.modules]
+STEP_MODULES = tuple(
+    dict.fromkeys(
+        [
+            *(m for m in _NEEDED if m.startswith("batch_layer.")),  # these import pyspark whole
+            *(m for m in _NEEDED if not m.startswith("batch_layer.")),
+        ]
+    )
 )
 """What the steps import when they first run; imported by the server before it serves."""
 
@@ -229,7 +223,7 @@ class StepServer:
     def submit(self, argv: list[str]) -> StepRun:
         """Check ``argv`` (ValueError with the CLI's message) and start the run in a thread;
         :class:`Busy` while the pipeline runs another step."""
-        from batch_layer.__main__ import parse_step_args
+        from batch_layer.cli import parse_step_args
 
         personal = personal_values(argv)
         try:
@@ -286,7 +280,7 @@ class StepServer:
     def _execute(self, run: StepRun, args: argparse.Namespace) -> None:
         """The step, interruptible by :meth:`cancel` from the moment ``run.thread`` is set
         until it is cleared (a cancel that comes after the step ended is dropped)."""
-        from batch_layer.__main__ import run_steps
+        from batch_layer.runner import run_steps
         from pipelines import pipeline
 
         session = self.spark.newSession()

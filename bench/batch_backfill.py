@@ -31,7 +31,7 @@ BACKFILL = ("silver", "check_silver", "gold", "check_gold")
 def _take_in(spark: Any, settings: Settings, events: list, produce: Any) -> None:
     """Produce ``events`` a day at a time, a bronze run after each day; then silver, gold and
     their gates, as the hourly pipeline would have left them."""
-    from batch_layer.__main__ import run_step
+    from batch_layer.runner import run_step
     from pipelines import collector_pipeline
 
     WEB_EVENTS = collector_pipeline()

@@ -173,7 +173,7 @@ def run_pipeline(
     dates: list | None = None,
 ) -> tuple[dict, dict]:
     """The steps as ``python -m batch_layer`` runs them: (timings per step, results per step)."""
-    from batch_layer.__main__ import run_step
+    from batch_layer.runner import run_step
     from pipelines import collector_pipeline
 
     WEB_EVENTS = collector_pipeline()

@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from confluent_kafka.admin import AdminClient
 
-    from batch_layer.__main__ import run_step
     from batch_layer.bronze import bronze_path
+    from batch_layer.runner import run_step
     from batch_layer.silver import silver_path
     from core.spark import build_spark_session
     from ingest.topics import ensure_topics, platform_topics

@@ -59,6 +59,7 @@ from pathlib import Path
 from airflow.sdk import DAG, Asset, BaseOperator, Param, chain
 from batch_step import BatchStepOperator
 
+from batch_layer.steps import ALL, FORGET, INGEST, MAINTENANCE, STEPS, VIEWS
 from core.settings import PROJECT_ROOT, Settings
 from core.spark import local_spark_jars, spark_conf
 from pipelines import PipelineSpec
@@ -152,11 +153,45 @@ def _step(
     )
 
 
+FORGET_ARGS = ("--user", "{{ params.user | personal }}", "--scope", "{{ params.scope }}")
+"""The forget DAG's person and scope, from its params (the person masked in its logs)."""
+
+
+def _chain(
+    settings: Settings,
+    spec: PipelineSpec,
+    steps: tuple[str, ...],
+    assets: dict[str, Asset],
+    *,
+    extra: dict[str, tuple[str, ...]] | None = None,
+    quiet: tuple[str, ...] = (),
+) -> None:
+    """The tasks of ``steps`` one after the other, as the steps' table describes them: a step
+    that decides (a gate, the reconciliation) is never retried; one that publishes an asset
+    announces it, unless the DAG keeps it ``quiet``."""
+    tasks = []
+    for name in steps:
+        step = STEPS[name]
+        announced = step.outlet is not None and step.outlet not in quiet
+        tasks.append(
+            _step(
+                settings,
+                spec,
+                name,
+                extra_args=(extra or {}).get(name, ()),
+                outlets=[assets[step.outlet]] if announced else [],  # type: ignore[index]
+                retries=0 if step.decides else 2,
+            )
+        )
+    chain(*tasks)
+
+
 def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
     """The DAGs of one pipeline, by dag_id."""
-    silver = Asset(name=f"{spec.name}.silver", uri=f"wap://{spec.name}/silver")
-    gold = Asset(name=f"{spec.name}.gold", uri=f"wap://{spec.name}/gold")
-    boundary = Asset(name=f"{spec.name}.boundary", uri=f"wap://{spec.name}/boundary")
+    assets = {
+        name: Asset(name=f"{spec.name}.{name}", uri=f"wap://{spec.name}/{name}")
+        for name in ("silver", "gold", "boundary")
+    }
     common = {
         "start_date": START,
         "catchup": False,
@@ -172,26 +207,17 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         description=f"{spec.name}: Kafka -> bronze -> silver, gated",
         **common,
     ) as ingest:
-        chain(
-            _step(settings, spec, "bronze"),
-            _step(settings, spec, "silver"),
-            _step(settings, spec, "check_silver", outlets=[silver], retries=0),
-        )
+        _chain(settings, spec, INGEST, assets)
     dags[ingest.dag_id] = ingest
 
     with DAG(
         f"{spec.name}_views",
-        schedule=[silver],
+        schedule=[assets["silver"]],
         description=f"{spec.name}: silver -> gold -> published batch views and boundary, "
         "reconciled with the speed views",
         **common,
     ) as views:
-        chain(
-            _step(settings, spec, "gold"),
-            _step(settings, spec, "check_gold", outlets=[gold], retries=0),
-            _step(settings, spec, "publish", outlets=[boundary]),
-            _step(settings, spec, "reconcile", retries=0),
-        )
+        _chain(settings, spec, VIEWS, assets)
     dags[views.dag_id] = views
 
     with DAG(
@@ -204,19 +230,12 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         },
         **common,
     ) as backfill:
-        chain(
-            _step(settings, spec, "bronze"),
-            _step(
-                settings,
-                spec,
-                "silver",
-                extra_args=("--dates", "{{ params.start }}..{{ params.end }}"),
-            ),
-            _step(settings, spec, "check_silver", outlets=[silver], retries=0),
-            _step(settings, spec, "gold"),
-            _step(settings, spec, "check_gold", outlets=[gold], retries=0),
-            _step(settings, spec, "publish", outlets=[boundary]),
-            _step(settings, spec, "reconcile", retries=0),
+        _chain(
+            settings,
+            spec,
+            ALL,
+            assets,
+            extra={"silver": ("--dates", "{{ params.start }}..{{ params.end }}")},
         )
     dags[backfill.dag_id] = backfill
 
@@ -226,11 +245,7 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         description=f"{spec.name}: OPTIMIZE, VACUUM, drop superseded batch versions",
         **common,
     ) as maintenance:
-        chain(
-            _step(settings, spec, "optimize"),
-            _step(settings, spec, "vacuum"),
-            _step(settings, spec, "drop_superseded"),
-        )
+        _chain(settings, spec, MAINTENANCE, assets)
     dags[maintenance.dag_id] = maintenance
 
     with DAG(
@@ -251,23 +266,21 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         },
         **common,
     ) as forget:
-        chain(
-            _step(
-                settings,
-                spec,
-                "forget",
-                extra_args=(
+        _chain(
+            settings,
+            spec,
+            FORGET,
+            assets,
+            extra={
+                "forget": (
                     "--user",
                     "{{ params.user | personal }}",
                     "--scope",
                     "{{ params.scope }}",
-                ),
-            ),
+                )
+            },
             # No silver outlet: this DAG runs gold itself; the views DAG would find nothing.
-            _step(settings, spec, "check_silver", retries=0),
-            _step(settings, spec, "gold"),
-            _step(settings, spec, "check_gold", outlets=[gold], retries=0),
-            _step(settings, spec, "publish", outlets=[boundary]),
+            quiet=("silver",),
         )
     dags[forget.dag_id] = forget
     return dags

@@ -6,7 +6,7 @@ with ``--pipeline``. For each, through Airflow when its api-server and
 scheduler are up: a run of the pipeline's ``<pipeline>_forget`` DAG (param
 ``user``), followed to its end;
 the report is the last line of its ``forget`` task's log. Otherwise the same
-steps run in this process (:data:`batch_layer.__main__.FORGET_STEPS`:
+steps run in this process (:data:`batch_layer.steps.FORGET`:
 forget, the silver gate, gold, the gold gate, publish) and the report is
 printed. What is deleted where, and when it is physically gone:
 docs/operations.md, "Forgetting a user".
@@ -85,14 +85,15 @@ def _forget_in(
 
 
 def _in_process(settings: Settings, spec: Any, user: str, scope: str) -> tuple[dict[str, Any], int]:
-    from batch_layer.__main__ import FORGET_STEPS, run_steps
+    from batch_layer.runner import run_steps
+    from batch_layer.steps import FORGET
     from core.spark import build_spark_session
 
     run_id = time.strftime("forget__%Y-%m-%dT%H:%M:%S")
     spark = build_spark_session(settings, app_name=f"forget-{spec.name}")
     try:
         summary, code = run_steps(
-            spark, settings, FORGET_STEPS, spec.validate(), run_id, user=user, scope=scope
+            spark, settings, FORGET, spec.validate(), run_id, user=user, scope=scope
         )
     finally:
         spark.stop()

@@ -52,22 +52,22 @@ if "PYSPARK_GATEWAY_PORT" in os.environ:
     SparkContext._ensure_initialized()
     os.environ.setdefault("WAP_SPARK__MASTER", SparkConf().get("spark.master", "local[2]"))
 
-from {package}.__main__ import main  # noqa: E402 - after the secrets are in the environment
+from {module} import main  # noqa: E402 - after the secrets are in the environment
 
 sys.exit(main(sys.argv[1:]))
 '''
 ENTRIES = {
     "batch_entry.py": _ENTRY.format(
         summary="The batch steps on a cluster: ``batch_entry.py STEP --pipeline P ...``.",
-        package="batch_layer",
+        module="batch_layer.cli",
     ),
     "speed_entry.py": _ENTRY.format(
         summary="The streaming speed layer on a cluster: ``speed_entry.py [--pipeline P]``.",
-        package="speed_layer",
+        module="speed_layer.__main__",
     ),
 }
 """The entry points of the artifact, one per layer that runs on a cluster: each exports the
-secret settings and runs the layer's ``__main__`` with the job's arguments."""
+secret settings and runs the layer's command line with the job's arguments."""
 _CLUSTER_PROVIDED = {"pyspark", "py4j"}
 
 

@@ -65,7 +65,8 @@ def published_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterato
     with both gates) into a lake, topics and a keyspace of their own; never written by a test."""
     from confluent_kafka.admin import AdminClient
 
-    from batch_layer.__main__ import PIPELINE_STEPS, run_step
+    from batch_layer.runner import run_step
+    from batch_layer.steps import THROUGH_PUBLISH
     from core.cassandra import connect, ensure_keyspace
     from core.settings import BatchSettings, KafkaSettings, LakeSettings
     from core.spark import local_spark_jars
@@ -116,7 +117,7 @@ def published_lake(local_platform: Settings, spark, tmp_path_factory) -> Iterato
     produce_direct(events, settings)
     runs = {
         step: run_step(spark, settings, step, WEB_EVENTS, "published-1", None)
-        for step in PIPELINE_STEPS
+        for step in THROUGH_PUBLISH
     }
     assert len(runs["publish"].days) >= 2, runs["publish"]
     seen, valid = set(), []

@@ -60,13 +60,14 @@ def pipeline_settings(lake_settings: Settings, laid_out_keyspaces) -> Iterator[S
 @pytest.fixture
 def run_pipeline(spark):
     """``run_pipeline(settings, run_id, dates=None)``: every step in order, in-process."""
-    from batch_layer.__main__ import PIPELINE_STEPS, run_step
+    from batch_layer.runner import run_step
+    from batch_layer.steps import THROUGH_PUBLISH
     from tests.support.web import WEB_EVENTS
 
     def run(settings: Settings, run_id: str, dates=None) -> dict:
         return {
             step: run_step(spark, settings, step, WEB_EVENTS, run_id, dates)
-            for step in PIPELINE_STEPS
+            for step in THROUGH_PUBLISH
         }
 
     return run

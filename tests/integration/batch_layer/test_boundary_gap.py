@@ -20,8 +20,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from batch_layer.__main__ import PIPELINE_STEPS, run_step
 from batch_layer.ledger import Ledger
+from batch_layer.runner import run_step
+from batch_layer.steps import THROUGH_PUBLISH
 from core.settings import Settings
 from ingest.simulator import format_ts
 from ingest.simulator.direct import produce_payloads
@@ -118,7 +119,7 @@ def test_a_late_event_inside_the_watermark_is_counted_at_every_moment_after_it_a
         return _served(settings, path, newest) == {at: (1, source)}
 
     def batch_run(run_id: str, after_each_step: Callable[[str], None]) -> None:
-        for step in PIPELINE_STEPS:
+        for step in THROUGH_PUBLISH:
             run_step(spark, settings, step, WEB_EVENTS, run_id, None)
             after_each_step(step)
 

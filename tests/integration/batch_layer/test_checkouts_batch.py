@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from batch_layer.__main__ import PIPELINE_STEPS, run_step
 from batch_layer.gold import GateNotPassed, gold_path
+from batch_layer.runner import run_step
+from batch_layer.steps import THROUGH_PUBLISH
 from core.settings import BatchSettings, KafkaSettings, LakeSettings, Settings
 from layout import read_boundaries
 from pipelines import collector_pipeline, pipeline
@@ -84,7 +85,7 @@ def test_checkouts_gold_and_published_view_equal_the_service_s_truth(
 
     results = {
         step: run_step(spark, settings, step, CHECKOUTS, "checkouts-1", None)
-        for step in PIPELINE_STEPS
+        for step in THROUGH_PUBLISH
     }
     assert results["check_silver"].passed and results["check_gold"].passed
     assert len(results["silver"].dates) == 2
@@ -170,7 +171,7 @@ def test_a_pipeline_whose_topic_holds_nothing_yet_runs_every_step(
         )
     results = {
         step: run_step(spark, settings, step, CHECKOUTS, "checkouts-empty", None)
-        for step in PIPELINE_STEPS
+        for step in THROUGH_PUBLISH
     }
     run, end, as_of = bronze_state(spark, bronze_path(settings, CHECKOUTS))
     assert (results["bronze"].run, run, results["bronze"].rows) == (1, 1, 0)

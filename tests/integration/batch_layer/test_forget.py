@@ -21,9 +21,10 @@ import httpx
 import pytest
 from pyspark.sql import functions as F
 
-from batch_layer.__main__ import FORGET_STEPS, PIPELINE_STEPS, run_step, run_steps
 from batch_layer.bronze import bronze_path
+from batch_layer.runner import run_step, run_steps
 from batch_layer.silver import rejects_path, silver_path
+from batch_layer.steps import FORGET, THROUGH_PUBLISH
 from batch_layer.tables import BRONZE_PROPERTIES, REJECTS_PROPERTIES, silver_properties
 from core.settings import LakeSettings, Settings
 from data_contracts import load_contract
@@ -141,7 +142,7 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
     assert their_days
 
     started = time.monotonic()
-    summary, code = run_steps(spark, settings, FORGET_STEPS, WEB_EVENTS, "forget-1", user=user)
+    summary, code = run_steps(spark, settings, FORGET, WEB_EVENTS, "forget-1", user=user)
     wall = time.monotonic() - started
     assert code == 0, summary
     report = summary["steps"]["forget"]["result"]
@@ -221,7 +222,7 @@ def test_a_forgotten_user_is_gone_from_every_layer_and_stays_gone(
     replay = settings.model_copy(
         update={"lake": LakeSettings(root=str(tmp_path / "replay"), checkpoint_root=str(tmp_path))}
     )
-    for step in PIPELINE_STEPS[:3]:
+    for step in THROUGH_PUBLISH[:3]:
         run_step(spark, replay, step, WEB_EVENTS, "replay-1", None)
     replayed = spark.read.format("delta").load(bronze_path(replay, WEB_EVENTS))
     assert replayed.where(F.instr(F.col("value").cast("string"), F.lit(user)) > 0).count() == 0

@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
-from batch_layer.__main__ import run_step, run_steps
 from batch_layer.bronze import bronze_path
 from batch_layer.gold import gold_path
+from batch_layer.runner import run_step, run_steps
 from batch_layer.silver import rejects_path, silver_path
 from batch_layer.staging import staging_root
 from core.settings import Settings

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from batch_layer.__main__ import EXIT_DRIFT, run_step, run_steps
+from batch_layer.runner import EXIT_DRIFT, run_step, run_steps
 from core.settings import Settings
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.direct import produce_direct

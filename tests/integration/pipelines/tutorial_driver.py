@@ -19,9 +19,10 @@ def main(events_file: str, forget: str) -> dict:
     from confluent_kafka.admin import AdminClient
 
     import pipelines
-    from batch_layer.__main__ import FORGET_STEPS, PIPELINE_STEPS, run_steps
     from batch_layer.gold import gold_path
+    from batch_layer.runner import run_steps
     from batch_layer.silver import silver_path
+    from batch_layer.steps import FORGET, THROUGH_PUBLISH
     from core.settings import load_settings
     from core.spark import build_spark_session
     from ingest.topics import ensure_topics, pipeline_topics, platform_topics
@@ -58,7 +59,7 @@ def main(events_file: str, forget: str) -> dict:
     out["drained"] = drain(spark, settings)
     out["live"] = merged()
 
-    summary, out["batch_exit"] = run_steps(spark, settings, PIPELINE_STEPS, spec, "tutorial-1")
+    summary, out["batch_exit"] = run_steps(spark, settings, THROUGH_PUBLISH, spec, "tutorial-1")
     out["published_days"] = summary["steps"]["publish"]["result"]
     out["merged"] = merged()
     gold = spark.read.format("delta").load(gold_path(settings, view))
@@ -79,9 +80,7 @@ def main(events_file: str, forget: str) -> dict:
         ).collect()
     }
 
-    _, out["forget_exit"] = run_steps(
-        spark, settings, FORGET_STEPS, spec, "tutorial-forget", user=forget
-    )
+    _, out["forget_exit"] = run_steps(spark, settings, FORGET, spec, "tutorial-forget", user=forget)
     silver = spark.read.format("delta").load(silver_path(settings, spec))
     out["silver_rows_of_forgotten"] = silver.where(silver.member_id == forget).count()
     out["silver_rows"] = silver.count()

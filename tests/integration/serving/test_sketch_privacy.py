@@ -56,7 +56,8 @@ def private_lake(local_platform: Settings, spark, tmp_path_factory):
     Yields (settings, the valid web events, the checkouts' truth)."""
     from confluent_kafka.admin import AdminClient
 
-    from batch_layer.__main__ import PIPELINE_STEPS, run_step
+    from batch_layer.runner import run_step
+    from batch_layer.steps import THROUGH_PUBLISH
     from core.cassandra import connect, ensure_keyspace
     from core.settings import BatchSettings, KafkaSettings, LakeSettings
     from core.spark import local_spark_jars
@@ -125,9 +126,9 @@ def private_lake(local_platform: Settings, spark, tmp_path_factory):
         )
     )
     checkouts.produce(records, kafka.client_config(), shop.topic_of(settings))
-    for step in PIPELINE_STEPS:
+    for step in THROUGH_PUBLISH:
         run_step(spark, settings, step, web, "private-1", None)
-    for step in PIPELINE_STEPS[: PIPELINE_STEPS.index("publish")]:  # gold, never published
+    for step in THROUGH_PUBLISH[: THROUGH_PUBLISH.index("publish")]:  # gold, never published
         run_step(spark, settings, step, shop, "private-1", None)
     SpeedJob(spark).drain(settings)
     seen, valid = set(), []

@@ -6,8 +6,11 @@ from datetime import date
 
 import pytest
 
-import batch_layer.__main__ as cli
-from batch_layer.__main__ import MAINTENANCE_STEPS, PIPELINE_STEPS, main, parse_dates, run_step
+import batch_layer.runner as runner
+import batch_layer.steps as steps
+from batch_layer.cli import main, parse_dates
+from batch_layer.runner import run_step
+from batch_layer.steps import MAINTENANCE, THROUGH_PUBLISH
 
 
 def test_a_single_day():
@@ -59,13 +62,13 @@ def test_help_lists_every_step_and_exits_zero(capsys):
         main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for step in (*PIPELINE_STEPS, "reconcile", "all", *MAINTENANCE_STEPS, "forget"):
+    for step in (*THROUGH_PUBLISH, "reconcile", "all", *MAINTENANCE, "forget"):
         assert step in out
     text = " ".join(out.split())
     assert "exit code is 0 on success, 3 when a quality gate failed" in text
     assert "4 when the speed and batch views disagree" in text
-    assert (cli.EXIT_GATE_FAILED, cli.EXIT_DRIFT) == (3, 4)
-    assert cli.ALL_STEPS[-1] == "reconcile" and cli.ALL_STEPS[:-1] == PIPELINE_STEPS
+    assert (runner.EXIT_GATE_FAILED, runner.EXIT_DRIFT) == (3, 4)
+    assert steps.ALL[-1] == "reconcile" and steps.ALL[:-1] == THROUGH_PUBLISH
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ from datetime import date
 
 import pytest
 
-from batch_layer.__main__ import ALL_STEPS, parse_step_args
+from batch_layer.cli import parse_step_args
+from batch_layer.steps import ALL
 
 
 def test_a_request_gets_the_cli_defaults():
@@ -15,7 +16,7 @@ def test_a_request_gets_the_cli_defaults():
     assert (args.pipeline, args.steps) == ("checkouts", ("silver",))
     assert args.dates == [date(2024, 3, 1), date(2024, 3, 2)]
     assert args.run_id.startswith("manual__")
-    assert parse_step_args(["all", "--pipeline", "web_events"], raising=True).steps == ALL_STEPS
+    assert parse_step_args(["all", "--pipeline", "web_events"], raising=True).steps == ALL
 
 
 @pytest.mark.parametrize(
