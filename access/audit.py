@@ -24,7 +24,7 @@ from access.identity import Identity
 if TYPE_CHECKING:
     from core.settings import Settings
 
-__all__ = ["AUDIT_FIELDS", "AuditLog", "AuditRecord", "Outcome"]
+__all__ = ["AUDIT_FIELDS", "AuditLog", "AuditRecord", "Outcome", "read_records"]
 
 Outcome = Literal["ok", "refused", "failed"]
 
@@ -106,3 +106,39 @@ class AuditLog:
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(10)
+
+
+def read_records(
+    settings: Settings, identities: set[str], *, expected: int = 0, timeout_s: float = 60
+) -> list[dict[str, Any]]:
+    """The audit topic's records of ``identities``, read from its start: until ``expected``
+    are found, or (with none expected) until the topic has been quiet for 3 s, or
+    ``timeout_s``. For operators and tests; the admins query ``audit_log`` instead."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        settings.kafka.client_config()
+        | {"group.id": f"audit-reader-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([settings.kafka.audit_topic])
+    found: list[dict[str, Any]] = []
+    deadline, quiet = time.monotonic() + timeout_s, 0
+    try:
+        while time.monotonic() < deadline and (len(found) < expected or not expected):
+            message = consumer.poll(1.0)
+            if message is None:
+                quiet += 1
+                if not expected and quiet >= 3 and found:
+                    break
+                continue
+            quiet = 0
+            if message.error():
+                continue
+            record = orjson.loads(message.value())
+            if record["identity"] in identities:
+                found.append(record)
+    finally:
+        consumer.close()
+    return found

@@ -4,9 +4,10 @@ A statement's text can carry a person's id (``WHERE userId = '42'``), an email i
 a comment, a number that is someone's. What the audit keeps is the statement's
 shape: every string, number and binary literal becomes ``?`` and every comment
 ``/*?*/``; identifiers (plain or in backticks), keywords and operators stay.
-Read with Spark SQL's lexical rules: ``'...'`` and ``"..."`` are strings (``\\``
-escapes, or a doubled quote), ``X'..'``/``r'..'`` are strings with a prefix,
-``--`` runs to the end of the line, ``/* */`` comments nest.
+Read with Spark SQL's lexical rules (:mod:`core.sql_text`): ``'...'`` and ``"..."``
+are strings (``\\`` escapes; ``'it''s'`` is two strings), ``X'..'``/``r'..'`` are
+strings with a prefix (a raw one has no escapes), ``--`` runs to the end of the line,
+``/* */`` comments nest.
 
 >>> mask_literals("SELECT * FROM events WHERE userId = 'u-42' AND n > 3.5e2 -- ana")
 'SELECT * FROM events WHERE userId = ? AND n > ? /*?*/'
@@ -20,41 +21,12 @@ from __future__ import annotations
 
 import re
 
+from core.sql_text import past_comment, past_string
+
 __all__ = ["mask_literals"]
 
 _NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?:BD|[LSYDF])?(?![\w])", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z_][\w]*")
-
-
-def _string_end(text: str, i: int) -> int:
-    """The index after the string literal opened by the quote at ``i``."""
-    quote, j = text[i], i + 1
-    while j < len(text):
-        if text[j] == "\\":
-            j += 2
-        elif text[j] == quote:
-            if j + 1 < len(text) and text[j + 1] == quote:
-                j += 2
-            else:
-                return j + 1
-        else:
-            j += 1
-    return len(text)
-
-
-def _comment_end(text: str, i: int) -> int:
-    """The index after the (nesting) block comment opened at ``i``."""
-    depth, j = 0, i
-    while j < len(text):
-        if text.startswith("/*", j):
-            depth, j = depth + 1, j + 2
-        elif text.startswith("*/", j):
-            depth, j = depth - 1, j + 2
-            if depth == 0:
-                return j
-        else:
-            j += 1
-    return len(text)
 
 
 def mask_literals(text: str) -> str:
@@ -64,7 +36,7 @@ def mask_literals(text: str) -> str:
         c = text[i]
         if c in "'\"":
             out.append("?")
-            i = _string_end(text, i)
+            i = past_string(text, i, c, raw=False)
         elif c == "`":
             end = text.find("`", i + 1)
             end = len(text) if end < 0 else end + 1
@@ -76,12 +48,12 @@ def mask_literals(text: str) -> str:
             i = len(text) if end < 0 else end
         elif text.startswith("/*", i):
             out.append("/*?*/")
-            i = _comment_end(text, i)
+            i = past_comment(text, i)
         elif (word := _WORD.match(text, i)) is not None:
             after = word.end()
             if after < len(text) and text[after] in "'\"" and word.group().upper() in "XRB":
                 out.append("?")  # X'..', r'..', b'..'
-                i = _string_end(text, after)
+                i = past_string(text, after, text[after], raw=word.group() in "rR")
             else:
                 out.append(word.group())
                 i = after

@@ -12,7 +12,6 @@ import uuid
 from typing import Any
 
 import httpx
-import orjson
 
 from core.settings import Settings
 
@@ -26,6 +25,7 @@ def _say(text: str) -> None:
 
 
 def say_access(settings: Settings) -> None:
+    from access.audit import read_records
     from access.store import TokenStore
     from core.cassandra import connect
 
@@ -67,7 +67,7 @@ def say_access(settings: Settings) -> None:
             )
     finally:
         cluster.shutdown()
-    for row in _last_audit_rows(settings, set(tokens)):
+    for row in read_records(settings, set(tokens), timeout_s=20):
         _say(
             f"audit {row['identity']:<22} {row['action']:<15} {','.join(row['views']) or '-':<20} "
             f"{row['outcome']:<8} {row['reason'] or ''}"
@@ -83,30 +83,3 @@ def _until_known(client: httpx.Client, token: str, timeout_s: float = 10) -> lis
             answer.raise_for_status()
             return answer.json()
         time.sleep(0.5)
-
-
-def _last_audit_rows(settings: Settings, names: set[str], timeout_s: float = 20) -> list[dict]:
-    """The audit topic's records of ``names``, as the SQL server lands them in ``audit``."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer(
-        settings.kafka.client_config()
-        | {"group.id": f"demo-audit-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"}
-    )
-    consumer.subscribe([settings.kafka.audit_topic])
-    found: list[dict] = []
-    deadline, quiet = time.monotonic() + timeout_s, 0
-    try:
-        while time.monotonic() < deadline and quiet < 3:
-            message = consumer.poll(1.0)
-            if message is None:
-                quiet += 1 if found else 0
-                continue
-            if message.error():
-                continue
-            record = orjson.loads(message.value())
-            if record["identity"] in names:
-                found.append(record)
-    finally:
-        consumer.close()
-    return found

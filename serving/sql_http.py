@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.settings import SqlSettings
+from core.sql_text import past_comment, past_string, raw_prefix
 from serving.errors import QueryError
 
 if TYPE_CHECKING:
@@ -98,10 +99,9 @@ def nesting_depth(sql: str, stop_above: int = 1_000_000) -> int:
             end = sql.find("\n", i)
             i = n if end < 0 else end + 1
         elif sql.startswith("/*", i):
-            i = _past_comment(sql, i)
+            i = past_comment(sql, i)
         elif c in "'\"":
-            raw = i > 0 and sql[i - 1] in "rR" and (i < 2 or not _identifier_char(sql[i - 2]))
-            i = _past_string(sql, i, c, raw)
+            i = past_string(sql, i, c, raw_prefix(sql, i))
         elif c == "`":
             end = sql.find("`", i + 1)
             i = n if end < 0 else end + 1
@@ -115,37 +115,6 @@ def nesting_depth(sql: str, stop_above: int = 1_000_000) -> int:
                 depth -= 1
             i += 1
     return deepest
-
-
-def _identifier_char(c: str) -> bool:
-    return c.isalnum() or c == "_"
-
-
-def _past_string(sql: str, start: int, quote: str, raw: bool) -> int:
-    i = start + 1
-    while i < len(sql):
-        if sql[i] == "\\" and not raw:
-            i += 2
-        elif sql[i] == quote:
-            return i + 1
-        else:
-            i += 1
-    return len(sql)
-
-
-def _past_comment(sql: str, start: int) -> int:
-    """Past a bracketed comment; Spark's comments nest."""
-    level, i = 0, start
-    while i < len(sql):
-        if sql.startswith("/*", i):
-            level, i = level + 1, i + 2
-        elif sql.startswith("*/", i):
-            level, i = level - 1, i + 2
-            if level == 0:
-                return i
-        else:
-            i += 1
-    return len(sql)
 
 
 def check_statement(

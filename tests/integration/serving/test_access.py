@@ -35,33 +35,10 @@ def _until(condition, timeout_s: float, what: str) -> float:
     raise AssertionError(f"{what} did not happen within {timeout_s} s")
 
 
-def _audited(settings: Settings, names: set[str], expected: int) -> list[dict]:
-    """The audit topic's records of ``names`` (at least ``expected`` of them)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer(
-        settings.kafka.client_config()
-        | {"group.id": f"audit-test-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"}
-    )
-    consumer.subscribe([settings.kafka.audit_topic])
-    found: list[dict] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(found) < expected and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None or message.error():
-                continue
-            record = orjson.loads(message.value())
-            if record["identity"] in names:
-                found.append(record)
-    finally:
-        consumer.close()
-    return found
-
-
 def test_two_teams_read_their_own_views_and_a_revoked_token_stops_within_seconds(
     serving_settings: Settings, cql, serving_url: str
 ) -> None:
+    from access.audit import read_records
     from access.store import TokenStore
     from ingest.topics import audit_topic, ensure_topics
 
@@ -103,7 +80,7 @@ def test_two_teams_read_their_own_views_and_a_revoked_token_stops_within_seconds
         assert client.get("/v1/views", headers=_bearer(web)).status_code == 200
     print(f"a new token worked after {issued_in:.2f} s, a revoked one stopped after", revoked_in)
 
-    records = _audited(serving_settings, {ana, bo}, expected=8)
+    records = read_records(serving_settings, {ana, bo})  # until the topic is quiet
     got = [(r["identity"], r["action"], tuple(r["views"]), r["outcome"]) for r in records]
     assert (ana, "/v1/timeseries", ("orders_by_currency",), "refused") in got
     assert (ana, "/v1/timeseries", ("payroll",), "refused") in got

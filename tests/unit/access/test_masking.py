@@ -12,7 +12,8 @@ from access.masking import mask_literals
     [
         ("SELECT * FROM e WHERE userId = 'u-42'", "SELECT * FROM e WHERE userId = ?"),
         ('SELECT * FROM e WHERE userId = "u-42"', "SELECT * FROM e WHERE userId = ?"),
-        ("WHERE a = 'it''s' AND b = 'x\\'y'", "WHERE a = ? AND b = ?"),
+        ("WHERE a = 'it''s' AND b = 'x\\'y'", "WHERE a = ?? AND b = ?"),  # Spark: two strings
+        ("WHERE p RLIKE r'\\' AND q = 1", "WHERE p RLIKE ? AND q = ?"),  # raw: no escape
         ("WHERE n IN (1, 2.5, .5, 1e10, 7L, 3BD)", "WHERE n IN (?, ?, ?, ?, ?, ?)"),
         ("SELECT X'CAFE', r'\\d+', b'1'", "SELECT ?, ?, ?"),
         ("SELECT a -- ana@example.com\nFROM t", "SELECT a /*?*/\nFROM t"),
