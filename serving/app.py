@@ -223,27 +223,15 @@ def create_app(
             )
         return found
 
-    async def readable(
-        request: Request,
-        identity: Analyst,
-        view: Annotated[
-            str, Query(description="A view granted to the caller (GET /v1/views lists them)")
-        ],
-    ) -> str:
+    def granted(request: Request, identity: Identity, view: str) -> str:
+        """``view`` once ``identity`` may read it (else 403), noted for the audit record."""
         request.state.view = view
         gate.check(identity, view)
         return view
 
-    async def readable_reach(
-        request: Request,
-        identity: Analyst,
-        view: Annotated[
-            ReachView, Query(description="A view with a distinct-count measure")
-        ] = WHOLE_SITE,
-    ) -> str:
-        return await readable(request, identity, view.value)
-
-    View = Annotated[str, Depends(readable)]
+    View = Annotated[
+        str, Query(description="A view granted to the caller (GET /v1/views lists them)")
+    ]
     Start = Annotated[
         str, Query(description="Range start: ISO 8601 or now-<n>{s,m,h,d}", max_length=64)
     ]
@@ -274,6 +262,7 @@ def create_app(
     @app.get("/v1/timeseries", summary="Merged buckets of a view for one or more keys")
     async def timeseries(
         request: Request,
+        identity: Analyst,
         view: View,
         key: Annotated[
             list[str], Query(description="Key value(s); one series each (site: 'all')")
@@ -292,13 +281,21 @@ def create_app(
         return _answer(
             request,
             await questions.timeseries(
-                state["queries"], view, key, start, end, granularity, quantile, measure
+                state["queries"],
+                granted(request, identity, view),
+                key,
+                start,
+                end,
+                granularity,
+                quantile,
+                measure,
             ),
         )
 
     @app.get("/v1/top", summary="Top-N keys of a view over a range, ranked on merged values")
     async def top(
         request: Request,
+        identity: Analyst,
         view: View,
         measure: Annotated[str, Query(description="The measure to rank by", max_length=64)],
         start: Start = "now-1h",
@@ -310,19 +307,30 @@ def create_app(
         return _answer(
             request,
             await questions.top(
-                state["queries"], view, measure, start, end, n, quantile, min_samples
+                state["queries"],
+                granted(request, identity, view),
+                measure,
+                start,
+                end,
+                n,
+                quantile,
+                min_samples,
             ),
         )
 
     @app.get("/v1/reach", summary="Distinct visitors over a range, for a page or the site")
     async def reach(
         request: Request,
-        view: Annotated[str, Depends(readable_reach)],
+        identity: Analyst,
+        view: Annotated[
+            ReachView, Query(description="A view with a distinct-count measure")
+        ] = WHOLE_SITE,
         key: Annotated[str | None, Query(description="The page path (site: 'all')")] = None,
         start: Start = "now-1h",
         end: End = "now",
     ) -> Response:
-        return _answer(request, await questions.reach(state["queries"], view, key, start, end))
+        name = granted(request, identity, view.value)
+        return _answer(request, await questions.reach(state["queries"], name, key, start, end))
 
     @app.post("/v1/sql", summary="One read-only Spark SQL statement over the views")
     async def sql(
