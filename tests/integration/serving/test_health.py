@@ -3,49 +3,118 @@
 Progress rows are written into ``speed_progress`` as the speed layer writes them:
 ``page_activity``'s watermark was poisoned into year 9999, ``site_activity`` is
 five seconds behind, ``clicks`` reports an event time just ahead of now (a clock
-difference within the tolerance), the other views report nothing yet.
+difference within the tolerance), the other web views report nothing yet. The
+checkouts pipeline is healthy: orders published before its boundary, speed rows and
+progress after it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
+from pipelines import pipeline
 from tests.integration.service_process import started_service
+from tests.support.isolation import seen
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
 POISONED = datetime(9999, 12, 31, 23, 49, 59, tzinfo=UTC)
 ERROR = "watermark 9999-12-31T23:49:59Z is ahead of now; reset the speed layer (docs/operations.md)"
+SERVING = {"result_cache_entries": 0}
+"""No answer kept: one asked after the poisoning is computed again, not the one from before."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def progress(cql, serving_settings) -> None:
-    now = datetime.now(UTC)
+@pytest.fixture(scope="module")
+def write_progress(cql, serving_settings) -> Callable[..., None]:
+    """``write_progress(view, newest_event, watermark, kafka_lag)``, heartbeat now."""
     insert = cql.prepare(
         f"INSERT INTO {serving_settings.cassandra.keyspace}.speed_progress "
         "(view_name, max_event_time, watermark, heartbeat_at, kafka_lag) VALUES (?, ?, ?, ?, ?)"
     )
-    cql.execute(insert, ("page_activity", POISONED + timedelta(minutes=10), POISONED, now, 0))
-    cql.execute(insert, ("site_activity", now - timedelta(seconds=5), now, now, 2))
-    cql.execute(insert, ("clicks", now + timedelta(seconds=20), now, now, 0))
+
+    def write(view: str, newest: datetime, watermark: datetime, lag: int) -> None:
+        cql.execute(insert, (view, newest, watermark, datetime.now(UTC), lag))
+
+    return write
 
 
-def test_health_names_the_pipeline_and_view_whose_watermark_is_ahead_of_now(serving_url) -> None:
+@pytest.fixture(scope="module")
+def web_progress(write_progress) -> Callable[[bool], None]:
+    """``web_progress(poisoned)``: the web views' progress rows, ``page_activity``'s
+    watermark in year 9999 when ``poisoned``, else now."""
+
+    def write(poisoned: bool) -> None:
+        now = datetime.now(UTC)
+        page = (POISONED + timedelta(minutes=10), POISONED) if poisoned else (now, now)
+        write_progress("page_activity", *page, 0)
+        write_progress("site_activity", now - timedelta(seconds=5), now, 2)
+        write_progress("clicks", now + timedelta(seconds=20), now, 0)
+
+    return write
+
+
+@pytest.fixture(scope="module")
+def checkouts(publish, write_speed, write_progress) -> tuple[tuple, dict[str, int]]:
+    """The checkouts pipeline, healthy: orders published before a boundary five minutes
+    ago, speed rows and progress from it. Returns the span of its windows and its orders
+    per currency there (the ground truth)."""
+    boundary = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+
+    def row(minutes: int, currency: str, orders: int) -> dict:
+        return {
+            "window_start": boundary + timedelta(minutes=minutes),
+            "currency": currency,
+            "orders": orders,
+            "refunds": 0,
+            "revenue_minor": 999.0 * orders,
+            "buyers": None,
+            "order_value": None,
+        }
+
+    batch, speed = [row(-3, "EUR", 3), row(-2, "USD", 2)], [row(0, "EUR", 4), row(1, "GBP", 1)]
+    publish("orders_by_currency", batch, boundary)
+    write_speed("orders_by_currency", speed)
+    write_progress("orders_by_currency", boundary + timedelta(minutes=1), boundary, 0)
+    orders: Counter[str] = Counter()
+    for r in batch + speed:
+        orders[r["currency"]] += r["orders"]
+    return (boundary - timedelta(minutes=10), boundary + timedelta(minutes=10)), dict(orders)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def progress(web_progress, checkouts) -> None:
+    web_progress(poisoned=True)
+
+
+def test_health_names_the_pipeline_and_view_whose_watermark_is_ahead_of_now(
+    serving_url, api, cql, serving_settings, web_progress, checkouts
+) -> None:
     """One pipeline's error is that pipeline's: the answer is 200 ``degraded`` (a load
     balancer keeps every serving task for the pipelines that serve), naming it. It was 503
-    for every pipeline (finding 3 of the pipelines' isolation)."""
+    for every pipeline (finding 3 of the pipelines' isolation). What the other pipeline's
+    users see (its answers, boundary and health verdict) is what it was before."""
+    span, orders = checkouts
+    shop = pipeline("checkouts")
+    web_progress(poisoned=False)
+    before = seen(cql, serving_settings, shop, api=api, span=span)
+    assert before.health == {"status": "ok", "views": ["orders_by_currency"]}
+    items = before.answers["orders_by_currency"]["orders"]["items"]
+    assert {i["key"]["currency"]: i["value"] for i in items} == orders
+
+    web_progress(poisoned=True)
     answer = httpx.get(f"{serving_url}/health")
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["status"] == "degraded" and body["error"] == "speed_event_time"
     assert body["message"] == f"page_activity: {ERROR}"
-    web, shop = body["pipelines"]["web_events"], body["pipelines"]["checkouts"]
+    web = body["pipelines"]["web_events"]
     assert web["status"] == "error" and web["message"] == f"page_activity: {ERROR}"
-    assert shop == {"status": "ok", "views": ["orders_by_currency"]}
     poisoned = body["freshness"]["page_activity"]
     assert poisoned["status"] == "error" and poisoned["error"] == ERROR
     assert poisoned["lag_s"] is None
@@ -55,6 +124,8 @@ def test_health_names_the_pipeline_and_view_whose_watermark_is_ahead_of_now(serv
     assert body["freshness"]["search_terms"]["status"] == "unknown"
     for fresh in body["freshness"].values():
         assert fresh["lag_s"] is None or fresh["lag_s"] >= 0
+    after = seen(cql, serving_settings, shop, api=api, span=span)
+    assert before.changes(after) == {}, "checkouts, once web events' watermark was poisoned"
 
 
 def test_every_answer_reports_the_error_for_its_view(api) -> None:

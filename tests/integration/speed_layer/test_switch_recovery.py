@@ -15,7 +15,22 @@ import pytest
 
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
+from pipelines.simulators import checkouts as shop
 from speed_layer.replay import SWITCH_STEPS
+from tests.support.checkouts import (
+    CHECKOUTS,
+    checkout_records,
+    orders_counted,
+    streaming_checkouts,
+)
+from tests.support.isolation import (
+    Seen,
+    publish_boundary,
+    seen,
+    serving_api,
+    with_own_serving,
+)
+from tests.support.speed import SpeedThread
 from tests.support.web import WEB_EVENTS, WEB_VIEWS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -140,35 +155,63 @@ def test_a_job_that_died_in_the_middle_of_a_switch_completes_it_when_it_starts(
 
 
 def test_a_replay_whose_query_failed_to_start_is_started_at_a_later_poll(
-    spark, switch_settings, reads_new_version, wait_for
+    spark, switch_settings, kafka_topic, reads_new_version, read_view, cassandra_session, wait_for
 ):
     """Finding 1 of the pipelines' isolation: the replay was recorded as started before its
     query was; a start that raised (a schema-agreement timeout) was never tried again, and
-    the live query, let go while a replay "ran", left the pipeline with no query at all."""
+    the live query, let go while a replay "ran", left the pipeline with no query at all.
+
+    The checkouts pipeline streams in the same Spark application meanwhile, as the job runs
+    it (a session of its own): what its users see (its speed rows, runs and version, its
+    published boundary, serving's answers and health verdict for it) is as it was before
+    the start failed, once it failed and once the replay switched, and it goes on counting."""
     from speed_layer.replay import request_replay
     from speed_layer.service import SpeedService
 
-    settings = switch_settings
+    settings = with_own_serving(streaming_checkouts(switch_settings, kafka_topic, ["checkouts"]))
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    orders = checkout_records(seed=91, start=now - timedelta(minutes=20))
+    shop.produce(orders, settings.kafka.client_config(), CHECKOUTS.topic_of(settings))
+    publish_boundary(cassandra_session, settings, "orders_by_currency", now - timedelta(hours=1))
+    span = (now - timedelta(minutes=30), now + timedelta(minutes=10))
     events = _events(seed=84, minutes_ago=6)
     produce_direct(events, settings)
-    service = SpeedService(spark, settings, WEB_EVENTS, on_switch_step=FailOnce("start"))
-    try:
-        service.start()
-        old = service.queries[service.live.generation]
-        replay = request_replay(settings, "earliest", views=WEB_VIEWS)
-        service.poll()  # the start fails
-        assert service.replay is None and set(service.queries) == {service.live.generation}
-        assert old.isActive, "the live query goes on while the replay cannot start"
+    with SpeedThread(spark, settings) as other, serving_api(settings) as api:
+        counted = orders_counted(read_view, settings, shop.build_truth(orders))
 
-        def switched() -> bool:
-            service.poll()  # tried again after its wait, then caught up and switched
-            return service.live.generation == replay.generation
+        def settled() -> Seen | None:
+            if not counted():
+                return None
+            found = seen(cassandra_session, settings, CHECKOUTS, api=api, span=span)
+            return found if found.fresh else None
 
-        wait_for(switched, 180, "the replay started again and switched")
-        reads_new_version(service, old, replay, settings, events)
-    finally:
-        service.stop()
-        service.close()
+        before = wait_for(settled, 180, "the checkouts pipeline's orders, served", other)
+        service = SpeedService(spark, settings, WEB_EVENTS, on_switch_step=FailOnce("start"))
+        try:
+            service.start()
+            old = service.queries[service.live.generation]
+            replay = request_replay(settings, "earliest", views=WEB_VIEWS)
+            service.poll()  # the start fails
+            assert service.replay is None and set(service.queries) == {service.live.generation}
+            assert old.isActive, "the live query goes on while the replay cannot start"
+            after = seen(cassandra_session, settings, CHECKOUTS, api=api, span=span)
+            assert before.changes(after) == {}, "checkouts, once web events' replay failed"
+
+            def switched() -> bool:
+                service.poll()  # tried again after its wait, then caught up and switched
+                return service.live.generation == replay.generation
+
+            wait_for(switched, 180, "the replay started again and switched", other)
+            reads_new_version(service, old, replay, settings, events)
+            after = seen(cassandra_session, settings, CHECKOUTS, api=api, span=span)
+            assert before.changes(after) == {}, "checkouts, once web events' replay switched"
+        finally:
+            service.stop()
+            service.close()
+        more = checkout_records(seed=92, start=now - timedelta(minutes=2), events=40)
+        shop.produce(more, settings.kafka.client_config(), CHECKOUTS.topic_of(settings))
+        counted = orders_counted(read_view, settings, shop.build_truth(orders + more))
+        wait_for(counted, 180, "the checkouts pipeline's new orders", other)
 
 
 def test_a_view_added_after_a_switch_is_served_from_the_version_the_live_run_writes(
