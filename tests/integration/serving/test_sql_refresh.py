@@ -239,3 +239,43 @@ def test_a_view_that_cannot_be_made_leaves_every_other_view_current(
         server.close()
         for name in recording.views:
             spark.sql(f"DROP VIEW IF EXISTS {name}")
+
+
+def test_a_gold_table_first_written_by_another_process_is_served_at_the_next_refresh(
+    published_lake, spark, tmp_path: Path
+) -> None:
+    """Finding 8: a new pipeline's ``gold_<view>`` answered no rows for minutes after its
+    first publish. A refresh that found the table's log before its first commit had the
+    JVM cache the log as "no table", and ``DeltaTable.isDeltaTable`` kept saying so after
+    the batch layer (another process) committed. Here the table is copied in, as another
+    process writes it."""
+    import shutil
+
+    from layout.lake import gold_path
+    from serving.connect.host import SqlServer
+    from views import view
+
+    clicks = view("clicks")
+    lake = tmp_path / "lake"
+    settings = sql_settings(published_lake.settings, tmp_path / "state")
+    settings = settings.model_copy(
+        update={"lake": settings.lake.model_copy(update={"root": str(lake)})}
+    )
+    published = gold_path(published_lake.settings, clicks)
+    rows = spark.read.format("delta").load(published).count()
+    assert rows > 0
+    target = Path(gold_path(settings, clicks))
+    recording = _Recording(spark)
+    server = SqlServer(settings, recording)  # type: ignore[arg-type]
+    try:
+        (target / "_delta_log").mkdir(parents=True)  # the first write has begun
+        server.refresh()
+        assert spark.sql("SELECT count(*) FROM gold_clicks").first()[0] == 0
+        shutil.rmtree(target)
+        shutil.copytree(published, target)  # ... and committed, in the batch layer
+        server.refresh()
+        assert spark.sql("SELECT count(*) FROM gold_clicks").first()[0] == rows
+    finally:
+        server.close()
+        for name in recording.views:
+            spark.sql(f"DROP VIEW IF EXISTS {name}")
