@@ -43,8 +43,10 @@ class SqlSettings(_Section):
     health_port: int = Field(default=15003, ge=1, le=65535)
     """HTTP port of the server's ``/health`` (catalog refresh age, views, sessions)."""
     token: SecretStr = SecretStr("local-dev-sql-token")
-    """The bearer token every Spark Connect client presents (``;token=`` in the URL). The
-    local default is for this machine only."""
+    """The token of the ``sql-service`` identity (admins' team): the server's own health
+    query presents it (``;token=`` in the URL); ``POST /v1/sql`` sends its caller's
+    credential, and analysts use their own tokens (docs/sql.md). The local default is for
+    this machine only."""
     driver_memory: str = "1g"
     """Heap of the server's Spark driver (it is the whole Spark JVM on ``local`` masters)."""
     refresh_s: float = Field(default=15.0, gt=0)

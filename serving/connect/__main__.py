@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(settings: Settings, stop: threading.Event, supervisor: int | None) -> int:
     import contextlib
 
+    from serving.connect.access import SqlAccess
     from serving.connect.executors import cluster_master, lower_task_priority
     from serving.connect.health import serve_health
     from serving.connect.host import SqlServer, start_spark
@@ -57,6 +58,9 @@ def _serve(settings: Settings, stop: threading.Event, supervisor: int | None) ->
     spark = start_spark(settings)
     driver = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
     server = SqlServer(settings, spark)
+    # Who may call: until this first push the guard answers every call UNAVAILABLE.
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    server.access = SqlAccess(settings, jvm, server.pipelines).start(server.cassandra())
     if driver is not None:
         _stop_when_exited(driver, stop)
         if cluster_master(settings) is not None:
@@ -68,6 +72,8 @@ def _serve(settings: Settings, stop: threading.Event, supervisor: int | None) ->
         server.run(stop)
     finally:
         http.shutdown()
+        with contextlib.suppress(Exception):  # the last audit records, before Spark stops
+            server.access.stop()
         driver_gone = driver is not None and driver.poll() is not None
         if not driver_gone:
             with contextlib.suppress(Exception):

@@ -14,7 +14,11 @@ table behind it. Names:
 - ``serving_boundaries``: ``view_name``, ``boundary``, ``refreshed_at``.
 - ``events_all``: silver's events with the contract's columns (the fields it
   hides from SQL left out) and the dimensions analysts ask for; ``events``:
-  the same without bots.
+  the same without bots (the collector's default pipeline); ``<pipeline>_events``
+  for any other pipeline.
+- ``audit_log``: the audit table (:mod:`serving.connect.audit_table`), the admins' only.
+
+Which identity sees which of them is :mod:`serving.connect.grants`'s.
 
 >>> from views import view
 >>> print(serving_sql(view("clicks"), 1_700_000_000_000))
@@ -31,18 +35,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from pipelines import Collector
 from views.spec import ViewSpec
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
+    from pipelines import PipelineSpec
+
 __all__ = [
+    "DEFAULT_EVENTS",
     "DIMENSIONS",
     "NOT_IN_SQL",
     "boundaries_sql",
     "empty_view_sql",
     "events_sql",
+    "events_views",
     "path_view_sql",
+    "pipeline_views",
     "quote",
     "serving_sql",
 ]
@@ -63,6 +73,34 @@ DIMENSIONS = {
 }
 """The columns ``events`` adds to silver's: name -> expression over silver (``s``) and the
 user-agent dimension (``ua``, :mod:`serving.connect.user_agents`)."""
+
+
+DEFAULT_EVENTS = ("events_all", "events")
+"""The events views of the collector's default pipeline."""
+
+
+def events_views(pipeline: PipelineSpec) -> tuple[str, ...]:
+    """The events views the catalog makes of ``pipeline``'s silver.
+
+    >>> from pipelines import pipeline
+    >>> events_views(pipeline("web_events")), events_views(pipeline("checkouts"))
+    (('events_all', 'events'), ('checkouts_events',))
+    """
+    if isinstance(pipeline.arrival, Collector) and pipeline.arrival.default:
+        return DEFAULT_EVENTS
+    return (f"{pipeline.name}_events",)
+
+
+def pipeline_views(pipeline: PipelineSpec) -> tuple[str, ...]:
+    """Every view of the catalog that reads ``pipeline``'s data.
+
+    >>> from pipelines import pipeline
+    >>> pipeline_views(pipeline("checkouts"))
+    ('gold_orders_by_currency', 'speed_orders_by_currency', 'serving_orders_by_currency', \
+'checkouts_events')
+    """
+    made = [f"{kind}_{view}" for view in pipeline.views for kind in ("gold", "speed", "serving")]
+    return (*made, *events_views(pipeline))
 
 
 def quote(name: str) -> str:

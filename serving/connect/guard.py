@@ -1,9 +1,13 @@
 """Builds the SQL server's guard (the Java sources in ``guard/``) into one jar.
 
 The guard is JVM code, loaded by the server's Spark driver: a session extension
-(``ReadOnlyGuard``: the check rule and the parser), a gRPC interceptor of Spark
-Connect (``ProtocolGuard``), the statements' time limit (``StatementWatchdog``)
-and the server's figures (``SqlMetrics``, a Spark listener). It is compiled
+(``ReadOnlyGuard``: the check rule and the parser; ``Grants``: what each
+identity may name), a gRPC interceptor of Spark Connect (``ProtocolGuard``:
+each call identified by ``Identities`` and ``Oidc`` and bound to its identity,
+its statements bounded and audited, ``Call``, ``Audit``), the statements' time
+limit (``StatementWatchdog``) and the server's figures (``SqlMetrics``, a Spark
+listener). The host keeps its identities current and drains its audit
+(:mod:`serving.connect.access`). It is compiled
 here, at install time, with the JDK's ``javac`` against the jars of the
 installed pyspark (the server's own Spark, Spark Connect's shaded gRPC
 included), and rebuilt only when a source or that Spark changes.

@@ -13,10 +13,16 @@ this Python process) adds what the driver keeps (``SqlMetrics.java``):
 
 - ``wap_sql_statements_total{outcome}``: Spark Connect statements by outcome:
   ``succeeded``, ``failed``, ``refused``, ``timed_out``, ``cancelled``;
-- ``wap_sql_refusals_total{reason}``: refusals by the guard's reason (``rpc``,
+- ``wap_sql_refusals_total{reason}``: refusals by the guard's reason
+  (``unauthenticated``, ``not_granted``, ``concurrency``, ``identity``, ``rpc``,
   ``data_source``, ``read``, ``write``, ``cache``, ``client_code``,
   ``setting``, ``metadata``, ``statement_size``, ``statement_depth``,
   ``partitions``, ``function``, ``pattern``);
+- ``wap_sql_team_statements_total{team, outcome}``: audited statements by each
+  declared team of the identity (``none``: of no team) and outcome (``ok``,
+  ``refused``, ``failed``); never a name;
+- ``wap_sql_audit_dropped_total``: audit records the driver dropped because its
+  queue was full (the host did not drain it in time);
 - ``wap_sql_statement_duration_seconds``: their durations (histogram);
 - ``wap_sql_jobs_total{pool}``: Spark jobs by scheduler pool (``analysts``:
   one pool per session; ``platform``: the catalog refresh);
@@ -258,6 +264,19 @@ def _driver_metrics(snapshot: dict[str, Any]) -> Iterator[Metric]:
         for value, count in snapshot[name].items():
             family.add_metric([value], count)
         yield family
+    teams = CounterMetricFamily(
+        "wap_sql_team_statements",
+        "Audited statements by the identity's teams and outcome (teams, never names)",
+        labels=["team", "outcome"],
+    )
+    for key, count in snapshot.get("team_statements", {}).items():
+        teams.add_metric(key.split("|", 1), count)
+    yield teams
+    yield CounterMetricFamily(
+        "wap_sql_audit_dropped",
+        "Audit records the driver dropped (its queue full)",
+        value=snapshot.get("audit_dropped", 0),
+    )
     duration = snapshot["duration"]
     cumulative, buckets = 0, []
     for bound, count in zip([*duration["bounds"], "+Inf"], duration["counts"], strict=True):

@@ -5,18 +5,21 @@ one Spark driver with Spark's Connect plugin (the ``spark-connect`` jar ships
 with pyspark), Delta, and the read-only guard (:mod:`serving.connect.guard`).
 Analysts connect with nothing but ``pip install pyspark-client``::
 
-    spark = SparkSession.builder.remote("sc://host:15002/;token=<token>").getOrCreate()
+    spark = SparkSession.builder.remote("sc://host:15002/;token=<your token>").getOrCreate()
     spark.sql("SHOW VIEWS").show()
+
+The guard binds each call to the identity its token proves, shows it its teams' views
+and audits its statements (:mod:`serving.connect.access`, :mod:`serving.connect.grants`).
 
 Every ``sql.refresh_s`` this process, through its own (trusted) session,
 rebuilds the catalog (:mod:`serving.connect.catalog`): it re-reads the batch
 boundaries, snapshots the speed rows it lacks into a new Parquet folder, and,
 when silver has a new version, adds its new user agents to the dimension and
-re-creates ``events``. A view always reads the current gold and silver (Delta
-resolves the latest version per query); speed rows are at most
-``refresh_s`` older than Cassandra's. ``GET /health`` and ``GET /metrics`` on
-``sql.health_port`` (:mod:`serving.connect.health`) say whether it answers and
-how old the catalog is.
+re-creates ``events``; it lands the audit's new records (:mod:`.audit_table`). A view
+always reads the current gold and silver (Delta resolves the latest version per query);
+speed rows are at most ``refresh_s`` older than Cassandra's. ``GET /health`` and
+``GET /metrics`` on ``sql.health_port`` (:mod:`serving.connect.health`) say whether it
+answers and how old the catalog is.
 
 Analysts are untrusted (docs/sql.md, "What an analyst can and cannot do"): the
 guard refuses at the protocol (:data:`INTERCEPTOR_CLASS`), when a text is
@@ -44,8 +47,9 @@ from typing import TYPE_CHECKING, Any
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.spark import fair_allocations
-from pipelines import PIPELINES, Collector, PipelineSpec
+from pipelines import PIPELINES, PipelineSpec
 from serving.connect import catalog
+from serving.connect.audit_table import AUDIT_VIEW, AuditTable
 from serving.connect.executors import executor_processes, prepare, task_conf
 from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
 from serving.connect.user_agents import refresh_user_agents
@@ -93,7 +97,7 @@ def server_conf(
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         "spark.connect.grpc.binding.address": sql.host,
         "spark.connect.grpc.binding.port": str(sql.port),
-        "spark.connect.authenticate.token": sql.token.get_secret_value(),
+        # No spark.connect.authenticate.token: the guard identifies every call's credential.
         "spark.connect.grpc.interceptor.classes": INTERCEPTOR_CLASS,
         "spark.connect.grpc.marshallerRecursionLimit": str(sql.max_plan_depth),
         "spark.connect.grpc.maxInboundMessageSize": str(32 * 1024 * 1024),
@@ -123,6 +127,7 @@ def server_conf(
         "spark.platform.sql.timeLimitSeconds": str(sql.time_limit_s),
         "spark.platform.sql.maxValueBytes": str(sql.max_value_bytes),
         "spark.platform.sql.maxPartitions": str(sql.max_partitions),
+        "spark.platform.sql.maxStatements": str(settings.access.max_statements),
         # The server's own pandas -> Spark rows go through Arrow, never a Python worker.
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
@@ -231,12 +236,14 @@ class SqlServer:
         self.speed_rows: dict[str, SpeedRows] = {}
         """Per view, its speed rows across refreshes (and how many refreshes read them)."""
         self._retired: list[tuple[float, Path]] = []
+        self.audit = AuditTable(settings, _root(settings))
+        self.access: Any = None  # its SqlAccess (serving.connect.access), for /health
         self._cluster: Any = None
         self._session: Any = None
         driver = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
         self.driver_pid: int | None = None if driver is None else driver.pid
 
-    def _cassandra(self) -> Any:
+    def cassandra(self) -> Any:
         """The server's Cassandra session, opened once (no schema metadata: a refresh reads
         pointers and view rows, never the schema of every keyspace)."""
         if self._session is None:
@@ -250,6 +257,7 @@ class SqlServer:
         if self._cluster is not None:
             self._cluster.shutdown()
         self._cluster = self._session = None
+        self.audit.close()
 
     # --- the catalog --------------------------------------------------------------------------
 
@@ -266,7 +274,7 @@ class SqlServer:
         began = time.monotonic()
         views = [spec for pipeline in self.pipelines for spec in pipeline.view_specs]
         names = [spec.name for spec in views]
-        session, keyspace = self._cassandra(), self.settings.cassandra.keyspace
+        session, keyspace = self.cassandra(), self.settings.cassandra.keyspace
         published = read_boundaries(self.settings.cassandra, names, session=session)
         boundaries = {name: to_ms(b.at) if b else None for name, b in published.items()}
         # Read before the speed rows: a minute closed by its watermark is final in them, and
@@ -288,6 +296,8 @@ class SqlServer:
         for pipeline in self.pipelines:
             with self._domain(failures, pipeline.name, "events"):
                 self._events(pipeline)
+        with self._domain(failures, "_platform", "audit"):
+            self._audit()
         self._drop_retired()
         self.views = sorted(row["viewName"] for row in self.spark.sql("SHOW VIEWS").collect())
         self.refreshed, self.refresh_seconds = time.time(), time.monotonic() - began
@@ -313,17 +323,27 @@ class SqlServer:
             self.spark.sql(statement)
             self._made[name] = statement
 
+    def _audit(self) -> None:
+        """The audit topic's new records landed (no Spark job when there is none), old rows
+        deleted once a day, and ``audit_log`` on the table."""
+        self.audit.ensure(self.spark)
+        self.audit.land(self.spark)
+        self.audit.maintain(self.spark)
+        self._make(AUDIT_VIEW, self.audit.view_sql())
+
     def _gold(self, spec: ViewSpec) -> None:
         """``gold_<view>`` on the gold table (every query reads its current version), or
-        empty until the table is written."""
-        from layout.lake import gold_path
+        empty until the table is written. Whether it is, from a listing of its log, not
+        ``DeltaTable.isDeltaTable``: that trusts the log this JVM cached, and a log first seen
+        before its first commit (a new pipeline's gold) stayed "no table" there for minutes."""
+        from layout.lake import gold_path, table_version
         from serving.sql import view_schema
 
         name, path = f"gold_{spec.name}", gold_path(self.settings, spec)
         on_table = catalog.path_view_sql(name, "delta", path, spec.columns)
         if self._made.get(name) == on_table:
             return
-        if self._is_delta(path):
+        if table_version(self.spark, path) is not None:
             self._make(name, on_table)
         else:
             self._make(name, catalog.empty_view_sql(name, view_schema(spec)))
@@ -352,7 +372,7 @@ class SqlServer:
         speed: SpeedRows | None = None
         if mark is not None:
             speed = self.speed_rows.setdefault(spec.name, SpeedRows())
-            read = partial(read_speed_rows, self.settings, spec, session=self._cassandra())
+            read = partial(read_speed_rows, self.settings, spec, session=self.cassandra())
             tolerance = self.settings.event_time.future_tolerance_s
             ahead = int(min(tolerance, self.settings.speed.ttl_s) * 1000) + MINUTE_MS
             rows = speed.rows(read, mark, to_ms(mark[0].watermark), lo, now + MINUTE_MS, ahead)
@@ -395,7 +415,7 @@ class SqlServer:
         stored = self.spark.read.format("delta").load(silver)
         exposed = sql_view(stored, load_contract(pipeline.contract, pipeline.contract_major))
         added = None
-        if isinstance(pipeline.arrival, Collector) and pipeline.arrival.default:
+        if catalog.events_views(pipeline) == catalog.DEFAULT_EVENTS:
             dims = user_agents_path(self.settings)
             added = refresh_user_agents(self.spark, silver, dims)
             statements = catalog.events_sql(stored.schema, exposed.schema, silver, dims)
@@ -414,16 +434,6 @@ class SqlServer:
             silver_version=newest[0],
             user_agents_added=added,
         )
-
-    def _is_delta(self, path: str) -> bool:
-        """Whether ``path`` holds a committed Delta table, from a listing of its log.
-
-        Not ``DeltaTable.isDeltaTable``: it trusts the log this JVM cached, and a log first
-        seen before its first commit (the batch layer writing a new pipeline's gold) stays
-        "no table" in that cache, so the view stayed empty for minutes after the publish."""
-        from layout.lake import table_version
-
-        return table_version(self.spark, path) is not None
 
     def _drop_retired(self) -> None:
         keep = []
@@ -473,7 +483,10 @@ class SqlServer:
             # Per pipeline, what the last refresh could not make (the rest serves).
             "failing": {name: dict(parts) for name, parts in dict(self.failures).items()},
             "processes": self.processes(),
+            "audit_landed": self.audit.landed,
         }
+        if self.access is not None:
+            body["access"] = self.access.figures()
         if age is None:
             return False, body
         stale = age > 3 * self.settings.sql.refresh_s + (self.refresh_seconds or 0)

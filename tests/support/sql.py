@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import httpx
@@ -31,7 +32,9 @@ DETACHED_S = 4.0
 
 
 def sql_settings(lake: Settings, state_dir: Path) -> Settings:
-    """``lake``'s settings with a SQL server of short limits, its state under ``state_dir``:
+    """``lake``'s settings with a SQL server of short limits, its state under ``state_dir``,
+    an audit topic of its own (``start_sql_server`` creates it; the platform's topic is for
+    the platform's services):
     a health query every 3 s (a restart after three failures in a row, as in production); a
     catalog refresh every 300 s (the published lake never changes, and the server lives
     until the session ends: a refresh costs Spark jobs and Cassandra reads the other tests
@@ -43,8 +46,10 @@ def sql_settings(lake: Settings, state_dir: Path) -> Settings:
     generated = {
         k: v for k, v in lake.spark.extra_conf.items() if not k.startswith("spark.sql.codegen.")
     }
+    audit = f"{lake.cassandra.keyspace.replace('_', '-')}.audit.{uuid.uuid4().hex[:8]}"
     return lake.model_copy(
         update={
+            "kafka": lake.kafka.model_copy(update={"audit_topic": audit}),
             "spark": lake.spark.model_copy(update={"extra_conf": generated}),
             "local": lake.local.model_copy(update={"state_dir": state_dir}),
             "sql": SqlSettings(

@@ -19,10 +19,12 @@ import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Two of an analyst's commands answered by the guard instead of Spark, as a rule run after
+ * Three of an analyst's commands answered by the guard instead of Spark, as a rule run after
  * resolution ({@code injectPostHocResolutionRule}):
  *
  * <ul>
+ *   <li>{@code SHOW VIEWS} and {@code SHOW TABLES} list the views the identity is granted and
+ *       the session's temporary ones ({@link Grants#visible});
  *   <li>{@code SHOW FUNCTIONS [LIKE p]} lists the analysts' functions ({@link Functions}), not
  *       every function the server's Spark has;
  *   <li>{@code EXPLAIN <query>} shows the analyst's own query, analysed, over the catalog's
@@ -45,7 +47,7 @@ final class AnalystCommands {
     if (plan instanceof ExplainCommand explain) {
       return explain(session, explain);
     }
-    return plan;
+    return Grants.visible(session, plan); // SHOW VIEWS / TABLES: the granted views
   }
 
   private static LogicalPlan showFunctions(ShowFunctionsCommand show) {

@@ -14,7 +14,9 @@ import org.apache.spark.SparkEnv;
 /**
  * What an analyst may do on the SQL server, as data: the settings they may change or read,
  * the names they may read by, and the limits of one statement (its text's length and nesting,
- * its time, the largest value it may make, the partitions it may ask for). The functions they may call are {@link Functions}. The server's own settings
+ * its time, the largest value it may make, the partitions it may ask for, the statements one
+ * identity may run at once). The functions they may call are {@link Functions}; the views
+ * each may read, {@link Grants}. The server's own settings
  * ({@code spark.platform.sql.*}, written by {@code serving/connect/host.py} from
  * {@code SqlSettings}) fill it once, at first use.
  */
@@ -25,6 +27,7 @@ final class Policy {
   static final String TIME_LIMIT_KEY = "spark.platform.sql.timeLimitSeconds";
   static final String MAX_VALUE_BYTES_KEY = "spark.platform.sql.maxValueBytes";
   static final String MAX_PARTITIONS_KEY = "spark.platform.sql.maxPartitions";
+  static final String MAX_STATEMENTS_KEY = "spark.platform.sql.maxStatements";
 
   /** Settings analysts may SET when the server's configuration names none. */
   static final String DEFAULT_SETTABLE = String.join(",",
@@ -55,6 +58,8 @@ final class Policy {
   final long timeLimitMs;
   final long maxValueBytes;
   final int maxPartitions;
+  /** ExecutePlan statements one identity may run at once ({@code access.max_statements}). */
+  final int maxStatements;
 
   private Policy(SparkConf conf) {
     settable = Arrays.stream(conf.get(SETTABLE_KEY, DEFAULT_SETTABLE).split(","))
@@ -65,6 +70,7 @@ final class Policy {
     timeLimitMs = (long) (Double.parseDouble(conf.get(TIME_LIMIT_KEY, "60")) * 1000);
     maxValueBytes = Long.parseLong(conf.get(MAX_VALUE_BYTES_KEY, String.valueOf(16L << 20)));
     maxPartitions = Integer.parseInt(conf.get(MAX_PARTITIONS_KEY, "8"));
+    maxStatements = Integer.parseInt(conf.get(MAX_STATEMENTS_KEY, "2"));
   }
 
   /** The server's policy (its Spark configuration is read once). */

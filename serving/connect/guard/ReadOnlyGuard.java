@@ -44,7 +44,9 @@ import scala.runtime.BoxedUnit;
  *
  * <p>Every plan an analyst's session analyses is checked; the server's own session (which
  * builds the views) is trusted by {@link #trust}. An analyst may read the catalog's persistent
- * views (their bodies are the server's), literal rows and ranges, and run DESCRIBE and SHOW on
+ * views its identity is granted ({@link Grants}, whose name rule runs in the analyser's hint
+ * batch, before relations are resolved; their bodies are the server's), literal rows and
+ * ranges, and run DESCRIBE and SHOW on
  * the views, EXPLAIN, USE of the default namespace, SET of the allow-listed settings
  * ({@link Policy}) and local temporary views. Refused, with an error naming the rule:
  *
@@ -114,6 +116,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
 
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
+    extensions.injectHintResolutionRule(session -> new Grants.NameRule(session));
     extensions.injectPostHocResolutionRule(session -> new AnalystRule(session));
     extensions.injectCheckRule(session -> plan -> {
       if (!isTrusted(session) && !resolvingView() && !deltaInternal()) {
@@ -133,6 +136,8 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     if (plan instanceof View view) {
       if (view.isTempView()) {
         walk(session, view.child());
+      } else {
+        Grants.checkView(session, view); // granted, and recorded as read
       }
       return; // a persistent view's body is the server's
     }
@@ -248,9 +253,14 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
       throw Refusal.of("metadata", "the EXTENDED forms of DESCRIBE and SHOW show the views' "
           + "definitions, which are the server's; DESCRIBE <view> shows its columns");
     }
-    if (call(plan, "table") instanceof TableIdentifier table && !isView(session, table)) {
-      throw Refusal.of("metadata", name + " works on the catalog's views only, not on "
-          + table.unquotedString());
+    for (String accessor : List.of("table", "tableName")) {
+      if (call(plan, accessor) instanceof TableIdentifier table) {
+        Grants.checkName(session, table);
+        if (!isView(session, table)) {
+          throw Refusal.of("metadata", name + " works on the catalog's views only, not on "
+              + table.unquotedString());
+        }
+      }
     }
     for (LogicalPlan child : list(plan.children())) {
       String kind = child.getClass().getSimpleName();
@@ -273,7 +283,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     }
   }
 
-  private static Object call(Object target, String method) {
+  static Object call(Object target, String method) {
     try {
       return target.getClass().getMethod(method).invoke(target);
     } catch (ReflectiveOperationException none) {
@@ -322,12 +332,12 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
    * Delta's own plans: the snapshot of a table a view reads is computed from its transaction
    * log by queries Delta runs in the reading session, from Delta's code (never the client's).
    */
-  private static boolean deltaInternal() {
+  static boolean deltaInternal() {
     return onStack("org.apache.spark.sql.delta.");
   }
 
   /** Spark analyses a persistent view's stored body while it resolves the view. */
-  private static boolean resolvingView() {
+  static boolean resolvingView() {
     return onStack("org.apache.spark.sql.catalyst.analysis.ViewResolution");
   }
 

@@ -27,8 +27,13 @@ import org.apache.spark.sql.connect.service.SparkListenerConnectOperationStarted
  *       the guard, at the protocol or in the plan), {@code timed_out} (the time limit),
  *       {@code cancelled} (by the client, or its client went away);
  *   <li>their durations (a histogram), refusals by reason ({@link Refusal});
- *   <li>Spark jobs by scheduler pool kind ({@code analysts}, {@code platform}, {@code default}).
+ *   <li>Spark jobs by scheduler pool kind ({@code analysts}, {@code platform}, {@code default});
+ *   <li>audited statements by team and outcome ({@code ok}, {@code refused}, {@code failed}):
+ *       each declared team of the identity counts the statement once, an identity of none
+ *       counts as {@code none}; never a name.
  * </ul>
+ *
+ * <p>The end of each statement is also its audit record's ({@link Audit}).
  *
  * <p>The server's own health query (its Spark session tag {@link #HEALTH_TAG}) is not counted.
  */
@@ -41,6 +46,7 @@ public final class SqlMetrics extends SparkListener {
   private static final Map<String, LongAdder> STATEMENTS = new ConcurrentHashMap<>();
   private static final Map<String, LongAdder> REFUSALS = new ConcurrentHashMap<>();
   private static final Map<String, LongAdder> JOBS = new ConcurrentHashMap<>();
+  private static final Map<String, LongAdder> TEAM_STATEMENTS = new ConcurrentHashMap<>();
   private static final LongAdder[] BUCKETS = new LongAdder[BOUNDS_S.length + 1];
   private static final DoubleAdder SECONDS = new DoubleAdder();
   private static final Map<String, Long> STARTED = new ConcurrentHashMap<>();
@@ -60,6 +66,13 @@ public final class SqlMetrics extends SparkListener {
     STATEMENTS.computeIfAbsent(outcome, o -> new LongAdder()).increment();
   }
 
+  /** An audited statement of {@code identity} ended with {@code outcome}. */
+  static void teamStatement(Identity identity, String outcome) {
+    for (String team : identity.labels(Identities.declaredTeams())) {
+      TEAM_STATEMENTS.computeIfAbsent(team + "|" + outcome, k -> new LongAdder()).increment();
+    }
+  }
+
   static void timedOut(String operationId) {
     TIMED_OUT.add(operationId);
   }
@@ -71,14 +84,35 @@ public final class SqlMetrics extends SparkListener {
         STARTED.put(started.operationId(), started.eventTime());
       }
     } else if (event instanceof SparkListenerConnectOperationFinished done) {
+      Call call = Call.running(done.operationId(), true);
+      if (call != null) {
+        Object rows = done.producedRowCount().isDefined() ? done.producedRowCount().get() : null;
+        Audit.ended(call, "ok", null, rows == null ? null : ((Number) rows).longValue(),
+            done.eventTime());
+      }
       end(done.operationId(), done.eventTime(), "succeeded");
     } else if (event instanceof SparkListenerConnectOperationFailed failed) {
       String message = failed.errorMessage() == null ? "" : failed.errorMessage();
+      Call call = Call.running(failed.operationId(), true);
+      if (call != null) {
+        Audit.failed(call, message, failed.eventTime());
+      }
       end(failed.operationId(), failed.eventTime(),
-          message.contains("Refused by the SQL server") ? "refused" : "failed");
+          message.contains(Refusal.PREFIX) ? "refused" : "failed");
     } else if (event instanceof SparkListenerConnectOperationCanceled cancelled) {
+      Call call = Call.running(cancelled.operationId(), true);
+      if (call != null) {
+        Audit.ended(call, "failed", TIMED_OUT.contains(cancelled.operationId())
+            ? "time_limit: cancelled " + StatementWatchdog.reason(Policy.get().timeLimitMs)
+            : "cancelled (by the client, or its client went away)", null,
+            cancelled.eventTime());
+      }
       end(cancelled.operationId(), cancelled.eventTime(), "cancelled");
     } else if (event instanceof SparkListenerConnectOperationClosed closed) {
+      Call call = Call.running(closed.operationId(), true);
+      if (call != null) {
+        Audit.ended(call, "failed", "closed before it ended", null, closed.eventTime());
+      }
       STARTED.remove(closed.operationId());
       TIMED_OUT.remove(closed.operationId());
     }
@@ -115,6 +149,8 @@ public final class SqlMetrics extends SparkListener {
     counts(json, "statements", STATEMENTS).append(',');
     counts(json, "refusals", REFUSALS).append(',');
     counts(json, "jobs", JOBS).append(',');
+    counts(json, "team_statements", TEAM_STATEMENTS).append(',');
+    json.append("\"audit_dropped\":").append(Audit.dropped()).append(',');
     json.append("\"duration\":{\"bounds\":[");
     for (int i = 0; i < BOUNDS_S.length; i++) {
       json.append(i == 0 ? "" : ",").append(BOUNDS_S[i]);

@@ -231,6 +231,15 @@ class SqlServerProcess:
             return False
         return health.get("status") == "ok" and bool(health.get("answering"))
 
+    def _drop_audit_topic(self) -> None:
+        """Its audit topic (its own: :func:`tests.support.sql.sql_settings`) deleted."""
+        from confluent_kafka.admin import AdminClient
+
+        if self.settings.kafka.audit_topic.startswith("t-published-"):
+            AdminClient(self.settings.kafka.client_config()).delete_topics(
+                [self.settings.kafka.audit_topic]
+            )
+
     def stop(self) -> None:
         """SIGTERM, as ``platformctl down`` stops it: the server must exit by itself (a
         Connect client's exit hook once held it for minutes after its Spark had stopped)."""
@@ -244,16 +253,33 @@ class SqlServerProcess:
                 f"the SQL server did not exit within 60 s of SIGTERM:\n"
                 f"{self.log.read_text()[-3000:]}"
             ) from None
+        finally:
+            self._drop_audit_topic()
 
 
 @pytest.fixture(scope="session")
-def sql_server(published_lake, start_sql_server, tmp_path_factory) -> Iterator[SqlServerProcess]:
+def oidc_provider():
+    """An identity provider on this machine (its JWKS, and the tokens its key signs)."""
+    from tests.support.identity_provider import identity_provider
+
+    with identity_provider() as provider:
+        yield provider
+
+
+@pytest.fixture(scope="session")
+def sql_server(
+    published_lake, start_sql_server, oidc_provider, tmp_path_factory
+) -> Iterator[SqlServerProcess]:
     """The SQL server over the published lake, under its supervisor, its catalog built: one
-    for the session (:func:`tests.support.sql.sql_settings`); a module's ``serving_settings``
-    is its settings with the module's serving app."""
+    for the session (:func:`tests.support.sql.sql_settings`), trusting ``oidc_provider``'s
+    tokens too; a module's ``serving_settings`` is its settings with the module's serving
+    app."""
+    from core.settings import AccessSettings
     from tests.support.sql import sql_settings
 
     settings = sql_settings(published_lake.settings, tmp_path_factory.mktemp("sql") / "state")
+    access = AccessSettings(**settings.access.model_dump() | oidc_provider.access())
+    settings = settings.model_copy(update={"access": access})
     server = start_sql_server(settings, supervise=True)
     yield server
     server.stop()
@@ -265,8 +291,17 @@ def start_sql_server() -> Callable[..., SqlServerProcess]:
     own (its log in its state folder), once its catalog is built; stop it with ``.stop()``."""
 
     def start(settings: Settings, supervise: bool = False) -> SqlServerProcess:
+        from confluent_kafka.admin import AdminClient
+
+        from ingest.topics import audit_topic, ensure_topics
+
         state = settings.local.state_dir
         state.mkdir(parents=True, exist_ok=True)
+        # Its audit records' topic (of its own, tests.support.sql.sql_settings).
+        ensure_topics(
+            AdminClient(settings.kafka.client_config()),
+            [audit_topic(settings.kafka, settings.access.audit_retention_days)],
+        )
         log = state / "sql.log"
         env = child_env(settings)
         argv = [sys.executable, "-m", "serving.connect", *(["--supervise"] if supervise else [])]

@@ -81,6 +81,8 @@ def test_the_drivers_figures_become_prometheus_metrics():
         "active_statements": 1,
         "memory_used": 1000,
         "memory_max": 4000,
+        "team_statements": {"web-analytics|ok": 4, "none|refused": 1},
+        "audit_dropped": 0,
     }
 
     class Driver:
@@ -102,6 +104,10 @@ def test_the_drivers_figures_become_prometheus_metrics():
     assert samples[("wap_sql_statement_duration_seconds_sum", ())] == 9.5
     assert samples[("wap_sql_active_sessions", ())] == 2
     assert samples[("wap_sql_driver_memory_max_bytes", ())] == 4000
+    team = ("wap_sql_team_statements_total", (("outcome", "ok"), ("team", "web-analytics")))
+    assert samples[team] == 4
+    assert samples[("wap_sql_team_statements_total", (("outcome", "refused"), ("team", "none")))]
+    assert samples[("wap_sql_audit_dropped_total", ())] == 0
 
 
 def test_prometheus_finds_the_sql_server_where_its_service_registers_it(tmp_path):
