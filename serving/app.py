@@ -336,14 +336,18 @@ def create_app(
     async def sql(
         http: Request,
         _: Analyst,
+        credentials: Annotated[HTTPAuthorizationCredentials, Depends(_bearer)],
         request: Annotated[SqlRequest, Body(openapi_examples=SqlRequest.EXAMPLES)],
     ) -> Response:
+        # The statement runs as the caller: the SQL server checks the same credential, shows
+        # it its own grants, counts it toward its own limit and audits it under its name.
         answer = await run_in_threadpool(
             state["sql"].run,
             request.sql,
             request.params,
             max_rows=request.max_rows,
             timeout_s=request.timeout_s,
+            credential=credentials.credentials,
         )
         http.state.rows = answer.table.num_rows
         if request.format == "csv":

@@ -232,15 +232,18 @@ class SqlEndpoint:
         *,
         max_rows: int | None = None,
         timeout_s: float | None = None,
+        credential: str | None = None,
     ) -> SqlAnswer:
-        """The statement's rows; :class:`QueryError` for a refused, failed or too large query."""
+        """The statement's rows; :class:`QueryError` for a refused, failed or too large query.
+        It runs as the identity ``credential`` proves to the SQL server (the caller's own:
+        its grants, its share of the server, its audit record; default ``sql.token``)."""
         statement = check_statement(
             sql, self.settings.max_statement_chars, self.settings.max_statement_depth
         )
         limit = min(max_rows or self.settings.max_rows, self.settings.max_rows)
         timeout = min(timeout_s or self.settings.time_limit_s, self.settings.time_limit_s)
         sessions = self._source()
-        spark = sessions.open()
+        spark = sessions.open(credential)
         began = time.monotonic()
         future = self._pool.submit(_fetch, spark, statement, params or {}, limit)
         future.add_done_callback(lambda _: sessions.release(spark))
@@ -303,6 +306,11 @@ def _readable(error: Exception) -> QueryError:
             "is down).",
             status=503,
         )
+    if code == grpc.StatusCode.UNAUTHENTICATED:  # revoked since serving read the tokens
+        return QueryError("unauthorized", "The SQL server does not know this token.", 401)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # the caller's own statements at once
+        said = next((line for line in text.splitlines() if "statements" in line), text)
+        return QueryError("too_many_statements", said.strip()[:500], 429)
     first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
     first = first.replace("(platform.sql.Refusal) ", "")
     prefix = f"{condition}: " if condition and condition not in first else ""

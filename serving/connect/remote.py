@@ -10,7 +10,9 @@ closed (its channel) when it is dropped.
 
 :class:`SessionSource` gives each statement a server-side session of its own (a new session
 id: its own settings, temporary views and variables) over one gRPC channel, and releases it
-after use, in the background.
+after use, in the background. Each session sends its own caller's credential (the server
+binds the session to that identity: its grants, its limit, its audit records), not the
+channel's: the channel carries no token, and every call of a session carries its bearer.
 """
 
 from __future__ import annotations
@@ -67,11 +69,13 @@ class SessionSource:
     is unreachable.
 
     >>> source = SessionSource("sc://localhost:1/;token=t")
-    >>> a, b = source.open(), source.open()
+    >>> a, b = source.open(), source.open("ana's")
     >>> a.client._session_id != b.client._session_id
     True
     >>> a.client._channel is b.client._channel
     True
+    >>> [value for key, value in b.client._builder.metadata() if key == "authorization"]
+    ["Bearer ana's"]
     >>> source.close()
     """
 
@@ -81,9 +85,11 @@ class SessionSource:
         self._lock = threading.Lock()
         self._releases = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sql-release")
 
-    def open(self) -> SparkSession:
-        """A session of its own (nothing is sent until it runs a statement)."""
-        session = _OnSharedChannel(connection=_Shared(self.url, self._shared_channel()))
+    def open(self, credential: str | None = None) -> SparkSession:
+        """A session of its own (nothing is sent until it runs a statement), whose calls carry
+        ``credential`` (default: the URL's token)."""
+        shared = _Shared(self.url, self._shared_channel(), credential)
+        session = _OnSharedChannel(connection=shared)
         _drop_exit_hook(session)
         session.client.set_retry_policies(
             [DefaultPolicy(max_retries=ATTEMPTS, max_backoff=RECONNECT_BACKOFF_MS)]
@@ -119,19 +125,42 @@ class SessionSource:
                     ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS // 4),
                     ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
                 ]
-                self._channel = DefaultChannelBuilder(self.url, options).toChannel()
+                self._channel = DefaultChannelBuilder(channel_url(self.url), options).toChannel()
             return self._channel
 
 
-class _Shared(DefaultChannelBuilder):
-    """``url``'s parameters (token, user agent) on a channel opened once."""
+def channel_url(url: str) -> str:
+    """``url`` without its token, for a channel whose calls each carry their own: TLS to any
+    host but this machine, as a URL with the token would have it.
 
-    def __init__(self, url: str, channel: grpc.Channel) -> None:
+    >>> channel_url("sc://localhost:15002/;token=t;user_agent=x")
+    'sc://localhost:15002/;user_agent=x'
+    >>> channel_url("sc://sql.internal:15002/;token=t")
+    'sc://sql.internal:15002/;use_ssl=true'
+    """
+    base, *params = url.split(";")
+    kept = [p for p in params if not p.startswith(f"{DefaultChannelBuilder.PARAM_TOKEN}=")]
+    local = base.startswith("sc://localhost:") or base.startswith("sc://localhost/")
+    if len(kept) < len(params) and not local and "use_ssl=true" not in kept:
+        kept.append("use_ssl=true")
+    return ";".join([base, *kept])
+
+
+class _Shared(DefaultChannelBuilder):
+    """``url``'s parameters (user agent) on a channel opened once, and the bearer of one
+    caller (``credential``, else the URL's token) on every call."""
+
+    def __init__(self, url: str, channel: grpc.Channel, credential: str | None) -> None:
         super().__init__(url)
         self._shared = channel
+        bearer = credential if credential is not None else self.token
+        self._bearer = [] if bearer is None else [("authorization", f"Bearer {bearer}")]
 
     def toChannel(self) -> grpc.Channel:
         return self._shared
+
+    def metadata(self) -> list[tuple[str, str]]:
+        return [*super().metadata(), *self._bearer]
 
 
 class _OnSharedChannel(SparkSession):
