@@ -6,10 +6,12 @@ signed token. It carries teams; what it may read follows from the pipelines'
 declarations (:meth:`pipelines.PipelineSpec.readable_by`): a pipeline's owner,
 its declared readers and the platform's admins read it, nobody else.
 
+>>> from pipelines import pipeline
+>>> two = [pipeline("web_events"), pipeline("checkouts")]
 >>> web = Identity("ana", frozenset({"web-analytics"}), "token")
->>> [p.name for p in readable_pipelines(web)]
+>>> [p.name for p in readable_pipelines(web, two)]
 ['web_events']
->>> sorted(readable_views(web))
+>>> sorted(readable_views(web, two))
 ['clicks', 'page_activity', 'search_terms', 'site_activity']
 >>> readable_views(Identity("bo", frozenset(), "token"))
 frozenset()

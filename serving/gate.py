@@ -6,7 +6,8 @@ Every data route asks the :class:`Gate` (the FastAPI routes through their
 identified by the :class:`access.Directory` (401 when it is nobody), and a
 view is answered only when the identity's teams may read its pipeline
 (:func:`access.readable_views`); any other name, of a view that exists or not,
-is refused alike with 403 ``not_granted``. Each read is then one audit record
+is refused alike with 403 ``not_granted`` (to an admin, from whom nothing is hidden, a
+name that is no view is 400 ``unknown_view``). Each read is then one audit record
 (:mod:`access.audit`): who, the route, the view, the outcome and why, the rows
 answered and the time taken; never the request's parameters.
 
@@ -15,8 +16,11 @@ answered and the time taken; never the request's parameters.
 >>> ana = Identity("ana", frozenset({"shop-data"}), "token")
 >>> gate.may_read(ana, "orders_by_currency"), gate.may_read(ana, "clicks")
 (True, False)
->>> gate.refusal(ana, "clicks").status
-403
+>>> gate.refusal(ana, "clicks").status, gate.refusal(ana, "nope").status
+(403, 403)
+>>> admin = Identity("ops", frozenset({"data-platform"}), "service")
+>>> gate.refusal(admin, "nope").code
+'unknown_view'
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from access.audit import AuditRecord
 from access.identity import Identity, readable_views
+from pipelines.teams import ADMINS
 from serving.errors import QueryError
 
 if TYPE_CHECKING:
@@ -38,6 +43,8 @@ AUDITED = frozenset({"/v1/views", "/v1/timeseries", "/v1/top", "/v1/reach", "/v1
 
 _ANONYMOUS = Identity("anonymous", frozenset(), "token")
 """Who a request without a valid credential is, in its audit record."""
+_EVERYONE = Identity("admins", frozenset({ADMINS}), "service")
+"""Who reads every view: what is hidden from nobody."""
 
 
 class Answer(dict):
@@ -74,7 +81,18 @@ class Gate:
         return view in self.views_of(identity)
 
     def refusal(self, identity: Identity, view: str) -> QueryError:
-        return QueryError("not_granted", f"View {view!r} is not granted to {identity.name}.", 403)
+        """Why ``view`` is not answered: 403 ``not_granted``, naming the views ``identity``
+        may read, whether ``view`` exists or not; to an identity that reads every view
+        (nothing is hidden from it), 400 ``unknown_view`` for a name that is none."""
+        granted = self.views_of(identity)
+        known = ", ".join(sorted(granted)) or "none"
+        if view not in granted and granted >= readable_views(_EVERYONE):
+            return QueryError("unknown_view", f"No view {view!r}; the views are: {known}.")
+        return QueryError(
+            "not_granted",
+            f"View {view!r} is not granted to {identity.name}; the views it may read: {known}.",
+            403,
+        )
 
     def check(self, identity: Identity, view: str) -> None:
         """Raise the refusal (403) unless ``identity`` may read ``view``."""

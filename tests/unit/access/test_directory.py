@@ -11,6 +11,7 @@ from access.identity import Identity, readable_views
 from access.store import Issued
 from access.tokens import new_token
 from core.settings import ServingSettings, Settings
+from pipelines import PIPELINES, pipeline
 
 NOW = datetime.now(UTC)
 
@@ -44,7 +45,10 @@ def test_an_issued_token_proves_its_holder_and_teams():
     text, issued = _issued("ana", {"web-analytics"})
     found = _directory(issued).identify(text)
     assert found == Identity("ana", frozenset({"web-analytics"}), "token")
-    assert readable_views(found) == {"page_activity", "site_activity", "search_terms", "clicks"}
+    web = {v for p in PIPELINES if "web-analytics" in (p.owner, *p.readers) for v in p.views}
+    assert readable_views(found) == web
+    assert web >= set(pipeline("web_events").views)
+    assert not web & set(pipeline("checkouts").views)
 
 
 def test_a_revoked_an_expired_a_forged_or_an_unknown_token_is_nobody():

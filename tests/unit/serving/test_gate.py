@@ -18,11 +18,18 @@ from access.audit import AuditLog, AuditRecord
 from access.store import Issued
 from access.tokens import new_token
 from core.settings import ServingSettings, Settings
+from pipelines import PIPELINES, pipeline
 from serving.app import create_app
 from serving.gate import Gate
 from tests.support.serving_app import TOKEN, Apps, queries_of
 
-WEB_VIEWS = ("page_activity", "site_activity", "search_terms", "clicks")
+
+def _read_by(team: str) -> list:
+    """The declared pipelines ``team`` owns or is a declared reader of (any added later too)."""
+    return [p for p in PIPELINES if team in (p.owner, *p.readers)]
+
+
+WEB_VIEWS = tuple(v for p in _read_by("web-analytics") for v in p.views)
 SITE = "/v1/timeseries?view=site_activity&start=now-60m&end=now&measure=events"
 ORDERS = "/v1/timeseries?view=orders_by_currency&key=EUR&start=now-60m&end=now"
 
@@ -94,9 +101,12 @@ def test_each_team_is_answered_its_own_pipelines_views_only(served) -> None:
     apps.directory.refresh()
     for app in (apps.hot, apps.framework):
         listed = orjson.loads(apps.call(app, "/v1/views", _bearer(web))[2])
-        assert {v["pipeline"] for v in listed} == {"web_events"}
+        assert {v["view"] for v in listed} == set(WEB_VIEWS)
+        assert {v["pipeline"] for v in listed} >= {"web_events"}
         listed = orjson.loads(apps.call(app, "/v1/views", _bearer(shop))[2])
-        assert {v["view"] for v in listed} == {"orders_by_currency"}
+        assert {v["view"] for v in listed} == {v for p in _read_by("shop-data") for v in p.views}
+        assert {v["pipeline"] for v in listed} >= {"checkouts"}
+        assert not {v["view"] for v in listed} & set(pipeline("web_events").views)
         assert apps.call(app, SITE, _bearer(web))[0] == 200
         assert apps.call(app, ORDERS, _bearer(shop))[0] == 200
 
@@ -109,10 +119,10 @@ def test_another_team_s_view_and_a_view_that_does_not_exist_are_refused_alike(se
         other = apps.call(app, ORDERS, _bearer(web))
         missing = apps.call(app, ORDERS.replace("orders_by_currency", "payroll"), _bearer(web))
         assert other[0] == missing[0] == 403
-        assert (
-            orjson.loads(other[2])["message"] == "View 'orders_by_currency' is not granted to ana."
-        )
-        assert orjson.loads(missing[2])["message"] == "View 'payroll' is not granted to ana."
+        said = orjson.loads(other[2])["message"]
+        assert said.startswith("View 'orders_by_currency' is not granted to ana; the views it ")
+        assert "page_activity" in said and "orders_by_currency," not in said
+        assert orjson.loads(missing[2])["message"] == said.replace("orders_by_currency", "payroll")
         assert apps.call(app, "/v1/reach", _bearer(shop))[0] == 403  # the site's reach
 
 
