@@ -23,6 +23,10 @@ this Python process) adds what the driver keeps (``SqlMetrics.java``):
   ``refused``, ``failed``); never a name;
 - ``wap_sql_audit_dropped_total``: audit records the driver dropped because its
   queue was full (the host did not drain it in time);
+- ``wap_sql_access_seconds_total{part}``, ``wap_sql_access_runs_total{part}``: the time
+  access takes in the driver, by part (``identify``: a call's bearer; ``bind``: its
+  request to the identity; ``admit``: the identity's bound; ``grants``: the names a plan
+  reads; ``audit``: a record queued);
 - ``wap_sql_statement_duration_seconds``: their durations (histogram);
 - ``wap_sql_jobs_total{pool}``: Spark jobs by scheduler pool (``analysts``:
   one pool per session; ``platform``: the catalog refresh);
@@ -277,6 +281,17 @@ def _driver_metrics(snapshot: dict[str, Any]) -> Iterator[Metric]:
         "Audit records the driver dropped (its queue full)",
         value=snapshot.get("audit_dropped", 0),
     )
+    runs = CounterMetricFamily(
+        "wap_sql_access_runs", "Runs of each part of access in the driver", labels=["part"]
+    )
+    took = CounterMetricFamily(
+        "wap_sql_access_seconds", "Time each part of access took in the driver", labels=["part"]
+    )
+    for part, (count, nanos) in snapshot.get("access", {}).items():
+        runs.add_metric([part], count)
+        took.add_metric([part], nanos / 1e9)
+    yield runs
+    yield took
     duration = snapshot["duration"]
     cumulative, buckets = 0, []
     for bound, count in zip([*duration["bounds"], "+Inf"], duration["counts"], strict=True):

@@ -87,6 +87,7 @@ public final class Audit {
 
   private static void queue(Identity identity, String outcome, String reason, List<String> views,
       Long rows, long durationMs, String text, long atMs) {
+    long began = System.nanoTime();
     if (QUEUED.incrementAndGet() > MAX_QUEUED) {
       QUEUED.decrementAndGet();
       DROPPED.incrementAndGet();
@@ -104,6 +105,7 @@ public final class Audit {
     record.put("statement", text);
     record.put("at_ms", atMs);
     QUEUE.add(record);
+    SqlMetrics.access("audit", began);
   }
 
   /** Up to {@code most} records, oldest first, as a JSON array (read by the host, py4j). */

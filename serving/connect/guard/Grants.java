@@ -93,12 +93,14 @@ final class Grants {
 
   /** A persistent view of the analysed plan: granted, else refused; recorded as read. */
   static void checkView(SparkSession session, View view) {
+    long began = System.nanoTime();
     String name = view.desc().identifier().table();
     Identity who = caller(session);
     if (!who.grants(name.toLowerCase(Locale.ROOT))) {
       throw notGranted(name, who);
     }
     Call.current().read(name);
+    SqlMetrics.access("grants", began);
   }
 
   /** A view named by a command ({@code DESCRIBE}, {@code SHOW COLUMNS}): granted or temporary. */
@@ -184,6 +186,7 @@ final class Grants {
           || ReadOnlyGuard.deltaInternal()) {
         return plan;
       }
+      long began = System.nanoTime();
       Identity who = caller(session);
       for (List<String> parts : names) {
         String last = parts.get(parts.size() - 1);
@@ -195,6 +198,7 @@ final class Grants {
           throw notGranted(last, who);
         }
       }
+      SqlMetrics.access("grants", began);
       return plan;
     }
 

@@ -91,7 +91,9 @@ public final class ProtocolGuard implements ServerInterceptor {
           "the SQL server is starting; try again in a few seconds"), new Metadata());
       return new ServerCall.Listener<>() { };
     }
+    long identifying = System.nanoTime();
     Identity who = Identities.identify(bearer(headers));
+    SqlMetrics.access("identify", identifying);
     if (who == null) {
       SqlMetrics.refused("unauthenticated");
       call.close(org.sparkproject.connect.grpc.Status.UNAUTHENTICATED.withDescription(
@@ -254,7 +256,9 @@ public final class ProtocolGuard implements ServerInterceptor {
           return;
         }
       }
+      long binding = System.nanoTime();
       Q bound = bind(message, who);
+      SqlMetrics.access("bind", binding);
       if (bound instanceof ConfigRequest config
           && config.getOperation().getOpTypeCase() == ConfigRequest.Operation.OpTypeCase.GET_ALL) {
         call.filterSettings = true;
@@ -276,7 +280,12 @@ public final class ProtocolGuard implements ServerInterceptor {
         return;
       }
       Call statement = call.statement;
-      if (statement != null && !Call.admit(statement, Policy.get().maxStatements)) {
+      long admitting = System.nanoTime();
+      boolean admitted = statement == null || Call.admit(statement, Policy.get().maxStatements);
+      if (statement != null) {
+        SqlMetrics.access("admit", admitting);
+      }
+      if (!admitted) {
         refused = true;
         int most = Policy.get().maxStatements;
         Refusal busy = Refusal.of("concurrency", who.name() + " already runs " + most

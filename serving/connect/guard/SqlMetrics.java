@@ -30,7 +30,10 @@ import org.apache.spark.sql.connect.service.SparkListenerConnectOperationStarted
  *   <li>Spark jobs by scheduler pool kind ({@code analysts}, {@code platform}, {@code default});
  *   <li>audited statements by team and outcome ({@code ok}, {@code refused}, {@code failed}):
  *       each declared team of the identity counts the statement once, an identity of none
- *       counts as {@code none}; never a name.
+ *       counts as {@code none}; never a name;
+ *   <li>the time access takes, by part ({@link #access}): {@code identify} (a call's bearer),
+ *       {@code bind} (its request to the identity), {@code admit} (the identity's bound),
+ *       {@code grants} (the names a plan reads), {@code audit} (a record queued).
  * </ul>
  *
  * <p>The end of each statement is also its audit record's ({@link Audit}).
@@ -47,6 +50,7 @@ public final class SqlMetrics extends SparkListener {
   private static final Map<String, LongAdder> REFUSALS = new ConcurrentHashMap<>();
   private static final Map<String, LongAdder> JOBS = new ConcurrentHashMap<>();
   private static final Map<String, LongAdder> TEAM_STATEMENTS = new ConcurrentHashMap<>();
+  private static final Map<String, LongAdder[]> ACCESS = new ConcurrentHashMap<>();
   private static final LongAdder[] BUCKETS = new LongAdder[BOUNDS_S.length + 1];
   private static final DoubleAdder SECONDS = new DoubleAdder();
   private static final Map<String, Long> STARTED = new ConcurrentHashMap<>();
@@ -71,6 +75,15 @@ public final class SqlMetrics extends SparkListener {
     for (String team : identity.labels(Identities.declaredTeams())) {
       TEAM_STATEMENTS.computeIfAbsent(team + "|" + outcome, k -> new LongAdder()).increment();
     }
+  }
+
+  /** One run of access's {@code part}, begun at {@code startNanos} ({@link System#nanoTime}). */
+  static void access(String part, long startNanos) {
+    long took = System.nanoTime() - startNanos;
+    LongAdder[] figures = ACCESS.computeIfAbsent(part, p -> new LongAdder[] {
+        new LongAdder(), new LongAdder()});
+    figures[0].increment();
+    figures[1].add(took);
   }
 
   static void timedOut(String operationId) {
@@ -151,6 +164,15 @@ public final class SqlMetrics extends SparkListener {
     counts(json, "jobs", JOBS).append(',');
     counts(json, "team_statements", TEAM_STATEMENTS).append(',');
     json.append("\"audit_dropped\":").append(Audit.dropped()).append(',');
+    json.append("\"access\":{");
+    boolean first = true;
+    for (Map.Entry<String, LongAdder[]> part : new TreeMap<>(ACCESS).entrySet()) {
+      json.append(first ? "" : ",").append('"').append(part.getKey()).append("\":[")
+          .append(part.getValue()[0].sum()).append(',').append(part.getValue()[1].sum())
+          .append(']');
+      first = false;
+    }
+    json.append("},");
     json.append("\"duration\":{\"bounds\":[");
     for (int i = 0; i < BOUNDS_S.length; i++) {
       json.append(i == 0 ? "" : ",").append(BOUNDS_S[i]);

@@ -395,3 +395,7 @@ def test_only_the_admins_read_the_audit_and_metrics_count_teams_not_names(
     assert (("outcome", "ok"), ("team", "web-analytics")) in teams
     assert (("outcome", "refused"), ("team", "web-analytics")) in teams
     assert not any(RUN in str(labels) for labels in teams), "no names in labels"
+    parts = {
+        dict(labels)["part"] for (name, *labels) in metrics if name.startswith("wap_sql_access_")
+    }
+    assert parts >= {"identify", "bind", "admit", "grants", "audit"}, "access timed by part"

@@ -83,6 +83,7 @@ def test_the_drivers_figures_become_prometheus_metrics():
         "memory_max": 4000,
         "team_statements": {"web-analytics|ok": 4, "none|refused": 1},
         "audit_dropped": 0,
+        "access": {"identify": [4, 2_000_000], "grants": [3, 900_000]},
     }
 
     class Driver:
@@ -108,6 +109,8 @@ def test_the_drivers_figures_become_prometheus_metrics():
     assert samples[team] == 4
     assert samples[("wap_sql_team_statements_total", (("outcome", "refused"), ("team", "none")))]
     assert samples[("wap_sql_audit_dropped_total", ())] == 0
+    assert samples[("wap_sql_access_runs_total", (("part", "identify"),))] == 4
+    assert samples[("wap_sql_access_seconds_total", (("part", "grants"),))] == 0.0009
 
 
 def test_prometheus_finds_the_sql_server_where_its_service_registers_it(tmp_path):
