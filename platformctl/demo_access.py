@@ -1,8 +1,9 @@
 """The demo's teams: two analysts issued their own tokens, each reading its team's pipelines
-only, one refused another team's view, every read in the audit, the tokens revoked.
+only (the serving API's views and the SQL server's catalog), one refused another team's
+view over HTTP and over SQL, every read in the audit, the tokens revoked.
 
 As an operator would do it with ``platformctl access issue``/``revoke``; the answers
-come from the running serving process, the audit rows from the audit topic.
+come from the running serving process and SQL server, the audit rows from the audit topic.
 """
 
 from __future__ import annotations
@@ -48,7 +49,18 @@ def say_access(settings: Settings) -> None:
                 views = _until_known(client, token)
                 pipelines = sorted({v["pipeline"] for v in views})
                 _say(f"{name} ({team}) sees pipelines {pipelines}: {[v['view'] for v in views]}")
+            for name, (team, token) in tokens.items():
+                _say(f"{name} ({team}) SQL catalog (SHOW VIEWS): {_sql_catalog(settings, token)}")
             web, shop = (token for _, token in tokens.values())
+            sql = client.post(
+                "/v1/sql",
+                json={"sql": "SELECT count(*) FROM gold_orders_by_currency"},
+                headers={"Authorization": f"Bearer {web}"},
+            )
+            _say(
+                f"the web analyst asks the shop's gold table over /v1/sql: {sql.status_code} "
+                f"{sql.json().get('message')}"
+            )
             refused = client.get(
                 "/v1/top?view=orders_by_currency&measure=revenue_minor",
                 headers={"Authorization": f"Bearer {web}"},
@@ -72,6 +84,25 @@ def say_access(settings: Settings) -> None:
             f"audit {row['identity']:<22} {row['action']:<15} {','.join(row['views']) or '-':<20} "
             f"{row['outcome']:<8} {row['reason'] or ''}"
         )
+
+
+def _sql_catalog(settings: Settings, token: str, timeout_s: float = 10) -> list[str]:
+    """The views the token's holder sees on the SQL server over Spark Connect, once the server
+    has read the token (within ``access.refresh_s``)."""
+    from serving.connect.remote import close_session, remote_session
+
+    base = settings.sql.url().split(";token=", 1)[0]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        spark = remote_session(f"{base};token={token}")
+        try:
+            return sorted(row.viewName for row in spark.sql("SHOW VIEWS").collect())
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        finally:
+            close_session(spark)
 
 
 def _until_known(client: httpx.Client, token: str, timeout_s: float = 10) -> list[dict[str, Any]]:
