@@ -63,7 +63,7 @@ ENTRIES = {
     ),
     "speed_entry.py": _ENTRY.format(
         summary="The streaming speed layer on a cluster: ``speed_entry.py [--pipeline P]``.",
-        module="speed_layer.__main__",
+        module="speed_layer.cli",
     ),
 }
 """The entry points of the artifact, one per layer that runs on a cluster: each exports the

@@ -57,12 +57,12 @@ class SpeedJob:
     def drain(self, settings: Settings) -> None:
         """Process everything in the log now, then stop; it must end with 0.
 
-        In this process, on a new SQL session of ``spark`` (``speed_layer.__main__.drain``,
+        In this process, on a new SQL session of ``spark`` (``speed_layer.cli.drain``,
         the code ``--drain`` runs), when the job was made with one: a JVM of its own is for
         what a test does to the process (kill -9, an outage, a replay switching over).
         """
         if self.spark is not None:
-            from speed_layer.__main__ import drain
+            from speed_layer.cli import drain
 
             assert drain(self.spark, settings) == 0
             return
@@ -71,7 +71,7 @@ class SpeedJob:
 
 
 class SpeedThread:
-    """What ``python -m speed_layer`` runs (:func:`speed_layer.__main__.serve`: every streamed
+    """What ``python -m speed_layer`` runs (:func:`speed_layer.cli.serve`: every streamed
     pipeline's queries, their replays and switches, until stopped) in a thread of this
     process, on a new SQL session of ``spark`` per pipeline: for a test about what the speed
     layer writes while other work runs, not about its process (a kill, an outage).
@@ -89,7 +89,7 @@ class SpeedThread:
         self._thread = threading.Thread(target=self._run, name="speed-layer", daemon=True)
 
     def _run(self) -> None:
-        from speed_layer.__main__ import serve
+        from speed_layer.cli import serve
         from speed_layer.metrics import SpeedMetrics
 
         try:

@@ -57,6 +57,46 @@ def test_no_import_crosses_the_layers(package, forbidden):
     assert crossing == {}
 
 
+_PACKAGES = (
+    "access", "batch_layer", "bench", "core", "dags", "data_contracts", "ingest", "layout",
+    "pipelines", "platformctl", "serving", "speed_layer", "views",
+)  # fmt: skip
+
+
+def _main_imports(path: Path) -> list[tuple[str, list[str]]]:
+    """What ``path`` imports from any ``__main__`` module: (the module, the names)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names if a.name.split(".")[-1] == "__main__"]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[-1] == "__main__":
+                found.append((node.module, [a.name for a in node.names]))
+            elif any(a.name == "__main__" for a in node.names):
+                found.append((f"{node.module}.__main__", []))
+    return found
+
+
+def test_no_module_imports_a_main_module():
+    """A ``__main__`` is where a command starts, never a library: code that other modules use
+    lives in a module of its own (``batch_layer.cli``, ``speed_layer.cli``). Tests may run a
+    command line by its ``main`` and nothing else of it."""
+    in_code = {
+        str(path.relative_to(ROOT)): found
+        for package in _PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (found := _main_imports(path))
+    }
+    assert in_code == {}
+    in_tests = {
+        str(path.relative_to(ROOT)): found
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if (found := [(m, n) for m, n in _main_imports(path) if n != ["main"]])
+    }
+    assert in_tests == {}
+
+
 def _modules_after(statement: str) -> set[str]:
     code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
     result = subprocess.run(

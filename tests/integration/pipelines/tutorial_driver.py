@@ -29,7 +29,7 @@ def main(events_file: str, forget: str) -> dict:
     from layout import create_tables
     from serving.connect.host import SqlServer
     from serving.report import merged_counts
-    from speed_layer.__main__ import drain
+    from speed_layer.cli import drain
 
     here = Path.cwd().resolve()
     assert Path(pipelines.__file__).resolve().is_relative_to(here), pipelines.__file__

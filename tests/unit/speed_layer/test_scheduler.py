@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from core.settings import Settings, SpeedSettings
-from speed_layer.__main__ import scheduler_conf
+from speed_layer.cli import scheduler_conf
 
 
 def test_fair_gives_each_streamed_pipeline_a_pool_of_its_own():
