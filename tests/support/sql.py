@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 
 from core.settings import Settings, SqlSettings
 from tests.support.analyst import run_analyst_script
@@ -15,6 +16,7 @@ from tests.support.ports import free_port
 __all__ = [
     "ATTACKER",
     "DETACHED_S",
+    "SERVICE_TOKENS",
     "SQL_TOKEN",
     "TIME_LIMIT_S",
     "run_attacker",
@@ -26,6 +28,14 @@ ATTACKER = Path(__file__).parents[1] / "integration" / "serving" / "sql_attacks.
 """The hostile analyst's script (run in the analyst's virtualenv, nothing of this repo)."""
 
 SQL_TOKEN = "sql-test-token-0001"
+SERVICE_TOKENS = {
+    "tester": "serving-test-token",
+    "attacker": "attacker-token-0001",
+    "analyst": "analyst-token-00001",
+}
+"""The serving apps' service tokens (``serving.api_tokens``), known to the SQL server as
+they are in production, where both read the same settings: ``POST /v1/sql`` sends its
+caller's token on, and the server identifies it."""
 TIME_LIMIT_S = 30.0
 """A statement's time limit: above the time a client that left is given (``DETACHED_S``)."""
 DETACHED_S = 4.0
@@ -52,6 +62,9 @@ def sql_settings(lake: Settings, state_dir: Path) -> Settings:
             "kafka": lake.kafka.model_copy(update={"audit_topic": audit}),
             "spark": lake.spark.model_copy(update={"extra_conf": generated}),
             "local": lake.local.model_copy(update={"state_dir": state_dir}),
+            "serving": lake.serving.model_copy(
+                update={"api_tokens": {k: SecretStr(v) for k, v in SERVICE_TOKENS.items()}}
+            ),
             "sql": SqlSettings(
                 port=free_port(),
                 health_port=free_port(),

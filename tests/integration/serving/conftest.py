@@ -29,8 +29,9 @@ import pytest
 from core.settings import ServingSettings, Settings, child_env
 from tests.support.ports import free_port
 from tests.support.serving import served
+from tests.support.sql import SERVICE_TOKENS
 
-TOKEN = "serving-test-token"
+TOKEN = SERVICE_TOKENS["tester"]
 
 
 @pytest.fixture(scope="module")

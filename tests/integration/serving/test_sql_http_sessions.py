@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.settings import Settings
 from tests.support.lake import GROUP
 from tests.support.processes import alive, children, java_children
+from tests.support.sql import SERVICE_TOKENS
 
 pytestmark = [
     pytest.mark.integration,
@@ -32,11 +33,7 @@ pytestmark = [
     pytest.mark.xdist_group(GROUP),
 ]
 
-TOKENS = {
-    "tester": "serving-test-token",
-    "attacker": "attacker-token-0001",
-    "analyst": "analyst-token-00001",
-}
+TOKENS = SERVICE_TOKENS
 SERVING = {"api_tokens": TOKENS}
 """This module's serving app: the fixtures' caller (``api``) and two of its own."""
 SMUGGLE = "-- \\\nSELECT '\n{statement} -- '"
