@@ -86,7 +86,7 @@ class Gate:
         (nothing is hidden from it), 400 ``unknown_view`` for a name that is none."""
         granted = self.views_of(identity)
         known = ", ".join(sorted(granted)) or "none"
-        if view not in granted and granted >= readable_views(_EVERYONE):
+        if view not in granted and granted >= self.views_of(_EVERYONE):
             return QueryError("unknown_view", f"No view {view!r}; the views are: {known}.")
         return QueryError(
             "not_granted",
