@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from batch_layer.ledger import Entry, Ledger, covers, pending
 from batch_layer.silver import days_predicate, silver_path
-from batch_layer.tables import creation_options, ensure_table_properties, rows_written
+from batch_layer.tables import creation_options, ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout.lake import gold_path
@@ -84,7 +84,11 @@ def build_gold(
     spec: PipelineSpec,
     run_id: str = "manual",
 ) -> GoldRun:
-    """Rewrite every view's gold partitions for ``dates`` (default: silver's pending days)."""
+    """Rewrite every view's gold partitions for ``dates`` (default: silver's pending days).
+
+    Each view's rows written are counted while they are written (Spark's ``Observation``),
+    not read back from the table's history."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     ledger = Ledger(spark, settings, spec)
@@ -110,8 +114,10 @@ def build_gold(
             for view in views or spec.view_specs:
                 path = gold_path(settings, view)
                 rows = view.build(events).withColumn("window_date", F.to_date("window_start"))
+                counted = Observation()
                 (
-                    rows.write.format("delta")
+                    rows.observe(counted, F.count(F.lit(1)).alias("rows"))
+                    .write.format("delta")
                     .mode("overwrite")
                     .partitionBy("window_date")
                     .option("replaceWhere", predicate)
@@ -120,7 +126,7 @@ def build_gold(
                     .save(path)
                 )
                 ensure_table_properties(spark, settings, path)
-                written[view.name] = rows_written(spark, path, run_id)
+                written[view.name] = int(counted.get["rows"])
         finally:
             events.unpersist()
     consumed = tuple(e.entry_id for e in work)

@@ -289,6 +289,7 @@ def _reconcile_silver_run(
     from pyspark.sql import functions as F
 
     from data_contracts import load_contract
+    from data_contracts.derive.one_pass_query import one_row_values
 
     if "staging" not in entry.detail:
         return []
@@ -323,32 +324,40 @@ def _reconcile_silver_run(
     )
     rejects = fresh.where(F.col("reason").isNotNull()).select("partition", "offset")
     recorded = spark.read.format("delta").load(rejects_path(settings, spec))
-    counted = staged.agg(  # the staging folder's figures in one pass
-        F.count_if("fresh").alias("fresh"),
-        F.count_if(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).alias("events"),
-        F.count_if(F.col("fresh") & F.col("reason").isNotNull()).alias("rejects"),
-    ).first()
-    n_events = int(counted["events"])
-    if copies is None:  # a folder from before staging kept its copies: the count recorded
-        n_copies = int(entry.detail.get("duplicates", 0))
-    else:
-        n_copies = events.join(copies, ["partition", "offset"], "left_semi").count()
+    figures = [  # every figure in one Spark action
+        bronze.agg(F.count(F.lit(1)).alias("bronze")),
+        staged.agg(
+            F.count_if("fresh").alias("fresh"),
+            F.count_if(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).alias("events"),
+            F.count_if(F.col("fresh") & F.col("reason").isNotNull()).alias("rejects"),
+        ),
+        dropped.agg(F.count(F.lit(1)).alias("dropped")),
+        orphans.agg(F.count(F.lit(1)).alias("orphans")),
+        rejects.join(recorded, ["partition", "offset"], "left_semi").agg(
+            F.count(F.lit(1)).alias("recorded")
+        ),
+    ]
+    if copies is not None:
+        copied = events.join(copies, ["partition", "offset"], "left_semi")
+        figures.append(copied.agg(F.count(F.lit(1)).alias("copies")))
+    counted = {k: int(v) for k, v in one_row_values(figures).items()}
+    n_events = counted["events"]
+    # A folder from before staging kept its copies: the count the run recorded.
+    n_copies = counted["copies"] if copies is not None else int(entry.detail.get("duplicates", 0))
     return [
         _reconcile(
             f"{label}: bronze records of its range = events + rejects",
-            bronze.count(),
-            int(counted["fresh"]),
+            counted["bronze"],
+            counted["fresh"],
         ),
         _reconcile(
             f"{label}: its events = silver rows holding them + copies dropped",
             n_events,
-            n_events - dropped.count() + n_copies,
+            n_events - counted["dropped"] + n_copies,
         ),
-        _reconcile(f"{label}: dropped copies without their event in silver", 0, orphans.count()),
+        _reconcile(f"{label}: dropped copies without their event in silver", 0, counted["orphans"]),
         _reconcile(
-            f"{label}: its rejects in the rejects table",
-            int(counted["rejects"]),
-            rejects.join(recorded, ["partition", "offset"], "left_semi").count(),
+            f"{label}: its rejects in the rejects table", counted["rejects"], counted["recorded"]
         ),
     ]
 

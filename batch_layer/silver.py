@@ -151,19 +151,43 @@ def parse_bronze(
 
 
 def _stage(
-    bronze: DataFrame, spec: PipelineSpec, tolerance: timedelta, fresh: Column, path: str
-) -> None:
-    """Parse ``bronze`` with the contract, once, into the run's staging folder.
+    bronze: DataFrame,
+    spec: PipelineSpec,
+    tolerance: timedelta,
+    fresh: Column,
+    in_rebuilt: Column,
+    path: str,
+) -> dict:
+    """Parse ``bronze`` with the contract, once, into the run's staging folder; the run's
+    figures, observed while the folder is written (no pass of their own).
 
     Every record becomes one row (:func:`views.input.flat_records`): a valid
     event with its payload, or a reject with its raw text and reason, and
     ``fresh`` when no silver run has seen it. The steps after read only the
-    columns they need from it: the keys to deduplicate, the counts, the
-    index; silver's rows and rejects.
+    columns they need from it: the keys to deduplicate, the index; silver's
+    rows and rejects. The figures: records ``parsed``, the new bronze
+    ``records`` among them, their ``rejects``, the run's ``events`` (new, or
+    on a rebuilt day) and the ``days`` those fall on.
     """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     contract = load_contract(spec.contract, spec.contract_major)
     checked = check_records(bronze, contract, tolerance)
-    write_records(flat_records(checked, payload=True).withColumn("fresh", fresh), path)
+    staged = flat_records(checked, payload=True).withColumn("fresh", fresh)
+    valid, new = F.col("reason").isNull(), F.col("fresh")
+    event = valid & (new | in_rebuilt)
+    seen = Observation()
+    observed = staged.observe(
+        seen,
+        F.count(F.lit(1)).alias("parsed"),
+        F.count_if(new).alias("records"),
+        F.count_if(new & ~valid).alias("rejects"),
+        F.count_if(event).alias("events"),
+        F.collect_set(F.when(event, F.col("event_date"))).alias("days"),
+    )
+    write_records(observed, path)
+    return seen.get
 
 
 def _index_history(
@@ -268,20 +292,19 @@ def build_silver(
     bronze = read_bronze(spark, settings, spec)
     read = bronze.where(wanted)
     files = (len(read.inputFiles()), len(bronze.inputFiles()))  # from the Delta log, pruned
+    in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
     clock = time.monotonic()
-    _stage(read, spec, tolerance, fresh, staging)
+    observed = _stage(read, spec, tolerance, fresh, in_rebuilt, staging)
     seconds = {"parse": time.monotonic() - clock}
 
     staged = read_records(spark, staging)
-    in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
     events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt))
-    touched = sorted(r.event_date for r in events.select("event_date").distinct().collect())
+    touched = sorted(observed["days"])
     near = [d for d in neighbour_days(touched) if d not in rebuilt]
     kept, written = _silver_near(spark, path, near, key, fresh)
     found = copies(events.select(*key, "event_date", "partition", "offset"), kept, key)
-    dropped = local_frame(
-        spark, [(r.partition, r.offset) for r in found.collect()], "partition int, offset bigint"
-    )
+    copied = {(r.partition, r.offset) for r in found.collect()}
+    dropped = local_frame(spark, sorted(copied), "partition int, offset bigint")
     write_copies(dropped, staging)
     seconds["dedupe"] = time.monotonic() - clock - seconds["parse"]
     chosen = events.join(F.broadcast(dropped), ["partition", "offset"], "left_anti").select(
@@ -314,7 +337,8 @@ def build_silver(
             .options(**creation_options(settings, silver_properties(key)))
             .save(path)
         )
-    counts = _counts(staged, dropped, in_rebuilt)
+    counts = {k: int(observed[k]) for k in ("parsed", "records", "rejects", "events")}
+    counts["copies"] = len(copied)
     if counts["records"]:
         rejects = staged.where(F.col("fresh") & F.col("reason").isNotNull())
         (
@@ -388,25 +412,3 @@ SILVER_COLUMNS = ("event_time", "event_date", "partition", "offset")
 
 _STAGING_ONLY = ("partition", "offset", "reason", "raw", "fresh")
 """Staging columns that are not silver's (silver keeps ``partition`` and ``offset`` last)."""
-
-
-def _counts(staged: DataFrame, dropped: DataFrame, in_rebuilt: Column) -> dict[str, int]:
-    """The run's figures, in one pass over the staging folder's small columns: records
-    ``parsed``, the new bronze ``records`` among them, their ``rejects``, the run's
-    ``events`` (new, or on a rebuilt day) and the ``copies`` among them."""
-    from pyspark.sql import functions as F
-
-    valid, fresh = F.col("reason").isNull(), F.col("fresh")
-    row = (
-        staged.select("partition", "offset", "reason", "fresh", "event_date")
-        .join(F.broadcast(dropped.withColumn("copy", F.lit(True))), ["partition", "offset"], "left")
-        .agg(
-            F.count("*").alias("parsed"),
-            F.count_if(fresh).alias("records"),
-            F.count_if(fresh & ~valid).alias("rejects"),
-            F.count_if(valid & (fresh | in_rebuilt)).alias("events"),
-            F.count_if(F.col("copy").isNotNull()).alias("copies"),
-        )
-        .first()
-    )
-    return {k: int(row[k] or 0) for k in ("parsed", "records", "rejects", "events", "copies")}

@@ -67,7 +67,6 @@ __all__ = [
     "delete_path",
     "ensure_properties",
     "ensure_table_properties",
-    "rows_written",
     "silver_properties",
     "table_properties",
 ]
@@ -146,17 +145,3 @@ def delete_path(spark: SparkSession, path: str) -> None:
     jvm = spark.sparkContext._jvm
     target = jvm.org.apache.hadoop.fs.Path(path)
     target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(target, True)
-
-
-def rows_written(spark: SparkSession, path: str, user_metadata: str) -> int:
-    """Rows of the newest write to ``path`` that carried ``user_metadata`` (from Delta's
-    ``operationMetrics``: no data is read), 0 when there is none among the last commits.
-
-    The newest of its last few commits, as an auto-compaction may follow the write.
-    """
-    from delta.tables import DeltaTable
-
-    for commit in DeltaTable.forPath(spark, path).history(5).collect():
-        if commit.operation == "WRITE" and commit.userMetadata == user_metadata:
-            return int((commit.operationMetrics or {}).get("numOutputRows", 0))
-    return 0
