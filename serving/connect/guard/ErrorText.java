@@ -75,12 +75,17 @@ final class ErrorText {
     }
   }
 
-  /** A FetchErrorDetails answer with every message cleaned and no stack. */
+  /**
+   * A FetchErrorDetails answer with every message cleaned and no stack; an error that only
+   * wraps another (a subquery's or a broadcast's failure, {@code "Exception thrown in
+   * awaitResult: "}) reads as the error it wraps: a statement with a subquery cancelled at
+   * the time limit says so, where the analyst read the wrapper's empty message.
+   */
   static FetchErrorDetailsResponse clean(FetchErrorDetailsResponse response) {
     FetchErrorDetailsResponse.Builder cleaned = response.toBuilder().clearErrors();
     for (FetchErrorDetailsResponse.Error error : response.getErrorsList()) {
       FetchErrorDetailsResponse.Error.Builder kept = error.toBuilder().clearStackTrace()
-          .setMessage(clean(error.getMessage()));
+          .setMessage(clean(unwrapped(response, error)));
       if (error.hasSparkThrowable()) {
         FetchErrorDetailsResponse.SparkThrowable.Builder throwable =
             error.getSparkThrowable().toBuilder().clearMessageParameters();
@@ -91,5 +96,23 @@ final class ErrorText {
       cleaned.addErrors(kept);
     }
     return cleaned.build();
+  }
+
+  private static final String WRAPPER = "Exception thrown in awaitResult:";
+
+  /** {@code error}'s message, or that of the first error it wraps that says something. */
+  private static String unwrapped(
+      FetchErrorDetailsResponse response, FetchErrorDetailsResponse.Error error) {
+    FetchErrorDetailsResponse.Error current = error;
+    for (int hops = 0; hops < response.getErrorsCount(); hops++) {
+      String message = current.getMessage();
+      if (message == null || !message.trim().startsWith(WRAPPER)
+          || !message.trim().substring(WRAPPER.length()).isBlank() || !current.hasCauseIdx()
+          || current.getCauseIdx() >= response.getErrorsCount()) {
+        return message;
+      }
+      current = response.getErrors(current.getCauseIdx());
+    }
+    return current.getMessage();
   }
 }

@@ -33,6 +33,9 @@ LONG = "SELECT max(sha2(CAST(id AS STRING), 256)) AS m FROM range(0, 4000000000,
 one fewer than the server's task slots): it holds 8 slots until the time limit ends it, and a
 fair scheduler gives another session's job the ninth at once, a FIFO one only after the last
 task."""
+LONG_SUBQUERY = f"SELECT ({LONG}) AS m"
+"""``LONG`` as a scalar subquery: cancelled at the time limit, its error is a wrapper of the
+cancellation (``Exception thrown in awaitResult``) the analyst must still read as the limit."""
 
 
 def nested(depth):
@@ -277,7 +280,7 @@ def main():
         other.sql("SELECT 1").collect()
         heavy = {}
         thread = threading.Thread(
-            target=lambda: heavy.update(timed(lambda: spark.sql(LONG).collect()))
+            target=lambda: heavy.update(timed(lambda: spark.sql(LONG_SUBQUERY).collect()))
         )
         thread.start()
         time.sleep(5)
