@@ -3,7 +3,8 @@ them, beside a plain Kafka -> Parquet job over the same records, in one warm dri
 
 The suite and the hourly DAGs run many small runs, whose cost is the fixed work per step
 (Delta log reads and snapshots, file listings, the gates' collects), not the events. Run it
-with Kafka up (``make up``, or it starts Kafka alone)::
+with the platform up (``make up``: bronze reads the speed layer's watermarks from
+Cassandra; Kafka it starts alone if it is down)::
 
     .venv/bin/python -m bench.batch_jobs [--events 300] [--rounds 2]
 
