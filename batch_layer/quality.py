@@ -47,7 +47,7 @@ from batch_layer.dedupe import NEAR_DAYS, neighbour_days
 from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending
 from batch_layer.silver import SILVER_COLUMNS, rejects_path, silver_path
-from batch_layer.staging import awaiting_gate, read_run
+from batch_layer.staging import awaiting_gate, new_reject, read_run, run_event
 from batch_layer.suppressed import without_suppressed, without_suppressed_parsed
 from batch_layer.tables import delete_path
 from core.log import get_logger, log_event
@@ -304,13 +304,9 @@ def _reconcile_silver_run(
     start = {int(p): o for p, o in entry.detail.get("bronze_start", {}).items()}
     end = {int(p): o for p, o in entry.detail["bronze_end"].items()}
     rebuilt = [date.fromisoformat(d) for d in entry.detail.get("rebuilt", [])]
-    fresh = staged.where("fresh")
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
     bronze = without_suppressed(bronze.where(between(start, end)), suppressed, spec.identity)
-    in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
-    events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).select(
-        *key, "event_date", "partition", "offset"
-    )
+    events = staged.where(run_event(rebuilt)).select(*key, "event_date", "partition", "offset")
     silver = spark.read.format("delta").load(silver_path(settings, spec))
     near = silver.where(F.col("event_date").isin(list(neighbour_days(entry.days))))
     held = near.select("partition", "offset")
@@ -322,14 +318,14 @@ def _reconcile_silver_run(
         + [F.abs(F.datediff("copy.event_date", "kept.kept_on")) <= NEAR_DAYS],
         "left_anti",
     )
-    rejects = fresh.where(F.col("reason").isNotNull()).select("partition", "offset")
+    rejects = staged.where(new_reject()).select("partition", "offset")
     recorded = spark.read.format("delta").load(rejects_path(settings, spec))
     figures = [  # every figure in one Spark action
         bronze.agg(F.count(F.lit(1)).alias("bronze")),
         staged.agg(
             F.count_if("fresh").alias("fresh"),
-            F.count_if(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt)).alias("events"),
-            F.count_if(F.col("fresh") & F.col("reason").isNotNull()).alias("rejects"),
+            F.count_if(run_event(rebuilt)).alias("events"),
+            F.count_if(new_reject()).alias("rejects"),
         ),
         dropped.agg(F.count(F.lit(1)).alias("dropped")),
         orphans.agg(F.count(F.lit(1)).alias("orphans")),

@@ -48,7 +48,10 @@ from batch_layer.dedupe import copies, neighbour_days
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.staging import (
     awaiting_gate,
+    new_reject,
+    on_days,
     read_records,
+    run_event,
     staging_path,
     sweep,
     write_copies,
@@ -155,7 +158,7 @@ def _stage(
     spec: PipelineSpec,
     tolerance: timedelta,
     fresh: Column,
-    in_rebuilt: Column,
+    rebuilt: Sequence[date],
     path: str,
 ) -> dict:
     """Parse ``bronze`` with the contract, once, into the run's staging folder; the run's
@@ -175,14 +178,13 @@ def _stage(
     contract = load_contract(spec.contract, spec.contract_major)
     checked = check_records(bronze, contract, tolerance)
     staged = flat_records(checked, payload=True).withColumn("fresh", fresh)
-    valid, new = F.col("reason").isNull(), F.col("fresh")
-    event = valid & (new | in_rebuilt)
+    event = run_event(rebuilt)
     seen = Observation()
     observed = staged.observe(
         seen,
         F.count(F.lit(1)).alias("parsed"),
-        F.count_if(new).alias("records"),
-        F.count_if(new & ~valid).alias("rejects"),
+        F.count_if("fresh").alias("records"),
+        F.count_if(new_reject()).alias("rejects"),
         F.count_if(event).alias("events"),
         F.collect_set(F.when(event, F.col("event_date"))).alias("days"),
     )
@@ -292,13 +294,13 @@ def build_silver(
     bronze = read_bronze(spark, settings, spec)
     read = bronze.where(wanted)
     files = (len(read.inputFiles()), len(bronze.inputFiles()))  # from the Delta log, pruned
-    in_rebuilt = F.col("event_date").isin(rebuilt) if rebuilt else F.lit(False)
+    in_rebuilt = on_days(rebuilt)
     clock = time.monotonic()
-    observed = _stage(read, spec, tolerance, fresh, in_rebuilt, staging)
+    observed = _stage(read, spec, tolerance, fresh, rebuilt, staging)
     seconds = {"parse": time.monotonic() - clock}
 
     staged = read_records(spark, staging)
-    events = staged.where(F.col("reason").isNull() & (F.col("fresh") | in_rebuilt))
+    events = staged.where(run_event(rebuilt))
     touched = sorted(observed["days"])
     near = [d for d in neighbour_days(touched) if d not in rebuilt]
     kept, written = _silver_near(spark, path, near, key, fresh)
@@ -340,7 +342,7 @@ def build_silver(
     counts = {k: int(observed[k]) for k in ("parsed", "records", "rejects", "events")}
     counts["copies"] = len(copied)
     if counts["records"]:
-        rejects = staged.where(F.col("fresh") & F.col("reason").isNotNull())
+        rejects = staged.where(new_reject())
         (
             _new_rejects(spark, rejects_path(settings, spec), rejects, fresh)
             .select("partition", "offset", "raw", "reason")

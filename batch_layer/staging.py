@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from batch_layer.ledger import Entry
@@ -43,8 +44,11 @@ if TYPE_CHECKING:
 __all__ = [
     "awaiting_gate",
     "erase",
+    "new_reject",
+    "on_days",
     "read_records",
     "read_run",
+    "run_event",
     "staging_path",
     "staging_root",
     "sweep",
@@ -96,6 +100,28 @@ def awaiting_gate(entries: Iterable[Entry]) -> set[str]:
         for e in entries
         if e.step == "silver" and "staging" in e.detail and e.entry_id not in checked
     }
+
+
+def on_days(days: Sequence[date]) -> Column:
+    """A staging row whose event falls on one of ``days`` (none: no row)."""
+    from pyspark.sql import functions as F
+
+    return F.col("event_date").isin(list(days)) if days else F.lit(False)
+
+
+def run_event(rebuilt: Sequence[date]) -> Column:
+    """A staging row that is one of its run's events: valid, and new or on a day the run
+    rebuilt (``rebuilt``)."""
+    from pyspark.sql import functions as F
+
+    return F.col("reason").isNull() & (F.col("fresh") | on_days(rebuilt))
+
+
+def new_reject() -> Column:
+    """A staging row that is one of its run's rejects: new, and not the contract's event."""
+    from pyspark.sql import functions as F
+
+    return F.col("fresh") & F.col("reason").isNotNull()
 
 
 def write_records(records: DataFrame, folder: str) -> None:
