@@ -67,10 +67,26 @@ def started_service(
                 proc.wait(10)
 
 
+def _started(answer: httpx.Response) -> bool:
+    """Whether a ``/health`` answer is past start-up: a service whose workers do not all
+    listen yet answers 503 with ``starting`` (as its status or its error), anything else is
+    the service's own state."""
+    if answer.status_code != 503:
+        return True
+    try:
+        body = answer.json()
+    except ValueError:
+        return True
+    return "starting" not in (body.get("status"), body.get("error"))
+
+
 @contextmanager
 def service_process(
     module_args: list[str], settings: Settings, port: int, log: Path, timeout_s: float = 120
 ) -> Iterator[str]:
-    """:func:`started_service` once ``/health`` answers at all; yields its base URL."""
-    with started_service(module_args, settings, port, log, timeout_s=timeout_s) as (_, url, _):
+    """:func:`started_service` once ``/health`` answers as started (every worker listening,
+    whatever else it says); yields its base URL."""
+    with started_service(
+        module_args, settings, port, log, until=_started, timeout_s=timeout_s
+    ) as (_, url, _):
         yield url
