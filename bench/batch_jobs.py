@@ -2,9 +2,9 @@
 them, beside a plain Kafka -> Parquet job over the same records, in one warm driver.
 
 The suite and the hourly DAGs run many small runs, whose cost is the fixed work per step
-(Delta log reads and snapshots, file listings, the gates' collects), not the events. Run it
-with the platform up (``make up``: bronze reads the speed layer's watermarks from
-Cassandra; Kafka it starts alone if it is down)::
+(Delta log reads and snapshots, file listings, the gates' collects), not the events. It brings
+Kafka and Cassandra up if they are down (bronze reads the speed layer's watermarks from
+Cassandra); measure with the whole platform up (``make up``) as the docs' figures were::
 
     .venv/bin/python -m bench.batch_jobs [--events 300] [--rounds 2]
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines import collector_pipeline
 
     base = load_settings()
-    platform.up(base, ("kafka",))
+    platform.up(base, ("kafka", "cassandra"))
     run = uuid.uuid4().hex[:8]
     root = base.local.state_dir / "bench" / f"batch-jobs-{run}"
     admin = AdminClient(base.kafka.client_config())

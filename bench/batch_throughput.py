@@ -1,7 +1,7 @@
 """Batch throughput: Kafka -> bronze -> silver -> gold, vs a plain Kafka -> Parquet Spark job.
 
-Runs on the local platform (it brings Kafka up if needed; nothing is
-published, so Cassandra is not used). Each run gets topics of its own and a
+Runs on the local platform (it brings Kafka and Cassandra up if needed: bronze
+reads the speed layer's watermarks from Cassandra; nothing is published). Each run gets topics of its own and a
 lake under ``.platform/bench/``, both removed at the end. The events are
 simulator traffic spread over one simulated day (a few duplicates, late,
 skewed and invalid events), produced with the collector's own intake
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     from ingest.topics import ensure_topics, platform_topics
 
     base = load_settings()
-    platform.up(base, ("kafka",))
+    platform.up(base, ("kafka", "cassandra"))
     run = uuid.uuid4().hex[:8]
     root = base.local.state_dir / "bench" / f"batch-{run}"
     admin = AdminClient(base.kafka.client_config())
