@@ -14,13 +14,17 @@ Each round produces ``--events`` simulated events to a topic of its own and runs
 warm-up round; the plain job reads the same offsets into Parquet. Printed per step: wall
 seconds, the JVM's CPU seconds and its Spark jobs; then, over the measured rounds, the
 jobs by call site (PySpark names a job after the Python line that started it, and a job
-Delta starts inside that call after the same line), the most frequent first. Written to
+Delta starts inside that call after the same line), the most frequent first. With
+``--profile``, each measured step is recorded with the JDK's Flight Recorder
+(:mod:`bench.jvm_profile`) and its JVM samples are printed by what the JVM was doing
+(planning, code generation, the Delta log, Parquet, ...) and by method. Written to
 ``.platform/artifacts/bench_batch_jobs.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import uuid
@@ -28,6 +32,7 @@ from collections import Counter
 from typing import Any
 
 from bench.batch_throughput import _produce, _topic_settings, _with_lake, run_raw, simulated_day
+from bench.jvm_profile import ACTIVITIES, OTHER, Profiler
 from bench.meter import Meter
 from core.settings import PROJECT_ROOT, load_settings
 from platformctl import platform
@@ -64,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="measured rounds (after a warm-up)")
     parser.add_argument("--top", type=int, default=25, help="call sites printed per step")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--profile", action="store_true", help="record each measured step's JVM (Flight Recorder)"
+    )
     args = parser.parse_args(argv)
 
     from confluent_kafka.admin import AdminClient
@@ -80,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     admin = AdminClient(base.kafka.client_config())
     spark = build_spark_session(base, app_name="bench-batch-jobs")
     meter = Meter(spark)
+    profiler = Profiler(spark) if args.profile else None
     pipeline = collector_pipeline()
     topics: list[str] = []
     rounds: list[dict[str, Any]] = []
@@ -99,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 sites["raw"] += _call_sites(spark, before, _max_job(spark))
             for step in STEPS:
                 before = _max_job(spark)
-                with meter.measure(figures.setdefault(step, {})):
+                recorded = profiler.record(step) if profiler and n else contextlib.nullcontext()
+                with recorded, meter.measure(figures.setdefault(step, {})):
                     run_step(spark, settings, step, pipeline, f"jobs-{n}", None)
                 if n:
                     sites[step] += _call_sites(spark, before, _max_job(spark))
@@ -108,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 rounds.append(figures)
     finally:
         meter.stop()
+        if profiler:
+            profiler.close()
         spark.stop()
         if topics:
             admin.delete_topics(topics)
@@ -117,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": rounds,
         "call_sites": {step: dict(found.most_common()) for step, found in sites.items()},
     }
+    if profiler:
+        result["jvm_samples"] = {step: dict(found) for step, found in profiler.samples.items()}
+        result["jvm_methods"] = {
+            step: dict(found.most_common(args.top)) for step, found in profiler.methods.items()
+        }
     _print(result, args.top)
     artifact = PROJECT_ROOT / ".platform" / "artifacts" / "bench_batch_jobs.json"
     artifact.parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +166,30 @@ def _print(result: dict[str, Any], top: int) -> None:
         print(f"\n{step}: jobs by call site, over {len(rounds)} rounds")
         for site, count in list(found.items())[:top]:
             print(f"  {count:>4}  {site}")
+    if "jvm_samples" in result:
+        _print_profile(result["jvm_samples"], result["jvm_methods"], top)
+
+
+def _print_profile(
+    samples: dict[str, dict[str, int]], methods: dict[str, dict[str, int]], top: int
+) -> None:
+    """The share of each step's JVM samples by activity, and the methods most sampled."""
+    every: Counter[str] = Counter()
+    for found in samples.values():
+        every.update(found)
+    columns = {**samples, "five steps": dict(every)}
+    print("\nJVM samples by activity, % of each step's (Flight Recorder, measured rounds)")
+    print(f"{'activity':<26}" + "".join(f"{step:>13}" for step in columns))
+    for activity in [a for a, _ in ACTIVITIES] + [OTHER]:
+        shares = [100 * c.get(activity, 0) / max(1, sum(c.values())) for c in columns.values()]
+        print(f"{activity:<26}" + "".join(f"{share:>12.1f}%" for share in shares))
+    print(f"{'samples':<26}" + "".join(f"{sum(c.values()):>13}" for c in columns.values()))
+    inner: Counter[str] = Counter()
+    for found in methods.values():
+        inner.update(found)
+    print(f"\nthe {top} methods most sampled, five steps")
+    for method, count in inner.most_common(top):
+        print(f"  {count:>6}  {method}")
 
 
 if __name__ == "__main__":
