@@ -134,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         result["jvm_methods"] = {
             step: dict(found.most_common(args.top)) for step, found in profiler.methods.items()
         }
+        result["jvm_callers"] = {
+            step: dict(found.most_common(args.top)) for step, found in profiler.callers.items()
+        }
     _print(result, args.top)
     artifact = PROJECT_ROOT / ".platform" / "artifacts" / "bench_batch_jobs.json"
     artifact.parent.mkdir(parents=True, exist_ok=True)
@@ -168,6 +171,7 @@ def _print(result: dict[str, Any], top: int) -> None:
             print(f"  {count:>4}  {site}")
     if "jvm_samples" in result:
         _print_profile(result["jvm_samples"], result["jvm_methods"], top)
+        _print_most(result["jvm_callers"], "callers in Spark, Delta, Hadoop or Parquet", top)
 
 
 def _print_profile(
@@ -184,12 +188,16 @@ def _print_profile(
         shares = [100 * c.get(activity, 0) / max(1, sum(c.values())) for c in columns.values()]
         print(f"{activity:<26}" + "".join(f"{share:>12.1f}%" for share in shares))
     print(f"{'samples':<26}" + "".join(f"{sum(c.values()):>13}" for c in columns.values()))
-    inner: Counter[str] = Counter()
-    for found in methods.values():
-        inner.update(found)
-    print(f"\nthe {top} methods most sampled, five steps")
-    for method, count in inner.most_common(top):
-        print(f"  {count:>6}  {method}")
+    _print_most(methods, "methods", top)
+
+
+def _print_most(by_step: dict[str, dict[str, int]], what: str, top: int) -> None:
+    every: Counter[str] = Counter()
+    for found in by_step.values():
+        every.update(found)
+    print(f"\nthe {top} {what} most sampled, five steps")
+    for name, count in every.most_common(top):
+        print(f"  {count:>6}  {name}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Batch throughput: Kafka -> bronze -> silver -> gold, vs a plain Kafka -> Parquet Spark job.
 
 Runs on the local platform (it brings Kafka and Cassandra up if needed: bronze
-reads the speed layer's watermarks from Cassandra; nothing is published). Each run gets topics of its own and a
-lake under ``.platform/bench/``, both removed at the end. The events are
+reads the speed layer's watermarks from Cassandra; nothing is published). Each
+run gets topics of its own and a lake under ``.platform/bench/``, both removed
+at the end. The events are
 simulator traffic spread over one simulated day (a few duplicates, late,
 skewed and invalid events), produced with the collector's own intake
 (:func:`ingest.simulator.direct.produce_direct`).

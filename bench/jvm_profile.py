@@ -2,8 +2,9 @@
 
 :class:`Profiler` records the JVM of a SparkSession (in local mode the driver and its
 executor threads are one JVM) with the JDK's own Flight Recorder (``jdk.jfr``, its
-``profile`` settings: a stack sample of every running Java thread each 10-20 ms), one
-recording per :meth:`Profiler.record` block, and sorts the samples into what the JVM was
+execution samples alone: a stack of every running Java thread each 10 ms, at little cost
+to the JVM, where the ``profile`` settings' allocation and lock events doubled a step's
+CPU), one recording per :meth:`Profiler.record` block, and sorts the samples into what the JVM was
 doing (:data:`ACTIVITIES`): each sample counts once, for the first activity one of its
 frames belongs to, so code generation inside planning counts as code generation, a
 Parquet write inside a task as Parquet. The JDK's ``jfr`` tool reads the recordings; no
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ACTIVITIES", "Profiler", "activity_of", "frames_of"]
+__all__ = ["ACTIVITIES", "Profiler", "activity_of", "caller_of", "frames_of"]
 
 ACTIVITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -74,6 +75,10 @@ ACTIVITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 OTHER = "other"
 
+CALLER_PREFIXES = ("org.apache.spark.", "io.delta.", "org.apache.hadoop.", "org.apache.parquet.")
+"""A sample's caller: its innermost frame of Spark, Delta, Hadoop or Parquet (a regex or a
+class lookup of the JDK's says little alone)."""
+
 
 def frames_of(printed: str) -> Iterator[list[str]]:
     """Each sample's frames (``package.Class.method``, innermost first) in the text
@@ -101,6 +106,15 @@ def frames_of(printed: str) -> Iterator[list[str]]:
             frames.append(stripped.split("(", 1)[0])
 
 
+def caller_of(frames: list[str]) -> str:
+    """The innermost of ``frames`` in Spark, Delta, Hadoop or Parquet (else the innermost).
+
+    >>> caller_of(["java.util.regex.Pattern.match", "org.apache.spark.util.Utils.redact"])
+    'org.apache.spark.util.Utils.redact'
+    """
+    return next((f for f in frames if f.startswith(CALLER_PREFIXES)), frames[0] if frames else "")
+
+
 def activity_of(frames: list[str]) -> str:
     """The activity a sample's ``frames`` count for (:data:`ACTIVITIES`).
 
@@ -126,12 +140,15 @@ class Profiler:
         self.samples: dict[str, Counter[str]] = {}
         self.methods: dict[str, Counter[str]] = {}
         """Per block name, the samples' innermost frames: the methods the JVM was in."""
+        self.callers: dict[str, Counter[str]] = {}
+        """Per block name, the samples' callers (:func:`caller_of`)."""
 
     @contextmanager
     def record(self, name: str) -> Iterator[None]:
         """Record the JVM while the block runs; its samples count under ``name``."""
-        jfr = self._jvm.jdk.jfr
-        recording = jfr.Recording(jfr.Configuration.getConfiguration("profile"))
+        recording = self._jvm.jdk.jfr.Recording()
+        every = self._jvm.java.time.Duration.ofMillis(10)
+        recording.enable("jdk.ExecutionSample").withPeriod(every).withStackTrace()
         recording.start()
         try:
             yield
@@ -152,10 +169,12 @@ class Profiler:
         ).stdout
         activities = self.samples.setdefault(name, Counter())
         methods = self.methods.setdefault(name, Counter())
+        callers = self.callers.setdefault(name, Counter())
         for frames in frames_of(printed):
             activities[activity_of(frames)] += 1
             if frames:
                 methods[frames[0]] += 1
+                callers[caller_of(frames)] += 1
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
