@@ -86,7 +86,6 @@ def service_process(
 ) -> Iterator[str]:
     """:func:`started_service` once ``/health`` answers as started (every worker listening,
     whatever else it says); yields its base URL."""
-    with started_service(
-        module_args, settings, port, log, until=_started, timeout_s=timeout_s
-    ) as (_, url, _):
+    started = started_service(module_args, settings, port, log, until=_started, timeout_s=timeout_s)
+    with started as (_, url, _):
         yield url
