@@ -178,10 +178,7 @@ def _print_profile(
     samples: dict[str, dict[str, int]], methods: dict[str, dict[str, int]], top: int
 ) -> None:
     """The share of each step's JVM samples by activity, and the methods most sampled."""
-    every: Counter[str] = Counter()
-    for found in samples.values():
-        every.update(found)
-    columns = {**samples, "five steps": dict(every)}
+    columns = {**samples, "five steps": dict(_summed(samples))}
     print("\nJVM samples by activity, % of each step's (Flight Recorder, measured rounds)")
     print(f"{'activity':<26}" + "".join(f"{step:>13}" for step in columns))
     for activity in [a for a, _ in ACTIVITIES] + [OTHER]:
@@ -191,12 +188,17 @@ def _print_profile(
     _print_most(methods, "methods", top)
 
 
-def _print_most(by_step: dict[str, dict[str, int]], what: str, top: int) -> None:
+def _summed(by_step: dict[str, dict[str, int]]) -> Counter[str]:
+    """Every step's counts added up."""
     every: Counter[str] = Counter()
     for found in by_step.values():
         every.update(found)
+    return every
+
+
+def _print_most(by_step: dict[str, dict[str, int]], what: str, top: int) -> None:
     print(f"\nthe {top} {what} most sampled, five steps")
-    for name, count in every.most_common(top):
+    for name, count in _summed(by_step).most_common(top):
         print(f"  {count:>6}  {name}")
 
 
