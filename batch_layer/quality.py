@@ -9,12 +9,16 @@ Two checks, each a step of the pipeline DAG:
   wrote: every bronze record of its offset range is a parsed event or a
   reject; every event is a silver row or a copy whose event silver holds
   within a day (:mod:`batch_layer.dedupe`); every reject is recorded. The
-  counts come from the run's staging folder (:mod:`batch_layer.staging`),
-  its bronze offsets and silver's rows on its days, so the gate costs what
-  the run cost, not what bronze holds. Bronze and staging are both read
-  without the records of suppressed users, so a ``forget`` between silver
-  and its gate (which deletes the user from bronze, silver, the rejects and
-  staging) leaves both sides balanced.
+  run's side of each count is what silver observed while it staged and wrote
+  (its ledger entry); the other side is counted in the tables by the run's
+  Kafka range (two columns, pruned to the run's files by Delta's statistics),
+  and a dropped copy's key is looked up in silver. When a ``forget`` came
+  between silver and its gate (the suppression list is not the one the run
+  read) or the run rebuilt days, both sides are counted again from the run's
+  staging folder (:mod:`batch_layer.staging`), its bronze offsets and
+  silver's rows on its days, all without the records of suppressed users, so
+  an erasure at any point leaves both sides balanced. Either way the gate
+  costs what the run cost, not what bronze holds.
 - :func:`check_gold` runs a suite derived from each view's spec (the exact
   column set, keys and window not null, one row per window and key, counts
   and sums not negative) on the days publish is about to load, and the
@@ -46,13 +50,14 @@ from batch_layer.bronze_index import between
 from batch_layer.dedupe import NEAR_DAYS, neighbour_days
 from batch_layer.gold import gold_path
 from batch_layer.ledger import Entry, Ledger, pending
-from batch_layer.silver import SILVER_COLUMNS, rejects_path, silver_path
+from batch_layer.silver import SILVER_COLUMNS, rejects_path, silver_path, suppression_mark
 from batch_layer.staging import awaiting_gate, new_reject, read_run, run_event
 from batch_layer.suppressed import without_suppressed, without_suppressed_parsed
 from batch_layer.tables import delete_path
 from core.log import get_logger, log_event
 from core.settings import Settings
-from core.suppressions import read_suppressions
+from core.suppressions import Suppressions, read_suppressions
+from data_contracts import load_contract
 from pipelines import PipelineSpec
 from views import ViewSpec
 from views.input import PAYLOAD
@@ -223,7 +228,6 @@ def check_silver(
     """
     from pyspark.sql import functions as F
 
-    from data_contracts import load_contract
     from data_contracts.derive import expectation_suite, validate_dataframes
 
     entries = Ledger(spark, settings, spec).entries()
@@ -249,11 +253,11 @@ def check_silver(
                 "silver keeps the whole event (payload column)", 1, int(PAYLOAD in chosen.columns)
             )
         )
-        suppressed = read_suppressions(settings.kafka).of(spec.name) if unchecked else frozenset()
+        suppressions = read_suppressions(settings.kafka) if unchecked else Suppressions()
         for entry in checked:
             if entry.entry_id in unchecked:
                 report.reconciliations += _reconcile_silver_run(
-                    spark, settings, spec, entry, suppressed
+                    spark, settings, spec, entry, suppressions
                 )
     concluded = _conclude(spark, settings, spec, report, checked)
     for entry in checked:
@@ -267,37 +271,169 @@ def _reconcile_silver_run(
     settings: Settings,
     spec: PipelineSpec,
     entry: Entry,
-    suppressed: frozenset[str] = frozenset(),
+    suppressions: Suppressions,
 ) -> list[dict[str, Any]]:
-    """What one silver run read and wrote, counted from its staging folder and the tables:
+    """What one silver run read and wrote (:func:`_silver_run_figures`), as reconciliations:
 
-    - every bronze record of its range is in staging, an event or a reject;
-    - every event of the run is a silver row (found by its Kafka coordinates)
-      or a copy silver dropped (staging's ``copies``), and each dropped copy's
-      key is in silver within a day of it (:mod:`batch_layer.dedupe`): nothing
-      was lost;
+    - every bronze record of its range is an event or a reject;
+    - every event of the run is a silver row or a copy silver dropped;
+    - each dropped copy's key is in silver within a day of it
+      (:mod:`batch_layer.dedupe`): nothing was lost;
     - every reject of the run is in the rejects table.
+    """
+    if "staging" not in entry.detail:
+        return []
+    label = f"silver run {entry.run_id}"
+    figures = _silver_run_figures(spark, settings, spec, entry, suppressions)
+    if figures is None:
+        why = "staging folder gone (a folder from before staging was a Delta table, which "
+        return [_reconcile(f"{label}: not reconciled, {why}forget deletes whole)", 0, 0)]
+    log_event(
+        _log, "quality.silver_run_counted", pipeline=spec.name, run_id=entry.run_id, **figures
+    )
+    return [
+        _reconcile(
+            f"{label}: bronze records of its range = events + rejects",
+            figures["bronze"],
+            figures["records"],
+        ),
+        _reconcile(
+            f"{label}: its events = silver rows holding them + copies dropped",
+            figures["events"],
+            figures["held"] + figures["copies"],
+        ),
+        _reconcile(f"{label}: dropped copies without their event in silver", 0, figures["orphans"]),
+        _reconcile(
+            f"{label}: its rejects in the rejects table", figures["rejects"], figures["recorded"]
+        ),
+    ]
+
+
+def _silver_run_figures(
+    spark: SparkSession,
+    settings: Settings,
+    spec: PipelineSpec,
+    entry: Entry,
+    suppressions: Suppressions,
+) -> dict[str, Any] | None:
+    """One silver run's figures: from what the run observed while it wrote where they still
+    hold (:func:`_observed_figures`), else counted again (:func:`_counted_figures`); None when
+    the run's staging folder is gone and it has to be counted again."""
+    mark = entry.detail.get("suppressions")
+    if (
+        mark is not None
+        and mark == suppression_mark(suppressions, spec)
+        and not entry.detail.get("rebuilt")
+    ):
+        observed = _observed_figures(spark, settings, spec, entry, suppressions.of(spec.name))
+        if observed is not None:
+            return observed
+    return _counted_figures(spark, settings, spec, entry, suppressions.of(spec.name))
+
+
+def _observed_figures(
+    spark: SparkSession,
+    settings: Settings,
+    spec: PipelineSpec,
+    entry: Entry,
+    suppressed: frozenset[str],
+) -> dict[str, Any] | None:
+    """The run's own figures, observed while it staged and wrote (its ledger entry: bronze
+    records read, events, rejects, copies dropped), against the tables' rows of its Kafka
+    range: bronze's records, silver's rows on its days and the rejects, each a count of two
+    columns that Delta's file statistics prune to the run's files; and, when the run dropped
+    copies, their keys looked up in silver within a day of them. One Spark action.
+
+    Holds while the suppression list is as the run read it (no forget since, which would
+    erase rows from the tables and staging) and the run rebuilt no day (a rebuilt day's rows
+    are the index's records, not one Kafka range): the caller checks both. None when the
+    run's staging folder, which holds its copies, is gone.
+    """
+    from pyspark.sql import functions as F
+
+    from data_contracts.derive.one_pass_query import one_row_values
+
+    detail = entry.detail
+    start = {int(p): o for p, o in detail.get("bronze_start", {}).items()}
+    end = {int(p): o for p, o in detail["bronze_end"].items()}
+    in_range = between(start, end)
+    bronze = spark.read.format("delta").load(bronze_path(settings, spec)).where(in_range)
+    bronze = without_suppressed(bronze, suppressed, spec.identity)
+    silver = spark.read.format("delta").load(silver_path(settings, spec))
+    held = silver.where(F.col("event_date").isin(list(entry.days)) & in_range)
+    recorded = spark.read.format("delta").load(rejects_path(settings, spec)).where(in_range)
+    count = F.count(F.lit(1))
+    parts = [
+        bronze.agg(count.alias("bronze")),
+        held.agg(count.alias("held")),
+        recorded.agg(count.alias("recorded")),
+    ]
+    copies = int(detail["duplicates"])
+    if copies:
+        run = read_run(spark, detail["staging"])
+        if run is None or run[1] is None:
+            return None
+        staged, coordinates = run
+        key = list(load_contract(spec.contract, spec.contract_major).key)
+        copied = (
+            staged.join(F.broadcast(coordinates), ["partition", "offset"], "left_semi")
+            .select(*key, "event_date", "partition", "offset")
+            .alias("copy")
+        )
+        near = silver.where(F.col("event_date").isin(list(neighbour_days(entry.days))))
+        kept = near.select(*key, F.col("event_date").alias("kept_on")).alias("kept")
+        found = (
+            F.broadcast(copied)
+            .join(
+                kept,
+                [F.col(f"copy.{k}") == F.col(f"kept.{k}") for k in key]
+                + [F.abs(F.datediff("copy.event_date", "kept.kept_on")) <= NEAR_DAYS],
+            )
+            .select("copy.partition", "copy.offset")
+            .distinct()
+        )
+        parts.append(found.agg(count.alias("found")))
+    counted = {k: int(v) for k, v in one_row_values(parts).items()}
+    return {
+        "way": "observed",
+        "bronze": counted["bronze"],
+        "records": int(detail["records"]),
+        "events": int(detail["candidates"]),
+        "held": counted["held"],
+        "copies": copies,
+        "orphans": copies - counted.get("found", 0),
+        "rejects": int(detail["rejects"]),
+        "recorded": counted["recorded"],
+    }
+
+
+def _counted_figures(
+    spark: SparkSession,
+    settings: Settings,
+    spec: PipelineSpec,
+    entry: Entry,
+    suppressed: frozenset[str],
+) -> dict[str, Any] | None:
+    """One silver run's figures, counted from its staging folder and the tables: bronze's
+    records of its range, staging's records, events and rejects, the events silver holds
+    (found by their Kafka coordinates), the copies silver dropped (staging's ``copies``) and
+    those of them whose key silver does not hold within a day (orphans), and the rejects
+    the rejects table holds. None when the staging folder is gone.
 
     Both sides leave out the records of the ``suppressed`` users: a user
     forgotten after the run is gone from bronze, silver and the rejects, and
     from staging too (``forget`` erases it; left out here as well, so the
     counts balance at any point of an erasure). Reads the run's new bronze
     offsets (two columns), the staging folder's small columns and silver's
-    keys on the run's days: the cost of the run, not of the tables. A run
-    recorded before staging existed has none.
+    keys on the run's days: the cost of the run, not of the tables.
     """
     from pyspark.sql import functions as F
 
-    from data_contracts import load_contract
     from data_contracts.derive.one_pass_query import one_row_values
 
-    if "staging" not in entry.detail:
-        return []
-    label = f"silver run {entry.run_id}"
     run = read_run(spark, entry.detail["staging"])
     if run is None:
-        why = "staging folder gone (a folder from before staging was a Delta table, which "
-        return [_reconcile(f"{label}: not reconciled, {why}forget deletes whole)", 0, 0)]
+        return None
     staged, copies = run
     staged = without_suppressed_parsed(staged, suppressed, spec.identity)
     key = list(load_contract(spec.contract, spec.contract_major).key)
@@ -337,25 +473,19 @@ def _reconcile_silver_run(
         copied = events.join(copies, ["partition", "offset"], "left_semi")
         figures.append(copied.agg(F.count(F.lit(1)).alias("copies")))
     counted = {k: int(v) for k, v in one_row_values(figures).items()}
-    n_events = counted["events"]
     # A folder from before staging kept its copies: the count the run recorded.
     n_copies = counted["copies"] if copies is not None else int(entry.detail.get("duplicates", 0))
-    return [
-        _reconcile(
-            f"{label}: bronze records of its range = events + rejects",
-            counted["bronze"],
-            counted["fresh"],
-        ),
-        _reconcile(
-            f"{label}: its events = silver rows holding them + copies dropped",
-            n_events,
-            n_events - counted["dropped"] + n_copies,
-        ),
-        _reconcile(f"{label}: dropped copies without their event in silver", 0, counted["orphans"]),
-        _reconcile(
-            f"{label}: its rejects in the rejects table", counted["rejects"], counted["recorded"]
-        ),
-    ]
+    return {
+        "way": "counted",
+        "bronze": counted["bronze"],
+        "records": counted["fresh"],
+        "events": counted["events"],
+        "held": counted["events"] - counted["dropped"],
+        "copies": n_copies,
+        "orphans": counted["orphans"],
+        "rejects": counted["rejects"],
+        "recorded": counted["recorded"],
+    }
 
 
 def view_suite(view: ViewSpec) -> gx.ExpectationSuite:

@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from batch_layer.bronze import bronze_path, bronze_state
 from batch_layer.bronze_index import between, in_ranges, index_path, ranges_of, record_index
@@ -67,7 +67,7 @@ from core.event_time import EventTimeBounds
 from core.frames import local_frame
 from core.log import get_logger, log_event
 from core.settings import EventTimeSettings, Settings
-from core.suppressions import read_suppressions
+from core.suppressions import Suppressions, read_suppressions
 from data_contracts import load_contract
 from layout.lake import silver_path as layout_silver_path
 from pipelines import PipelineSpec
@@ -85,6 +85,7 @@ __all__ = [
     "read_bronze",
     "rejects_path",
     "silver_path",
+    "suppression_mark",
 ]
 
 _log = get_logger(__name__)
@@ -117,13 +118,33 @@ def rejects_path(settings: Settings, spec: PipelineSpec) -> str:
     return silver_path(settings, spec) + "_rejects"
 
 
-def read_bronze(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> DataFrame:
-    """Bronze without the records of suppressed users: what silver and its gate read."""
+def read_bronze(
+    spark: SparkSession,
+    settings: Settings,
+    spec: PipelineSpec,
+    suppressions: Suppressions | None = None,
+) -> DataFrame:
+    """Bronze without the records of suppressed users (``suppressions``: the list as read
+    now when not given): what silver and its gate read."""
     from batch_layer.suppressed import without_suppressed
 
     bronze = spark.read.format("delta").load(bronze_path(settings, spec))
-    forgotten = read_suppressions(settings.kafka).of(spec.name)
+    forgotten = (suppressions or read_suppressions(settings.kafka)).of(spec.name)
     return without_suppressed(bronze, forgotten, spec.identity)
+
+
+def suppression_mark(suppressions: Suppressions, spec: PipelineSpec) -> dict[str, Any]:
+    """What tells one reading of the suppression list from a later one, for ``spec``: how
+    many ids it drops and when the last of them was requested (no id, no digest of one).
+
+    A silver run records it; its gate compares it with the list it reads, and a forget
+    requested in between (a new request, or a withdrawn one) shows as a different mark.
+    """
+    last = suppressions.last_request(spec.name)
+    return {
+        "count": len(suppressions.of(spec.name)),
+        "last_request": last.isoformat() if last else None,
+    }
 
 
 def days_predicate(column: str, days: tuple[date, ...] | list[date]) -> str:
@@ -291,7 +312,8 @@ def build_silver(
     fresh = between(seen, bronze_end)
     wanted = fresh | in_ranges(ranges_of(spark, settings, spec, rebuilt)) if rebuilt else fresh
     tolerance = EventTimeBounds.from_settings(settings).future_tolerance
-    bronze = read_bronze(spark, settings, spec)
+    suppressions = read_suppressions(settings.kafka)
+    bronze = read_bronze(spark, settings, spec, suppressions)
     read = bronze.where(wanted)
     files = (len(read.inputFiles()), len(bronze.inputFiles()))  # from the Delta log, pruned
     in_rebuilt = on_days(rebuilt)
@@ -385,6 +407,7 @@ def build_silver(
                 "events": run.events,
                 "duplicates": run.duplicates,
                 "rejects": run.rejects,
+                "suppressions": suppression_mark(suppressions, spec),
                 "seconds": {k: round(v, 2) for k, v in seconds.items()},
             },
             consumed=(),  # silver's work comes from bronze's offsets, not from the ledger

@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
 from batch_layer.bronze import ingest_bronze
@@ -148,3 +149,59 @@ def test_a_failing_gate_reports_what_gx_alone_reports(spark, lake_settings):
 
 def _gold_views(report: dict) -> list[str]:
     return [name.split("/", 1)[1] for name in report["suites"]]
+
+
+def test_the_silver_gate_takes_a_runs_figures_from_its_write_and_finds_a_lost_row(
+    spark, lake_settings
+):
+    """A run's figures observed while silver wrote agree with the same figures counted again
+    from its staging folder; a silver row or a reject lost after the write fails the gate."""
+    from delta.tables import DeltaTable
+
+    from batch_layer.quality import _counted_figures, _silver_run_figures
+    from batch_layer.silver import rejects_path
+    from core.suppressions import read_suppressions
+
+    events = generate(
+        SimulatorConfig(
+            seed=17, events=200, duplicate_rate=0.1, start=datetime(2024, 3, 1, 9, tzinfo=UTC)
+        )
+    )
+    produce_direct(events, lake_settings)
+    producer = Producer(lake_settings.kafka.client_config())
+    for path in ("/x", "/y"):  # no event id, no timestamp: two rejects
+        bad = {"type": "page", "userId": "u-bad", "properties": {"path": path}}
+        producer.produce(lake_settings.kafka.events_topic, value=json.dumps(bad).encode())
+    assert producer.flush(30) == 0
+    ingest_bronze(spark, lake_settings, WEB_EVENTS)
+    run = build_silver(spark, lake_settings, spec=WEB_EVENTS, run_id="hourly")
+    assert run.duplicates > 0 and run.rejects == 2
+
+    (entry,) = [e for e in Ledger(spark, lake_settings, WEB_EVENTS).entries() if e.step == "silver"]
+    suppressions = read_suppressions(lake_settings.kafka)
+    observed = _silver_run_figures(spark, lake_settings, WEB_EVENTS, entry, suppressions)
+    counted = _counted_figures(spark, lake_settings, WEB_EVENTS, entry, frozenset())
+    assert observed["way"] == "observed" and counted["way"] == "counted"
+    assert {k: v for k, v in observed.items() if k != "way"} == {
+        k: v for k, v in counted.items() if k != "way"
+    }
+    assert observed["held"] == run.events and observed["copies"] == run.duplicates
+    assert observed["orphans"] == 0 and observed["recorded"] == 2
+
+    # One of the run's silver rows and one of its rejects lost after the write.
+    for path in (silver_path(lake_settings, WEB_EVENTS), rejects_path(lake_settings, WEB_EVENTS)):
+        table = DeltaTable.forPath(spark, path)
+        lost = table.toDF().select("partition", "offset").orderBy("partition", "offset").first()
+        table.delete((F.col("partition") == lost.partition) & (F.col("offset") == lost.offset))
+    with pytest.raises(QualityGateFailed) as failed:
+        check_silver(spark, lake_settings, WEB_EVENTS, run_id="hourly")
+    reconciled = _report(failed.value)["reconciliations"]
+    found = {r["name"].split(": ", 1)[1]: r for r in reconciled if ": " in r["name"]}
+    held = found["its events = silver rows holding them + copies dropped"]
+    assert (held["expected"], held["actual"], held["ok"]) == (
+        run.events + run.duplicates,
+        run.events + run.duplicates - 1,
+        False,
+    )
+    recorded = found["its rejects in the rejects table"]
+    assert (recorded["expected"], recorded["actual"], recorded["ok"]) == (2, 1, False)
