@@ -12,7 +12,8 @@ Each round produces ``--events`` simulated events to a topic of its own and runs
 ``bronze, silver, check_silver, gold, check_gold`` over them into a fresh lake (as
 ``python -m batch_layer`` runs them: :func:`batch_layer.runner.run_step`), after one
 warm-up round; the plain job reads the same offsets into Parquet. Printed per step: wall
-seconds, the JVM's CPU seconds and its Spark jobs; then, over the measured rounds, the
+seconds, the JVM's CPU seconds and its Spark jobs, and after each round the JVM's class
+and code memory (:func:`bench.meter.jvm_memory`); then, over the measured rounds, the
 jobs by call site (PySpark names a job after the Python line that started it, and a job
 Delta starts inside that call after the same line), the most frequent first. With
 ``--profile``, each measured step is recorded with the JDK's Flight Recorder
@@ -33,7 +34,7 @@ from typing import Any
 
 from bench.batch_throughput import _produce, _topic_settings, _with_lake, run_raw, simulated_day
 from bench.jvm_profile import ACTIVITIES, OTHER, Profiler
-from bench.meter import Meter
+from bench.meter import Meter, jvm_memory
 from core.settings import PROJECT_ROOT, load_settings
 from platformctl import platform
 
@@ -113,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                     run_step(spark, settings, step, pipeline, f"jobs-{n}", None)
                 if n:
                     sites[step] += _call_sites(spark, before, _max_job(spark))
+            figures["jvm_memory"] = jvm_memory(spark)
             print(f"[bench] {label}: " + json.dumps(_line(figures)), flush=True)
+            print(f"[bench] {label}, JVM memory: " + json.dumps(figures["jvm_memory"]), flush=True)
             if n:
                 rounds.append(figures)
     finally:
@@ -146,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _line(figures: dict[str, Any]) -> dict[str, Any]:
     return {
-        step: {k: f.get(k) for k in ("seconds", "jobs", "jvm_cores")} for step, f in figures.items()
+        step: {k: f.get(k) for k in ("seconds", "jobs", "jvm_cores")}
+        for step, f in figures.items()
+        if step != "jvm_memory"
     }
 
 
@@ -163,6 +168,8 @@ def _print(result: dict[str, Any], top: int) -> None:
             totals = [totals[0] + seconds, totals[1] + cpu, totals[2] + jobs]
         print(f"{step:<14}{seconds:>9.2f}{cpu:>11.2f}{jobs:>7.0f}")
     print(f"{'five steps':<14}{totals[0]:>9.2f}{totals[1]:>11.2f}{totals[2]:>7.0f}")
+    memory = rounds[-1]["jvm_memory"]
+    print("\nthe driver JVM after the last round (MiB used; classes): " + json.dumps(memory))
     for step, found in result["call_sites"].items():
         if step == "raw":
             continue

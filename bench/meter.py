@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Meter"]
+__all__ = ["Meter", "jvm_memory"]
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -30,6 +30,29 @@ def _machine_busy_seconds() -> float:
             int, stat.readline().split()[1:9]
         )
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+_POOLS = (
+    "Metaspace",
+    "Compressed Class Space",
+    "CodeHeap 'non-profiled nmethods'",
+    "CodeHeap 'profiled nmethods'",
+    "CodeHeap 'non-nmethods'",
+)
+
+
+def jvm_memory(spark: Any) -> dict[str, float]:
+    """The driver JVM's class and code memory: MiB used per pool (metaspace, compressed class
+    space, the code cache), the heap used, and the classes loaded since the JVM started."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    out: dict[str, float] = {}
+    for pool in management.getMemoryPoolMXBeans():
+        if pool.getName() in _POOLS:
+            out[str(pool.getName())] = round(pool.getUsage().getUsed() / 2**20, 1)
+    out["heap"] = round(management.getMemoryMXBean().getHeapMemoryUsage().getUsed() / 2**20, 1)
+    out["classes_loaded"] = int(management.getClassLoadingMXBean().getTotalLoadedClassCount())
+    out["classes_unloaded"] = int(management.getClassLoadingMXBean().getUnloadedClassCount())
+    return out
 
 
 class Meter:

@@ -111,6 +111,7 @@ def spark_conf(
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.debug.maxToStringFields": "500",
+        "spark.sql.codegen.cache.maxEntries": str(spark.codegen_cache_entries),
         "spark.ui.enabled": str(spark.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.jars": ",".join(spark.jars if spark.jars is not None else jars),
