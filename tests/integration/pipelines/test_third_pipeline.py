@@ -123,4 +123,6 @@ def test_the_unit_tier_passes_with_a_third_collector_and_a_third_producer_pipeli
         timeout=1500,
     )  # fmt: skip
     failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    assert done.returncode == 0, "\n".join(failed) or done.stdout[-6000:] + done.stderr[-3000:]
+    # The failed tests' names, then their tracebacks as pytest printed them.
+    tracebacks = done.stdout.partition(" FAILURES ")[2][:8000] or done.stdout[-6000:]
+    assert done.returncode == 0, "\n".join([*failed, tracebacks, done.stderr[-2000:]])
