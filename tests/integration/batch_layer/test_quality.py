@@ -158,7 +158,7 @@ def test_the_silver_gate_takes_a_runs_figures_from_its_write_and_finds_a_lost_ro
     from its staging folder; a silver row or a reject lost after the write fails the gate."""
     from delta.tables import DeltaTable
 
-    from batch_layer.quality import _counted_figures, _silver_run_figures
+    from batch_layer.run_figures import counted_figures, silver_run_figures
     from batch_layer.silver import rejects_path
     from core.suppressions import read_suppressions
 
@@ -179,8 +179,8 @@ def test_the_silver_gate_takes_a_runs_figures_from_its_write_and_finds_a_lost_ro
 
     (entry,) = [e for e in Ledger(spark, lake_settings, WEB_EVENTS).entries() if e.step == "silver"]
     suppressions = read_suppressions(lake_settings.kafka)
-    observed = _silver_run_figures(spark, lake_settings, WEB_EVENTS, entry, suppressions)
-    counted = _counted_figures(spark, lake_settings, WEB_EVENTS, entry, frozenset())
+    observed = silver_run_figures(spark, lake_settings, WEB_EVENTS, entry, suppressions)
+    counted = counted_figures(spark, lake_settings, WEB_EVENTS, entry, frozenset())
     assert observed["way"] == "observed" and counted["way"] == "counted"
     assert {k: v for k, v in observed.items() if k != "way"} == {
         k: v for k, v in counted.items() if k != "way"
