@@ -4,11 +4,16 @@ One module of :mod:`pipelines.declared` per pipeline declares its topic, contrac
 views, how its events arrive, who owns it and which fields identify a person
 (:class:`PipelineSpec`); :data:`PIPELINES` holds them all, checked. The
 collector, the speed and batch layers, serving, the SQL server, forget, the
-DAGs and the metrics iterate over them; nothing else names a pipeline.
+DAGs and the metrics iterate over them; nothing else names a pipeline. A
+module may instead declare a pipeline over other pipelines' data
+(:class:`DerivedSpec`, in :data:`DERIVED`): a table built by a
+transformation of :mod:`derived` from their silver events or tables.
 Importable without Spark or Airflow.
 """
 
+from pipelines.derived import DerivedSpec, Input
 from pipelines.registry import (
+    DERIVED,
     PIPELINES,
     DeclarationError,
     check_deployment,
@@ -16,6 +21,7 @@ from pipelines.registry import (
     collector_pipeline,
     collector_routes,
     declared_views,
+    derived_pipeline,
     pipeline,
     pipeline_of_view,
     validate_all,
@@ -31,10 +37,13 @@ from pipelines.spec import (
 )
 
 __all__ = [
+    "DERIVED",
     "PIPELINES",
     "Arrival",
     "Collector",
     "DeclarationError",
+    "DerivedSpec",
+    "Input",
     "PipelineSpec",
     "Producer",
     "Reconciliation",
@@ -44,6 +53,7 @@ __all__ = [
     "collector_pipeline",
     "collector_routes",
     "declared_views",
+    "derived_pipeline",
     "pipeline",
     "pipeline_of_view",
     "topic_table_name",

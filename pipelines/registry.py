@@ -29,6 +29,8 @@ from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
 from pipelines import declared
+from pipelines.derived import DerivedSpec
+from pipelines.derived_checks import check_derived, derived_problems
 from pipelines.spec import Collector, PipelineSpec, topic_table_name
 from pipelines.teams import team_names
 
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTRACTS_ROOT",
+    "DERIVED",
     "PIPELINES",
     "DeclarationError",
     "check_deployment",
@@ -45,6 +48,7 @@ __all__ = [
     "collector_pipeline",
     "collector_routes",
     "declared_views",
+    "derived_pipeline",
     "discover",
     "pipeline",
     "pipeline_of_view",
@@ -60,18 +64,20 @@ class DeclarationError(ValueError):
     """A pipeline declaration that cannot be deployed as it stands."""
 
 
-def discover(package=declared) -> tuple[PipelineSpec, ...]:
-    """The ``PIPELINE`` of every module of ``package``, in module-name order."""
+def discover(package=declared) -> tuple[PipelineSpec | DerivedSpec, ...]:
+    """The ``PIPELINE`` of every module of ``package``, in module-name order: a pipeline
+    over a topic (:class:`PipelineSpec`) or over other pipelines (:class:`DerivedSpec`)."""
     found = []
     for module_info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if module_info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{package.__name__}.{module_info.name}")
         spec = getattr(module, "PIPELINE", None)
-        if not isinstance(spec, PipelineSpec):
+        if not isinstance(spec, PipelineSpec | DerivedSpec):
             raise DeclarationError(
                 f"{module.__name__} declares no pipeline: a module of pipelines/declared/ "
-                "holds PIPELINE = PipelineSpec(...) (docs/adding-a-pipeline.md)."
+                "holds PIPELINE = PipelineSpec(...) or DerivedSpec(...) "
+                "(docs/adding-a-pipeline.md)."
             )
         found.append(spec)
     return tuple(found)
@@ -204,7 +210,9 @@ def validate_all(
     pipelines: tuple[PipelineSpec, ...] | None = None, settings: Settings | None = None
 ) -> tuple[PipelineSpec, ...]:
     """Every pipeline, once its views resolve, its reconciliations sum counts, its identity
-    fields are contract fields and its contract's declared topic is the pipeline's; with
+    fields are contract fields and its contract's declared topic is the pipeline's (and,
+    ``pipelines`` not given, every derived pipeline's transformation reads what its
+    inputs hold, and the personal fields it reads are declared); with
     ``settings``, once what they use there is each one's own (:func:`check_deployment`)."""
     from data_contracts.contract import ContractError, load_contract
 
@@ -237,12 +245,29 @@ def validate_all(
                 f"pipeline {spec.name!r} reads topic {spec.topic!r} but its contract "
                 f"{contract.ref} says its records are on {declared_topic!r}: make them agree"
             )
+    if pipelines is None:
+        problems.extend(derived_problems(DERIVED, PIPELINES))
     if problems:
         raise DeclarationError("Pipeline declarations refused:\n- " + "\n- ".join(problems))
     return PIPELINES if pipelines is None else pipelines
 
 
-PIPELINES: tuple[PipelineSpec, ...] = check_pipelines(discover())
+_DECLARED = discover()
+PIPELINES: tuple[PipelineSpec, ...] = check_pipelines(
+    tuple(s for s in _DECLARED if isinstance(s, PipelineSpec))
+)
+
+
+def _checked_derived() -> tuple[DerivedSpec, ...]:
+    derived = tuple(s for s in _DECLARED if isinstance(s, DerivedSpec))
+    ordered, problems = check_derived(derived, PIPELINES, CONTRACTS_ROOT)
+    if problems:
+        raise DeclarationError("Derived pipeline declarations refused:\n- " + "\n- ".join(problems))
+    return ordered
+
+
+DERIVED: tuple[DerivedSpec, ...] = _checked_derived()
+"""The derived pipelines, in an order where each comes after its inputs."""
 
 
 def pipeline(name: str) -> PipelineSpec:
@@ -254,6 +279,18 @@ def pipeline(name: str) -> PipelineSpec:
     raise KeyError(
         f"No pipeline {name!r}; the pipelines are: {known}. A pipeline is declared by a "
         "module of pipelines/declared/ (docs/adding-a-pipeline.md)."
+    )
+
+
+def derived_pipeline(name: str) -> DerivedSpec:
+    """The derived pipeline called ``name``."""
+    for spec in DERIVED:
+        if spec.name == name:
+            return spec
+    known = ", ".join(spec.name for spec in DERIVED) or "none"
+    raise KeyError(
+        f"No derived pipeline {name!r}; the derived pipelines are: {known} "
+        '(docs/adding-a-pipeline.md, "A pipeline over pipelines").'
     )
 
 

@@ -326,7 +326,7 @@ def install_class_archive(settings: Settings) -> Path:
 
 
 SOURCE_DIRS = (
-    *("core", "pipelines", "views", "ingest", "speed_layer", "batch_layer", "layout"),
+    *("core", "pipelines", "views", "derived", "ingest", "speed_layer", "batch_layer", "layout"),
     *("serving", "data_contracts", "platformctl", "dags", "bench", "tests"),
 )
 

@@ -1,7 +1,8 @@
 """Nothing outside a pipeline's own files names it: adding one touches its contract, its
 views, its declaration (and its simulator), never a layer.
 
-Every Python module of the layers is read as code (its docstrings and comments aside: they
+A derived pipeline's own files are its declaration and its transformation (which names its
+inputs). Every Python module of the layers is read as code (its docstrings and comments aside: they
 may show a pipeline as an example): no string and no identifier there may be a declared
 pipeline's name, contract or topic. The pipeline's own files may, and so may the demo,
 which runs the simulators of the two pipelines the platform ships.
@@ -14,7 +15,7 @@ import re
 from pathlib import Path
 
 from core.settings import PROJECT_ROOT
-from pipelines import PIPELINES
+from pipelines import DERIVED, PIPELINES
 
 LAYERS = (
     "core",
@@ -29,6 +30,7 @@ LAYERS = (
     "views",
     "pipelines",
     "infra",
+    "derived",
 )
 SHOWCASE = {"platformctl/demo.py", "platformctl/demo_sql.py", "platformctl/demo_site.py"}
 """The demo runs the shipped pipelines' simulators and prints their answers."""
@@ -39,6 +41,8 @@ def _own_files() -> set[str]:
     for spec in PIPELINES:
         own |= {f"pipelines/declared/{spec.name}.py", f"pipelines/simulators/{spec.name}.py"}
         own |= {f"views/{view}.py" for view in spec.views}
+    for derived in DERIVED:
+        own |= {f"pipelines/declared/{derived.name}.py", f"derived/{derived.transform}.py"}
     return own
 
 
@@ -46,6 +50,8 @@ def _names() -> re.Pattern[str]:
     words = set()
     for spec in PIPELINES:
         words |= {spec.name, spec.contract, *([spec.topic] if spec.topic else [])}
+    for derived in DERIVED:
+        words |= {derived.name, derived.contract}
     alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
     # A name, alone or starting a longer one ("checkouts_ingest", "web_events.v1").
     return re.compile(rf"(?<![\w.])({alternatives})(?![A-Za-z0-9])")
