@@ -33,7 +33,7 @@ from datetime import date, timedelta
 from batch_layer.runner import run_steps
 from batch_layer.steps import ALL, STEPS
 from core.log import configure_logging
-from pipelines import PIPELINES, pipeline
+from pipelines import DERIVED, PIPELINES, declared_pipeline
 
 __all__ = ["main", "parse_dates", "parse_step_args", "step_parser"]
 
@@ -92,7 +92,7 @@ def step_parser(*, raising: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--pipeline",
         required=True,
-        choices=[p.name for p in PIPELINES],
+        choices=[p.name for p in (*PIPELINES, *DERIVED)],
         help="the declared pipeline (pipelines/declared/) whose step to run",
     )
     parser.add_argument("--run-id", default=None, help="the DAG run id (default: a timestamp)")
@@ -122,6 +122,13 @@ def parse_step_args(argv: list[str], *, raising: bool = False) -> argparse.Names
     args = parser.parse_args(argv)
     if args.step != "all" and STEPS[args.step].person and not args.user:
         parser.error(f"{args.step} needs --user ID (a userId or an anonymousId).")
+    kind = "derived" if args.pipeline in {d.name for d in DERIVED} else "pipeline"
+    if (STEPS[args.step].kind if args.step != "all" else "pipeline") != kind:
+        steps = [name for name, step in STEPS.items() if step.kind == kind]
+        parser.error(
+            f"{args.pipeline} is a {'derived ' if kind == 'derived' else ''}pipeline: its steps "
+            f"are {', '.join(steps)}, not {args.step}."
+        )
     args.run_id = args.run_id or time.strftime("manual__%Y-%m-%dT%H:%M:%S")
     args.steps = ALL if args.step == "all" else (args.step,)
     return args
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.spark import build_spark_session
 
     settings = load_settings()
-    spec = pipeline(args.pipeline).validate()
+    spec = declared_pipeline(args.pipeline).validate()
     spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}", lineage=True)
     try:
         summary, code = run_steps(

@@ -14,7 +14,10 @@ row of its own consumed:
 - publish loads the gold rows no publish consumed, once the latest gold gate
   passed on them;
 - reconcile compares the days of the publish rows no passed reconcile
-  consumed (a failed one consumes nothing, so its windows are compared again).
+  consumed (a failed one consumes nothing, so its windows are compared again);
+- a derived pipeline's ``derived`` rows (in its own ledger) consume its
+  inputs' runs: the silver runs their gate passed, or a derived input's
+  passed rows (:mod:`batch_layer.derive`).
 
 Work is matched by id, never by clock: a silver row appended while gold runs
 is not among what that gold run consumed, so the next gold run takes it.
@@ -53,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Entry", "Ledger", "covers", "ledger_path", "pending", "pending_days"]
 
-STEPS = ("silver", "gold", "gate", "publish", "reconcile")
+STEPS = ("silver", "gold", "gate", "publish", "reconcile", "derived")
 
 
 def _new_id() -> str:

@@ -66,7 +66,14 @@ if TYPE_CHECKING:
 
     from data_contracts.derive import ValidationSummary
 
-__all__ = ["GateReport", "QualityGateFailed", "check_gold", "check_silver", "view_suite"]
+__all__ = [
+    "GateReport",
+    "QualityGateFailed",
+    "check_gold",
+    "check_silver",
+    "suite_result",
+    "view_suite",
+]
 
 _log = get_logger(__name__)
 
@@ -150,7 +157,7 @@ def _safe(run_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
 
 
-def _suite_result(summary: Any) -> dict[str, Any]:
+def suite_result(summary: Any) -> dict[str, Any]:
     return {
         "success": summary.success,
         "statistics": summary.statistics,
@@ -244,7 +251,7 @@ def check_silver(
         started = time.monotonic()
         (summary,) = validate_dataframes([(chosen.select(*typed), suite)])
         _log_suite("silver", "silver", summary, started)
-        report.suites["silver"] = _suite_result(summary)
+        report.suites["silver"] = suite_result(summary)
         report.reconciliations.append(
             _reconcile(
                 "silver keeps the whole event (payload column)", 1, int(PAYLOAD in chosen.columns)
@@ -370,7 +377,7 @@ def check_gold(
         )
         for view, summary in zip(spec.view_specs, summaries, strict=True):
             _log_suite("gold", f"gold/{view.name}", summary, started)
-            report.suites[f"gold/{view.name}"] = _suite_result(summary)
+            report.suites[f"gold/{view.name}"] = suite_result(summary)
         silver = spark.read.format("delta").load(silver_path(settings, spec))
         silver = silver.where(F.col("event_date").isin(list(days)))
         report.reconciliations += _reconcile_gold(tables, silver, spec)

@@ -16,6 +16,8 @@ True
 ['check_silver', 'check_gold', 'reconcile']
 >>> STEPS["forget"].person, STEPS["publish"].outlet
 (True, 'boundary')
+>>> [s.name for s in STEPS.values() if s.kind == "derived"]
+['derive']
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL",
+    "DERIVED",
     "FORGET",
     "INGEST",
     "MAINTENANCE",
@@ -43,9 +46,10 @@ __all__ = [
     "StepCall",
 ]
 
-Asset = Literal["silver", "gold", "boundary"]
-"""What a step's success publishes: the pipeline's silver, its gold, its batch boundary
-(the DAGs' Airflow assets; the views DAG runs when silver is updated)."""
+Asset = Literal["silver", "gold", "boundary", "table"]
+"""What a step's success publishes: the pipeline's silver, its gold, its batch boundary,
+a derived pipeline's table (the DAGs' Airflow assets; the views DAG runs when silver is
+updated, a derived pipeline's DAG when any of its inputs' silver or table is)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,11 @@ class StepCall:
     scope: Literal["everywhere", "pipeline"] = "everywhere"
 
 
+Kind = Literal["pipeline", "derived"]
+"""Which declarations a step runs for: a pipeline over a topic (:class:`PipelineSpec`) or
+a pipeline over pipelines (:class:`~pipelines.DerivedSpec`)."""
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -73,6 +82,7 @@ class Step:
     outlet: Asset | None = None
     person: bool = False
     """Takes ``--user``: the person it acts for."""
+    kind: Kind = "pipeline"
 
 
 def _forget(c: StepCall) -> Any:
@@ -137,6 +147,12 @@ def _vacuum(c: StepCall) -> Any:
     return vacuum(c.spark, c.settings, c.spec)
 
 
+def _derive(c: StepCall) -> Any:
+    from batch_layer.derive import build_derived
+
+    return build_derived(c.spark, c.settings, c.spec, c.run_id, c.dates)  # type: ignore[arg-type]
+
+
 def _drop_superseded(c: StepCall) -> Any:
     from batch_layer.maintenance import drop_superseded
 
@@ -173,6 +189,14 @@ STEPS: dict[str, Step] = {
         Step("vacuum", _vacuum, ("batch_layer.maintenance", "delta.tables")),
         Step("drop_superseded", _drop_superseded, ("batch_layer.maintenance",)),
         Step("forget", _forget, ("batch_layer.forget", "delta.tables"), person=True),
+        Step(
+            "derive",
+            _derive,
+            ("batch_layer.derive", "great_expectations", *_GATE_LIBRARIES),
+            decides=True,
+            outlet="table",
+            kind="derived",
+        ),
     )
 }
 """Every step, by name."""
@@ -189,11 +213,15 @@ MAINTENANCE = ("optimize", "vacuum", "drop_superseded")
 FORGET = ("forget", "check_silver", "gold", "check_gold", "publish")
 """Forgetting a person, then the gated path that republishes the days it touched."""
 
+DERIVED = ("derive",)
+"""A derived pipeline's days rebuilt from its inputs, gated, written (its build DAG)."""
+
 SEQUENCES: dict[str, tuple[str, ...]] = {
     "ingest": INGEST,
     "views": VIEWS,
     "all": ALL,
     "maintenance": MAINTENANCE,
     "forget": FORGET,
+    "derived": DERIVED,
 }
 """The named sequences (``all`` is also a step argument of the command line)."""

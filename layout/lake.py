@@ -1,5 +1,5 @@
-"""Where the lake tables serving reads live: the gold table of each view, and silver; and
-whether a table changed (:func:`table_version`).
+"""Where the lake tables serving reads live: the gold table of each view, silver, and the
+table of each derived pipeline; and whether a table changed (:func:`table_version`).
 
 Gold and silver are written by the batch layer and read by serving's SQL
 views (:mod:`serving.sql`, the SQL server's ``events``), so their places are
@@ -25,12 +25,24 @@ from views.spec import ViewSpec
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["gold_path", "silver_path", "table_version", "topic_table_name", "user_agents_path"]
+__all__ = [
+    "derived_path",
+    "gold_path",
+    "silver_path",
+    "table_version",
+    "topic_table_name",
+    "user_agents_path",
+]
 
 
 def gold_path(settings: Settings, spec: ViewSpec) -> str:
     """The Delta table of view ``spec``'s gold rows, partitioned by ``window_date``."""
     return f"{settings.lake.root.rstrip('/')}/gold/{spec.name}"
+
+
+def derived_path(settings: Settings, name: str) -> str:
+    """The table of the derived pipeline ``name`` (:class:`pipelines.DerivedSpec`)."""
+    return f"{settings.lake.root.rstrip('/')}/derived/{name}"
 
 
 def silver_path(settings: Settings, topic: str) -> str:

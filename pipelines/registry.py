@@ -47,6 +47,7 @@ __all__ = [
     "check_pipelines",
     "collector_pipeline",
     "collector_routes",
+    "declared_pipeline",
     "declared_views",
     "derived_pipeline",
     "discover",
@@ -292,6 +293,15 @@ def derived_pipeline(name: str) -> DerivedSpec:
         f"No derived pipeline {name!r}; the derived pipelines are: {known} "
         '(docs/adding-a-pipeline.md, "A pipeline over pipelines").'
     )
+
+
+def declared_pipeline(name: str) -> PipelineSpec | DerivedSpec:
+    """The pipeline or derived pipeline called ``name``."""
+    for spec in (*PIPELINES, *DERIVED):
+        if spec.name == name:
+            return spec
+    known = ", ".join(sorted(s.name for s in (*PIPELINES, *DERIVED)))
+    raise KeyError(f"No pipeline {name!r}; the pipelines are: {known}.")
 
 
 def collector_pipeline() -> PipelineSpec:

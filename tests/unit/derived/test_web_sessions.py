@@ -13,38 +13,22 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.frames import local_frame
-from core.settings import CollectorSettings
 from data_contracts import load_contract
 from derived import web_sessions
 from derived.inputs import project
-from ingest.enrich import RequestFacts
-from ingest.intake import Intake
 from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.session_truth import build_session_truth
-from pipelines import derived_pipeline, pipeline
-from views.input import parse_records
+from pipelines import derived_pipeline
+from tests.support.silver import web_silver_rows
 
 pytestmark = pytest.mark.slow
 
-WEB = pipeline("web_events")
 SESSIONS = derived_pipeline("web_sessions")
 
 
-def _silver(spark, calls):
-    """Silver's rows of ``calls`` (payload, received at), as the collector and silver make them."""
-    intake = Intake.of_collector(CollectorSettings())
-    rows = []
-    for offset, (payload, received) in enumerate(calls):
-        facts = RequestFacts(received, "simulator", intake.contract.version)
-        rows += [(0, offset, r.value) for r in intake.route([payload], facts).accepted]
-    records = local_frame(spark, rows, "partition INT, offset LONG, value BINARY")
-    valid, _ = parse_records(records, WEB.load_contract(), timedelta(minutes=1))
-    return valid.dropDuplicates(["source_id", "event_id"])
-
-
 def _sessions(spark, calls):
-    inputs = {"web_events": project(_silver(spark, calls), web_sessions.READS["web_events"])}
+    silver = web_silver_rows(spark, calls)
+    inputs = {"web_events": project(silver, web_sessions.READS["web_events"])}
     rows = web_sessions.build(inputs).collect()
     return sorted((r.asDict() for r in rows), key=lambda r: r["session_id"])
 
