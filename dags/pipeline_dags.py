@@ -1,7 +1,8 @@
 """The Airflow DAGs of every pipeline declared in ``pipelines/declared/``.
 
 Adding a pipeline needs no change here: declare its spec there and its
-ingest, views, backfill, maintenance and forget DAGs appear (docs/adding-a-pipeline.md).
+ingest, views, backfill, maintenance and forget DAGs appear (docs/adding-a-pipeline.md);
+a derived pipeline's build and backfill DAGs likewise.
 Keep the words "Airflow" and "DAG" in this file: Airflow's DAG discovery
 (safe mode, on by default) skips files that do not mention both.
 
@@ -15,11 +16,13 @@ builds ``spark-submit`` tasks (a test checks ``pyspark`` stays unimported).
 
 from __future__ import annotations
 
-from pipeline_factory import pipeline_dags
+from pipeline_factory import derived_dags, pipeline_dags
 
 from core.settings import load_settings
-from pipelines import PIPELINES
+from pipelines import DERIVED, PIPELINES
 
 _settings = load_settings()
 for _spec in PIPELINES:
     globals().update(pipeline_dags(_spec, _settings))
+for _derived in DERIVED:
+    globals().update(derived_dags(_derived, _settings))

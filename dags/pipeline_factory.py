@@ -24,6 +24,15 @@ For a :class:`pipelines.PipelineSpec` named ``P``:
   reconcile: the speed rows keep the user's events until their TTL, so those
   days would differ (reconcile leaves the days a forget republished out).
 
+For a derived pipeline ``D`` (:class:`pipelines.DerivedSpec`, a table built from other
+pipelines' data):
+
+- ``D_build`` (data-aware: scheduled on its inputs' assets, ``P.silver`` of an
+  input pipeline, ``E.table`` of a derived input; it runs when any of them is
+  updated, not on a clock): ``derive``, which rebuilds the days its inputs
+  changed and gates them before it writes; a passed run updates ``D.table``;
+- ``D_backfill`` (manual, params ``start``/``end``): ``derive`` of those days.
+
 Every task of a pipeline's DAGs runs in the pipeline's Airflow pool
 (``spec.pool``, one slot, created by ``platformctl up airflow``): the DAGs
 share the pipeline's tables and ledger, so their steps run one at a time.
@@ -59,12 +68,12 @@ from pathlib import Path
 from airflow.sdk import DAG, Asset, BaseOperator, Param, chain
 from batch_step import BatchStepOperator
 
-from batch_layer.steps import ALL, FORGET, INGEST, MAINTENANCE, STEPS, VIEWS
+from batch_layer.steps import ALL, DERIVED, FORGET, INGEST, MAINTENANCE, STEPS, VIEWS
 from core.settings import PROJECT_ROOT, Settings
 from core.spark import local_spark_jars, spark_conf
-from pipelines import PipelineSpec
+from pipelines import DerivedSpec, PipelineSpec, declared_pipeline
 
-__all__ = ["SPARK_CONN_ID", "personal", "pipeline_dags"]
+__all__ = ["SPARK_CONN_ID", "derived_dags", "personal", "pipeline_dags"]
 
 SPARK_CONN_ID = "spark_platform"
 APPLICATION = str(PROJECT_ROOT / "batch_layer" / "__main__.py")
@@ -80,7 +89,7 @@ def personal(value: str) -> str:
     return value
 
 
-def _submit_kwargs(settings: Settings, spec: PipelineSpec) -> dict:
+def _submit_kwargs(settings: Settings, spec: PipelineSpec | DerivedSpec) -> dict:
     """Jars, conf and environment of every spark-submit of this pipeline."""
     jars = settings.spark.jars
     if jars is None:
@@ -104,7 +113,7 @@ def _submit_kwargs(settings: Settings, spec: PipelineSpec) -> dict:
 
 def _step(
     settings: Settings,
-    spec: PipelineSpec,
+    spec: PipelineSpec | DerivedSpec,
     step: str,
     *,
     extra_args: tuple[str, ...] = (),
@@ -159,7 +168,7 @@ FORGET_ARGS = ("--user", "{{ params.user | personal }}", "--scope", "{{ params.s
 
 def _chain(
     settings: Settings,
-    spec: PipelineSpec,
+    spec: PipelineSpec | DerivedSpec,
     steps: tuple[str, ...],
     assets: dict[str, Asset],
     *,
@@ -188,10 +197,7 @@ def _chain(
 
 def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
     """The DAGs of one pipeline, by dag_id."""
-    assets = {
-        name: Asset(name=f"{spec.name}.{name}", uri=f"wap://{spec.name}/{name}")
-        for name in ("silver", "gold", "boundary")
-    }
+    assets = {name: _asset(spec.name, name) for name in ("silver", "gold", "boundary")}
     common = {
         "start_date": START,
         "catchup": False,
@@ -283,4 +289,58 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
             quiet=("silver",),
         )
     dags[forget.dag_id] = forget
+    return dags
+
+
+def _asset(name: str, kind: str) -> Asset:
+    """The asset ``kind`` (``silver``, ``gold``, ``boundary``, ``table``) of pipeline ``name``."""
+    return Asset(name=f"{name}.{kind}", uri=f"wap://{name}/{kind}")
+
+
+def derived_dags(spec: DerivedSpec, settings: Settings) -> dict[str, DAG]:
+    """The DAGs of one derived pipeline, by dag_id."""
+    inputs = [
+        _asset(name, "table" if isinstance(declared_pipeline(name), DerivedSpec) else "silver")
+        for name in spec.input_names
+    ]
+    assets = {"table": _asset(spec.name, "table")}
+    common = {
+        "start_date": START,
+        "catchup": False,
+        "max_active_runs": 1,
+        "default_args": {"owner": spec.owner},
+        "tags": ["batch", "derived", spec.name],
+    }
+    dags: dict[str, DAG] = {}
+    any_input = inputs[0]
+    for more in inputs[1:]:
+        any_input = any_input | more
+    with DAG(
+        f"{spec.name}_build",
+        schedule=any_input,
+        description=f"{spec.name}: the days its inputs ({', '.join(spec.input_names)}) "
+        "changed, rebuilt and gated",
+        **common,
+    ) as build:
+        _chain(settings, spec, DERIVED, assets)
+    dags[build.dag_id] = build
+
+    with DAG(
+        f"{spec.name}_backfill",
+        schedule=None,
+        description=f"{spec.name}: rebuild a date range from its inputs (idempotent)",
+        params={
+            "start": Param(type="string", format="date", description="first day (UTC)"),
+            "end": Param(type="string", format="date", description="last day (UTC), inclusive"),
+        },
+        **common,
+    ) as backfill:
+        _chain(
+            settings,
+            spec,
+            DERIVED,
+            assets,
+            extra={"derive": ("--dates", "{{ params.start }}..{{ params.end }}")},
+        )
+    dags[backfill.dag_id] = backfill
     return dags

@@ -26,7 +26,7 @@ from core.settings import PROJECT_ROOT, Settings, settings_env
 from ingest.simulator import SimulatorConfig, build_truth, generate
 from ingest.simulator.direct import produce_direct
 from layout import read_boundaries
-from pipelines import PIPELINES
+from pipelines import DERIVED, PIPELINES
 from platformctl.airflow_venv import airflow_env, ensure_airflow_venv
 from tests.support.web import WEB_EVENTS
 
@@ -91,6 +91,11 @@ operators = {f"{dag_id}.{t.task_id}": [type(t).__name__,
              for dag_id, t in tasks}
 timeouts = {f"{dag_id}.{t.task_id}": t.execution_timeout and t.execution_timeout.total_seconds()
             for dag_id, t in tasks}
+outlets = {f"{dag_id}.{t.task_id}": sorted(a.name for a in t.outlets) for dag_id, t in tasks}
+condition = lambda d: getattr(d.timetable, "asset_condition", None)
+names = lambda c: [n for o in c.objects for n in names(o)] if hasattr(c, "objects") else [c.name]
+schedules = {d.dag_id: sorted(names(condition(d)))
+             for d in bag.dags.values() if condition(d) is not None}
 
 
 def args_of(t):
@@ -118,7 +123,7 @@ forget = {
 }
 print(json.dumps({"errors": errors, "pools": pools, "upstream": upstream,
                   "spark_modules": spark, "forget": forget, "operators": operators,
-                  "timeouts": timeouts}))
+                  "timeouts": timeouts, "outlets": outlets, "schedules": schedules}))
 """
 
 
@@ -191,6 +196,25 @@ def test_every_dag_that_publishes_for_the_schedule_reconciles_after_publish(pars
             assert upstream[f"{dag}.reconcile"] == ["publish"]
             assert not [t for t, before in upstream.items() if "reconcile" in before]
         assert f"{spec.name}_forget.reconcile" not in upstream
+
+
+def test_a_derived_pipeline_builds_when_one_of_its_inputs_publishes(parsed_dags: dict):
+    """``D_build`` is scheduled on its inputs' assets (a pipeline's silver, a derived
+    pipeline's table), not on a clock; its one task runs ``derive`` in the pipeline's pool,
+    never retried (it decides), and announces ``D.table``; ``D_backfill`` runs it on dates."""
+    assert DERIVED, "no derived pipeline declared"
+    for spec in DERIVED:
+        inputs = [
+            f"{n}.table" if n in {d.name for d in DERIVED} else f"{n}.silver"
+            for n in spec.input_names
+        ]
+        assert parsed_dags["schedules"][f"{spec.name}_build"] == sorted(inputs)
+        build, backfill = f"{spec.name}_build.derive", f"{spec.name}_backfill.derive"
+        assert parsed_dags["outlets"][build] == [f"{spec.name}.table"]
+        assert parsed_dags["pools"][build] == parsed_dags["pools"][backfill] == [spec.pool, 1]
+        assert parsed_dags["upstream"][build] == []
+    for dag in (f"{spec.name}_views" for spec in PIPELINES):
+        assert parsed_dags["schedules"][dag] == [dag.replace("_views", ".silver")]
 
 
 def test_parsing_the_dags_imports_no_spark_code(parsed_dags: dict):
