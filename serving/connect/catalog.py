@@ -16,6 +16,8 @@ table behind it. Names:
   hides from SQL left out) and the dimensions analysts ask for; ``events``:
   the same without bots (the collector's default pipeline); ``<pipeline>_events``
   for any other pipeline.
+- ``<derived>``: a derived pipeline's table, as its contract lets SQL show it
+  (:mod:`serving.connect.derived_views`).
 - ``audit_log``: the audit table (:mod:`serving.connect.audit_table`), the admins' only.
 
 Which identity sees which of them is :mod:`serving.connect.grants`'s.
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from pipelines import Collector
+from pipelines import Collector, DerivedSpec
 from views.spec import ViewSpec
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ __all__ = [
     "pipeline_views",
     "quote",
     "serving_sql",
+    "table_view_sql",
 ]
 
 NOT_IN_SQL = ("partition", "offset", "payload")
@@ -91,14 +94,19 @@ def events_views(pipeline: PipelineSpec) -> tuple[str, ...]:
     return (f"{pipeline.name}_events",)
 
 
-def pipeline_views(pipeline: PipelineSpec) -> tuple[str, ...]:
-    """Every view of the catalog that reads ``pipeline``'s data.
+def pipeline_views(pipeline: PipelineSpec | DerivedSpec) -> tuple[str, ...]:
+    """Every view of the catalog that reads ``pipeline``'s data (a derived pipeline's: its
+    table's, named after it).
 
-    >>> from pipelines import pipeline
+    >>> from pipelines import derived_pipeline, pipeline
     >>> pipeline_views(pipeline("checkouts"))
     ('gold_orders_by_currency', 'speed_orders_by_currency', 'serving_orders_by_currency', \
 'checkouts_events')
+    >>> pipeline_views(derived_pipeline("web_sessions"))
+    ('web_sessions',)
     """
+    if isinstance(pipeline, DerivedSpec):
+        return (pipeline.name,)
     made = [f"{kind}_{view}" for view in pipeline.views for kind in ("gold", "speed", "serving")]
     return (*made, *events_views(pipeline))
 
@@ -183,6 +191,20 @@ def _projection(reference: str, exposed: DataType, stored: DataType) -> str:
 
 def _column(name: str, exposed: DataType, stored: DataType) -> str:
     return f"{_projection('s.' + quote(name), exposed, stored)} AS {quote(name)}"
+
+
+def table_view_sql(name: str, stored: StructType, exposed: StructType, path: str) -> str:
+    """``name``: the Delta table at ``path`` with the columns SQL may show (``exposed``).
+
+    >>> from pyspark.sql.types import StringType, StructField, StructType
+    >>> stored = StructType([StructField("day", StringType()), StructField("who", StringType())])
+    >>> print(table_view_sql("visits", stored, StructType(stored.fields[:1]), "/lake/visits"))
+    CREATE OR REPLACE VIEW `visits` AS
+    SELECT s.`day` AS `day`
+    FROM delta.`/lake/visits` s
+    """
+    body = ",\n       ".join(_column(f.name, f.dataType, stored[f.name].dataType) for f in exposed)
+    return f"CREATE OR REPLACE VIEW {quote(name)} AS\nSELECT {body}\nFROM delta.{_path(path)} s"
 
 
 def pipeline_events_sql(name: str, stored: StructType, exposed: StructType, silver: str) -> str:

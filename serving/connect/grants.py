@@ -1,7 +1,8 @@
 """What each team sees of the SQL server's catalog: the views of the pipelines it may read.
 
 Every view the catalog makes belongs to one pipeline (:func:`catalog.pipeline_views`:
-``gold_``, ``speed_`` and ``serving_`` of each of its views, its events), to
+``gold_``, ``speed_`` and ``serving_`` of each of its views, its events; a derived
+pipeline's table), to
 everyone who reads some pipeline (:data:`SHARED`: ``serving_boundaries``, the
 boundaries' times, no rows of any view), or to the platform's admins only
 (:data:`ADMIN_ONLY`: ``audit_log``). A team is granted the views of the pipelines
@@ -20,6 +21,8 @@ other name is refused before Spark resolves it.
 (True, False)
 >>> "audit_log" in grants["data-platform"], "audit_log" in grants["web-analytics"]
 (True, False)
+>>> "web_sessions" in grants["marketing"], "web_sessions" in grants["shop-data"]
+(True, False)
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING
 from serving.connect.catalog import pipeline_views
 
 if TYPE_CHECKING:
-    from pipelines import PipelineSpec
+    from pipelines import DerivedSpec, PipelineSpec
     from pipelines.teams import Team
 
 __all__ = ["ADMIN_ONLY", "SHARED", "team_grants", "view_owners"]
@@ -41,7 +44,9 @@ ADMIN_ONLY = ("audit_log",)
 """Views of the platform's admins only."""
 
 
-def view_owners(pipelines: Iterable[PipelineSpec] | None = None) -> dict[str, str | None]:
+def view_owners(
+    pipelines: Iterable[PipelineSpec | DerivedSpec] | None = None,
+) -> dict[str, str | None]:
     """Every view the catalog makes -> the pipeline it reads (None: shared or the admins').
 
     >>> owners = view_owners()
@@ -55,7 +60,8 @@ def view_owners(pipelines: Iterable[PipelineSpec] | None = None) -> dict[str, st
 
 
 def team_grants(
-    pipelines: Iterable[PipelineSpec] | None = None, teams: Iterable[Team] | None = None
+    pipelines: Iterable[PipelineSpec | DerivedSpec] | None = None,
+    teams: Iterable[Team] | None = None,
 ) -> dict[str, list[str]]:
     """Declared team -> the catalog views it is granted (sorted)."""
     from pipelines.teams import ADMINS, TEAMS
@@ -73,9 +79,11 @@ def team_grants(
     return grants
 
 
-def _pipelines(pipelines: Iterable[PipelineSpec] | None) -> tuple[PipelineSpec, ...]:
+def _pipelines(
+    pipelines: Iterable[PipelineSpec | DerivedSpec] | None,
+) -> tuple[PipelineSpec | DerivedSpec, ...]:
     if pipelines is None:
-        from pipelines import PIPELINES
+        from pipelines import DERIVED, PIPELINES
 
-        return tuple(PIPELINES)
+        return (*PIPELINES, *DERIVED)
     return tuple(pipelines)

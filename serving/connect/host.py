@@ -47,17 +47,18 @@ from typing import TYPE_CHECKING, Any
 from core.log import get_logger, log_event
 from core.settings import Settings
 from core.spark import fair_allocations
-from pipelines import PIPELINES, PipelineSpec
+from pipelines import DERIVED, PIPELINES, DerivedSpec, PipelineSpec
 from serving.connect import catalog
 from serving.connect.audit_table import AUDIT_VIEW, AuditTable
+from serving.connect.derived_views import derived_view_sql
 from serving.connect.executors import executor_processes, prepare, task_conf
 from serving.connect.guard import GUARD_CLASS, INTERCEPTOR_CLASS, LISTENER_CLASS, build_guard_jar
+from serving.connect.parquet import write_parquet
 from serving.connect.user_agents import refresh_user_agents
 from views import ViewSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
 
     from layout import SpeedProgress
     from serving.sql import SpeedRows
@@ -177,32 +178,6 @@ def start_spark(settings: Settings) -> SparkSession:
     return spark
 
 
-_ARROW_TYPES = {
-    "timestamp": lambda pa: pa.timestamp("us", tz="UTC"),
-    "string": lambda pa: pa.string(),
-    "bigint": lambda pa: pa.int64(),
-    "double": lambda pa: pa.float64(),
-    "binary": lambda pa: pa.binary(),
-    "boolean": lambda pa: pa.bool_(),
-}
-
-
-def _write_parquet(rows: list[tuple[Any, ...]], schema: StructType, path: Path) -> None:
-    """``rows`` as one Parquet file of ``schema``, written by pyarrow: no Spark job, and no
-    Python worker (the server has none)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    fields = [pa.field(f.name, _ARROW_TYPES[f.dataType.simpleString()](pa)) for f in schema]
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in fields]
-    table = pa.table(
-        [pa.array(list(c), type=f.type) for c, f in zip(columns, fields, strict=True)],
-        schema=pa.schema(fields),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-
-
 class SqlServer:
     """The catalog refresh loop and its health figures."""
 
@@ -211,11 +186,13 @@ class SqlServer:
         settings: Settings,
         spark: SparkSession,
         pipelines: Sequence[PipelineSpec] = PIPELINES,
+        derived: Sequence[DerivedSpec] = DERIVED,
     ) -> None:
-        """The catalog of ``pipelines`` (every declared one) on ``spark``."""
+        """The catalog of ``pipelines`` and ``derived`` (every declared one) on ``spark``."""
         self.settings = settings
         self.spark = spark
         self.pipelines = tuple(pipelines)
+        self.derived = tuple(derived)
         self.failures: dict[str, dict[str, str]] = {}
         """Per pipeline, the parts (views, ``events``) the last refresh could not make, with
         their errors: they keep their last definition, the rest of the catalog is current."""
@@ -296,6 +273,9 @@ class SqlServer:
         for pipeline in self.pipelines:
             with self._domain(failures, pipeline.name, "events"):
                 self._events(pipeline)
+        for derived in self.derived:  # each on its table, as its contract shows it
+            with self._domain(failures, derived.name, "table"):
+                self._make(derived.name, derived_view_sql(self.spark, self.settings, derived))
         with self._domain(failures, "_platform", "audit"):
             self._audit()
         self._drop_retired()
@@ -389,7 +369,7 @@ class SqlServer:
         from serving.sql import view_schema
 
         folder = _root(self.settings) / "speed" / spec.name / f"g{time.time_ns()}"
-        _write_parquet(rows, view_schema(spec), folder / "part-0.parquet")
+        write_parquet(rows, view_schema(spec), folder / "part-0.parquet")
         name = f"speed_{spec.name}"
         self._make(name, catalog.path_view_sql(name, "parquet", str(folder), spec.columns))
         previous = self._speed.get(spec.name)
