@@ -123,8 +123,8 @@ def parse_step_args(argv: list[str], *, raising: bool = False) -> argparse.Names
     if args.step != "all" and STEPS[args.step].person and not args.user:
         parser.error(f"{args.step} needs --user ID (a userId or an anonymousId).")
     kind = "derived" if args.pipeline in {d.name for d in DERIVED} else "pipeline"
-    if (STEPS[args.step].kind if args.step != "all" else "pipeline") != kind:
-        steps = [name for name, step in STEPS.items() if step.kind == kind]
+    if kind not in (STEPS[args.step].kinds if args.step != "all" else ("pipeline",)):
+        steps = [name for name, step in STEPS.items() if kind in step.kinds]
         parser.error(
             f"{args.pipeline} is a {'derived ' if kind == 'derived' else ''}pipeline: its steps "
             f"are {', '.join(steps)}, not {args.step}."

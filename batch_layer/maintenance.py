@@ -31,7 +31,8 @@ from batch_layer.silver import rejects_path, silver_path
 from core.log import get_logger, log_event
 from core.settings import Settings
 from layout import GRAINS, PointerTables, ViewTables
-from pipelines import PipelineSpec
+from layout.lake import derived_path
+from pipelines import DerivedSpec, PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,8 +42,11 @@ __all__ = ["drop_superseded", "lake_tables", "optimize", "vacuum", "vacuum_hours
 _log = get_logger(__name__)
 
 
-def lake_tables(settings: Settings, spec: PipelineSpec) -> list[str]:
-    """Paths of every Delta table of the pipeline, its ledger last."""
+def lake_tables(settings: Settings, spec: PipelineSpec | DerivedSpec) -> list[str]:
+    """Paths of every Delta table of the pipeline, its ledger last (a derived pipeline's:
+    its table and its ledger)."""
+    if isinstance(spec, DerivedSpec):
+        return [derived_path(settings, spec.name), ledger_path(settings, spec)]
     return [
         bronze_path(settings, spec),
         silver_path(settings, spec),
@@ -52,7 +56,7 @@ def lake_tables(settings: Settings, spec: PipelineSpec) -> list[str]:
     ]
 
 
-def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> dict:
+def optimize(spark: SparkSession, settings: Settings, spec: PipelineSpec | DerivedSpec) -> dict:
     """``OPTIMIZE`` every table (bronze Z-ordered by Kafka partition and offset, so that its
     files stay narrow in the offsets a backfill reads); return files removed and added per
     table."""
@@ -83,7 +87,7 @@ def vacuum_hours(settings: Settings) -> int:
     return min(settings.batch.vacuum_retention_hours, settings.batch.erasure_retention_hours)
 
 
-def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec) -> list[str]:
+def vacuum(spark: SparkSession, settings: Settings, spec: PipelineSpec | DerivedSpec) -> list[str]:
     """``VACUUM`` every table with the configured retention; return the paths vacuumed."""
     from delta.tables import DeltaTable
 

@@ -16,8 +16,8 @@ True
 ['check_silver', 'check_gold', 'reconcile']
 >>> STEPS["forget"].person, STEPS["publish"].outlet
 (True, 'boundary')
->>> [s.name for s in STEPS.values() if s.kind == "derived"]
-['derive']
+>>> [s.name for s in STEPS.values() if "derived" in s.kinds]
+['optimize', 'vacuum', 'derive']
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALL",
     "DERIVED",
+    "DERIVED_MAINTENANCE",
     "FORGET",
     "INGEST",
     "MAINTENANCE",
@@ -82,7 +83,8 @@ class Step:
     outlet: Asset | None = None
     person: bool = False
     """Takes ``--user``: the person it acts for."""
-    kind: Kind = "pipeline"
+    kinds: tuple[Kind, ...] = ("pipeline",)
+    """The declarations it runs for."""
 
 
 def _forget(c: StepCall) -> Any:
@@ -159,6 +161,7 @@ def _drop_superseded(c: StepCall) -> Any:
     return drop_superseded(c.settings, c.spec)
 
 
+_BOTH: tuple[Kind, ...] = ("pipeline", "derived")
 _GATE_LIBRARIES = ("data_contracts.derive", "data_contracts.derive.one_pass_query")
 
 STEPS: dict[str, Step] = {
@@ -185,8 +188,8 @@ STEPS: dict[str, Step] = {
             "publish", _publish, ("batch_layer.publish", "cassandra.concurrent"), outlet="boundary"
         ),
         Step("reconcile", _reconcile, ("batch_layer.reconcile",), decides=True),
-        Step("optimize", _optimize, ("batch_layer.maintenance", "delta.tables")),
-        Step("vacuum", _vacuum, ("batch_layer.maintenance", "delta.tables")),
+        Step("optimize", _optimize, ("batch_layer.maintenance", "delta.tables"), kinds=_BOTH),
+        Step("vacuum", _vacuum, ("batch_layer.maintenance", "delta.tables"), kinds=_BOTH),
         Step("drop_superseded", _drop_superseded, ("batch_layer.maintenance",)),
         Step("forget", _forget, ("batch_layer.forget", "delta.tables"), person=True),
         Step(
@@ -195,7 +198,7 @@ STEPS: dict[str, Step] = {
             ("batch_layer.derive", "great_expectations", *_GATE_LIBRARIES),
             decides=True,
             outlet="table",
-            kind="derived",
+            kinds=("derived",),
         ),
     )
 }
@@ -215,6 +218,9 @@ FORGET = ("forget", "check_silver", "gold", "check_gold", "publish")
 
 DERIVED = ("derive",)
 """A derived pipeline's days rebuilt from its inputs, gated, written (its build DAG)."""
+DERIVED_MAINTENANCE = ("optimize", "vacuum")
+"""A derived pipeline's table and ledger compacted, and vacuumed: the files a rebuild after
+a forget replaced are deleted here."""
 
 SEQUENCES: dict[str, tuple[str, ...]] = {
     "ingest": INGEST,
@@ -223,5 +229,6 @@ SEQUENCES: dict[str, tuple[str, ...]] = {
     "maintenance": MAINTENANCE,
     "forget": FORGET,
     "derived": DERIVED,
+    "derived_maintenance": DERIVED_MAINTENANCE,
 }
 """The named sequences (``all`` is also a step argument of the command line)."""

@@ -31,7 +31,9 @@ pipelines' data):
   input pipeline, ``E.table`` of a derived input; it runs when any of them is
   updated, not on a clock): ``derive``, which rebuilds the days its inputs
   changed and gates them before it writes; a passed run updates ``D.table``;
-- ``D_backfill`` (manual, params ``start``/``end``): ``derive`` of those days.
+- ``D_backfill`` (manual, params ``start``/``end``): ``derive`` of those days;
+- ``D_maintenance`` (daily by default): OPTIMIZE and VACUUM of its table and ledger
+  (the files a rebuild after a forget replaced are deleted here).
 
 Every task of a pipeline's DAGs runs in the pipeline's Airflow pool
 (``spec.pool``, one slot, created by ``platformctl up airflow``): the DAGs
@@ -68,7 +70,16 @@ from pathlib import Path
 from airflow.sdk import DAG, Asset, BaseOperator, Param, chain
 from batch_step import BatchStepOperator
 
-from batch_layer.steps import ALL, DERIVED, FORGET, INGEST, MAINTENANCE, STEPS, VIEWS
+from batch_layer.steps import (
+    ALL,
+    DERIVED,
+    DERIVED_MAINTENANCE,
+    FORGET,
+    INGEST,
+    MAINTENANCE,
+    STEPS,
+    VIEWS,
+)
 from core.settings import PROJECT_ROOT, Settings
 from core.spark import local_spark_jars, spark_conf
 from pipelines import DerivedSpec, PipelineSpec, declared_pipeline
@@ -343,4 +354,13 @@ def derived_dags(spec: DerivedSpec, settings: Settings) -> dict[str, DAG]:
             extra={"derive": ("--dates", "{{ params.start }}..{{ params.end }}")},
         )
     dags[backfill.dag_id] = backfill
+
+    with DAG(
+        f"{spec.name}_maintenance",
+        schedule=settings.batch.maintenance_schedule,
+        description=f"{spec.name}: OPTIMIZE and VACUUM its table and ledger",
+        **common,
+    ) as maintenance:
+        _chain(settings, spec, DERIVED_MAINTENANCE, assets)
+    dags[maintenance.dag_id] = maintenance
     return dags

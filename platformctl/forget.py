@@ -2,7 +2,11 @@
 
 One request erases the person from every pipeline whose declaration names the
 fields that identify a person (``PipelineSpec.identity``), or from those named
-with ``--pipeline``. For each, through Airflow when its api-server and
+with ``--pipeline``, then rebuilds every derived pipeline that reads one of them
+(directly or through another): the days the forgets rewrote are pending for it,
+so it builds them again from inputs that no longer hold the person (recomputed,
+not erased by id: a derived table's rows may be sums over people, which no
+erasure by id can correct). For each, through Airflow when its api-server and
 scheduler are up: a run of the pipeline's ``<pipeline>_forget`` DAG (param
 ``user``), followed to its end;
 the report is the last line of its ``forget`` task's log. Otherwise the same
@@ -22,7 +26,7 @@ from core.log import get_logger, log_event
 from core.settings import Settings
 from core.suppressions import subject_of
 
-__all__ = ["airflow_ready", "forget_user"]
+__all__ = ["airflow_ready", "forget_user", "reached_by"]
 
 _log = get_logger(__name__)
 
@@ -56,35 +60,72 @@ def forget_user(
     for spec in specs:
         reports[spec.name], failed = _forget_in(settings, spec, user, scope, in_process=in_process)
         code = code or failed
+    for derived in reached_by({s.name for s in specs}):
+        reports[derived.name], failed = _rebuild(settings, derived, in_process=in_process)
+        code = code or failed
     subject = subject_of(user, settings.batch.subject_key)
     report = {"subject": subject, "scope": scope, "pipelines": reports}
     return report, code
+
+
+def reached_by(forgotten: set[str]) -> list[Any]:
+    """The derived pipelines that read, directly or through others, one of ``forgotten``:
+    each in an order after its inputs.
+
+    >>> [d.name for d in reached_by({"web_events"})], reached_by({"checkouts"})
+    (['web_sessions'], [])
+    """
+    from pipelines import DERIVED
+
+    touched, reached = set(forgotten), []
+    for derived in DERIVED:  # each after its inputs
+        if touched & set(derived.input_names):
+            reached.append(derived)
+            touched.add(derived.name)
+    return reached
+
+
+def _rebuild(settings: Settings, spec: Any, *, in_process: bool) -> tuple[dict[str, Any], int]:
+    """A derived pipeline's build once its inputs forgot: the days their forgets rewrote
+    are pending for it (a forget's silver run, gated), so it rebuilds them without the
+    person."""
+    if not in_process and airflow_ready(settings):
+        return _via_airflow(settings, f"{spec.name}_build", {}, "derive")
+    return _in_process(settings, spec, "", "", steps=("derive",))
+
+
+def _via_airflow(
+    settings: Settings, dag_id: str, params: dict[str, Any], task: str
+) -> tuple[dict[str, Any], int]:
+    from platformctl.airflow_rest import trigger, unpause, wait_for_dags, wait_for_run
+
+    wait_for_dags(settings, [dag_id])
+    unpause(settings, dag_id)
+    run_id = trigger(settings, dag_id, params)
+    state = wait_for_run(settings, dag_id, run_id)
+    log_event(_log, "forget.dag_finished", dag_id=dag_id, run_id=run_id, state=state)
+    report = {
+        "via": "airflow",
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "state": state,
+        "report": f"the last line of the log of task {task!r} of {dag_id} run {run_id}",
+    }
+    return report, 0 if state == "success" else 1
 
 
 def _forget_in(
     settings: Settings, spec: Any, user: str, scope: str, *, in_process: bool
 ) -> tuple[dict[str, Any], int]:
     if not in_process and airflow_ready(settings):
-        from platformctl.airflow_rest import trigger, unpause, wait_for_dags, wait_for_run
-
-        dag_id = f"{spec.name}_forget"
-        wait_for_dags(settings, [dag_id])
-        unpause(settings, dag_id)
-        run_id = trigger(settings, dag_id, {"user": user, "scope": scope})
-        state = wait_for_run(settings, dag_id, run_id)
-        log_event(_log, "forget.dag_finished", dag_id=dag_id, run_id=run_id, state=state)
-        report = {
-            "via": "airflow",
-            "dag_id": dag_id,
-            "run_id": run_id,
-            "state": state,
-            "report": f"the last line of the log of task 'forget' of {dag_id} run {run_id}",
-        }
-        return report, 0 if state == "success" else 1
+        params = {"user": user, "scope": scope}
+        return _via_airflow(settings, f"{spec.name}_forget", params, "forget")
     return _in_process(settings, spec, user, scope)
 
 
-def _in_process(settings: Settings, spec: Any, user: str, scope: str) -> tuple[dict[str, Any], int]:
+def _in_process(
+    settings: Settings, spec: Any, user: str, scope: str, steps: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], int]:
     from batch_layer.runner import run_steps
     from batch_layer.steps import FORGET
     from core.spark import build_spark_session
@@ -93,8 +134,9 @@ def _in_process(settings: Settings, spec: Any, user: str, scope: str) -> tuple[d
     spark = build_spark_session(settings, app_name=f"forget-{spec.name}")
     try:
         summary, code = run_steps(
-            spark, settings, FORGET, spec.validate(), run_id, user=user, scope=scope
-        )
+            spark, settings, steps or FORGET, spec.validate(), run_id, user=user or None,
+            scope=scope or "everywhere",
+        )  # fmt: skip
     finally:
         spark.stop()
     return {"via": "in-process", **summary}, code

@@ -201,7 +201,8 @@ def test_every_dag_that_publishes_for_the_schedule_reconciles_after_publish(pars
 def test_a_derived_pipeline_builds_when_one_of_its_inputs_publishes(parsed_dags: dict):
     """``D_build`` is scheduled on its inputs' assets (a pipeline's silver, a derived
     pipeline's table), not on a clock; its one task runs ``derive`` in the pipeline's pool,
-    never retried (it decides), and announces ``D.table``; ``D_backfill`` runs it on dates."""
+    never retried (it decides), and announces ``D.table``; ``D_backfill`` runs it on dates,
+    ``D_maintenance`` compacts and vacuums."""
     assert DERIVED, "no derived pipeline declared"
     for spec in DERIVED:
         inputs = [
@@ -213,6 +214,8 @@ def test_a_derived_pipeline_builds_when_one_of_its_inputs_publishes(parsed_dags:
         assert parsed_dags["outlets"][build] == [f"{spec.name}.table"]
         assert parsed_dags["pools"][build] == parsed_dags["pools"][backfill] == [spec.pool, 1]
         assert parsed_dags["upstream"][build] == []
+        # Daily: its table and ledger compacted, then vacuumed (a forget's replaced files go).
+        assert parsed_dags["upstream"][f"{spec.name}_maintenance.vacuum"] == ["optimize"]
     for dag in (f"{spec.name}_views" for spec in PIPELINES):
         assert parsed_dags["schedules"][dag] == [dag.replace("_views", ".silver")]
 

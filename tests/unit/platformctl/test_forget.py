@@ -33,7 +33,7 @@ def test_without_an_answering_airflow_the_steps_run_in_process():
 
 
 def test_one_request_forgets_in_every_pipeline_that_names_a_person(monkeypatch):
-    from pipelines import PIPELINES
+    from pipelines import DERIVED, PIPELINES
     from platformctl import forget
 
     asked = []
@@ -42,15 +42,29 @@ def test_one_request_forgets_in_every_pipeline_that_names_a_person(monkeypatch):
         asked.append((spec.name, scope))
         return {"via": "in-process"}, 1 if spec.name == "checkouts" else 0
 
+    def rebuild(settings, spec, *, in_process):
+        asked.append((spec.name, "rebuilt"))
+        return {"via": "in-process"}, 0
+
     monkeypatch.setattr(forget, "_forget_in", forget_in)
+    monkeypatch.setattr(forget, "_rebuild", rebuild)
     report, code = forget_user(Settings(), "b-1")
     named = [s.name for s in PIPELINES if s.identity]
-    assert asked == [(name, "everywhere") for name in named]
-    assert set(report["pipelines"]) == set(named) and "b-1" not in str(report)
+    # Then every derived pipeline over them, each after its inputs, rebuilds its days.
+    reached, derived = set(named), []
+    for spec in DERIVED:  # each after its inputs
+        if reached & set(spec.input_names):
+            derived.append(spec.name)
+            reached.add(spec.name)
+    assert derived, "a derived pipeline reads a forgotten pipeline"
+    assert asked == [(name, "everywhere") for name in named] + [(d, "rebuilt") for d in derived]
+    assert set(report["pipelines"]) == {*named, *derived} and "b-1" not in str(report)
     assert report["scope"] == "everywhere"
     assert code == 1  # one pipeline failed: the request did not succeed
 
     asked.clear()
-    report, code = forget_user(Settings(), "b-1", ["web_events"])
-    assert code == 0 and report["scope"] == "pipeline"
-    assert asked == [("web_events", "pipeline")]  # the others keep the person's new events
+    report, code = forget_user(Settings(), "b-1", ["checkouts"])
+    assert code == 1 and report["scope"] == "pipeline"
+    assert asked[0] == ("checkouts", "pipeline")  # the others keep the person's new events
+    readers = [d.name for d in DERIVED if "checkouts" in d.input_names]
+    assert asked[1:] == [(d, "rebuilt") for d in readers]
