@@ -17,6 +17,7 @@ _SHARES = (
     "out_of_order_rate",
     "skewed_client_rate",
     "invalid_rate",
+    "checkout_rate",
 )
 
 
@@ -60,6 +61,11 @@ class SimulatorConfig:
     """Clock error of skewed clients, in seconds."""
     invalid_rate: float = 0.0
     """Share of events made invalid on purpose, each with a labelled defect."""
+    checkout_rate: float = 0.0
+    """Share of a logged-in user's events followed by a completed checkout (an ``Order
+    Completed`` track call; the checkout service records the same order,
+    :func:`pipelines.simulators.checkouts.orders_of_visits`). 0: no checkout, and the
+    traffic of a seed is what it was without this knob."""
 
     def __post_init__(self) -> None:
         if (self.events is None) == (self.duration_s is None):

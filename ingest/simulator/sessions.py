@@ -5,7 +5,9 @@ the simulated clock. Each arrival belongs to one of up to ``rate *
 think_time_s`` concurrent sessions (a new one starts when an empty slot is
 drawn), so sessions interleave the way real visitors do. A session lands on a
 page (external referrer: search engine, social, campaign or direct), then
-views pages, clicks, searches and, for users with an account, identifies once.
+views pages, clicks, searches and, for users with an account, identifies once;
+a logged-in user's event is followed by a checkout (an ``Order Completed`` call)
+at ``config.checkout_rate``.
 
 Everything here is clean; :mod:`ingest.simulator.faults` breaks it on purpose.
 """
@@ -22,7 +24,15 @@ from ingest.simulator.clock import to_ms
 from ingest.simulator.config import SimulatorConfig
 from ingest.simulator.site import Site
 
-__all__ = ["LIBRARY_VERSION", "Draft", "User", "build_users", "simulate_traffic"]
+__all__ = [
+    "CHECKOUT_CURRENCIES",
+    "CHECKOUT_EVENT",
+    "LIBRARY_VERSION",
+    "Draft",
+    "User",
+    "build_users",
+    "simulate_traffic",
+]
 
 LIBRARY_VERSION = "1.0.0"
 """Sent as ``context.library.version`` (``context.library.name`` is ``simulator``)."""
@@ -57,6 +67,9 @@ _EXTERNAL_TARGETS = (
     ("#newsletter", "button#newsletter-signup"),
 )
 _PLANS = ("free", "free", "pro", "enterprise")
+CHECKOUT_EVENT = "Order Completed"
+"""The track event of a completed checkout (``SimulatorConfig.checkout_rate``)."""
+CHECKOUT_CURRENCIES = ("EUR", "USD", "GBP")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +157,11 @@ def simulate_traffic(config: SimulatorConfig, site: Site, users: tuple[User, ...
             session = by_user.get(user) or _open(user, active, by_user)
         now = math.floor(clock)
         body = _next_call(rng, site, users[session.user], session, identified)
+        if config.checkout_rate and _checks_out(rng, config, users[session.user], session.user,
+                                                identified):  # fmt: skip
+            drafts.append(Draft(len(drafts), now, now, users[session.user].skew_ms, body))
+            body = _checkout(rng, users[session.user], session, identified)
+            now += 1
         drafts.append(Draft(len(drafts), now, now, users[session.user].skew_ms, body))
         if rng.random() < _END_SESSION:
             _close(session, active, by_user)
@@ -163,6 +181,26 @@ def _close(session: _Session, active: list[_Session], by_user: dict[int, _Sessio
         active[session.slot] = last
         last.slot = session.slot
     del by_user[session.user]
+
+
+def _checks_out(
+    rng: random.Random, config: SimulatorConfig, user: User, index: int, identified: set[int]
+) -> bool:
+    """Whether a logged-in user's event is followed by a completed checkout."""
+    return user.user_id is not None and index in identified and rng.random() < config.checkout_rate
+
+
+def _checkout(
+    rng: random.Random, user: User, session: _Session, identified: set[int]
+) -> dict[str, Any]:
+    """The ``Order Completed`` call a site sends when a checkout completes (Segment's
+    e-commerce spec): the order the checkout service records too, under the same id."""
+    properties = {
+        "order_id": f"o-{_uuid(rng).replace('-', '')[:16]}",
+        "revenue_minor": rng.choice((999, 1999, 4999, 12900, 25800)),
+        "currency": rng.choice(CHECKOUT_CURRENCIES),
+    }
+    return _call(rng, user, session, identified, "track", CHECKOUT_EVENT, properties)
 
 
 def _next_call(

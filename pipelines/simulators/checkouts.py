@@ -23,11 +23,20 @@ import json
 import random
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["CheckoutConfig", "CheckoutTruth", "Record", "build_truth", "generate", "produce"]
+__all__ = [
+    "CheckoutConfig",
+    "CheckoutTruth",
+    "Record",
+    "build_truth",
+    "generate",
+    "orders_of_visits",
+    "produce",
+]
 
 DEFECTS = ("not_json", "missing:event_id", "missing:timestamp", "invalid:timestamp_future")
 """How a broken record is broken; the speed layer and silver reject each with this reason
@@ -132,6 +141,39 @@ def generate(config: CheckoutConfig) -> list[Record]:
         if rng.random() < config.duplicate_rate:
             records.append(Record(key, record.value, event, duplicate=True, at=produced))
     return sorted(records, key=lambda r: r.at or config.start)
+
+
+def orders_of_visits(
+    web_events: Iterable[Any], source_id: str = "checkout-service"
+) -> list[Record]:
+    """The orders the checkout service records for the website's checkouts: one
+    ``order_completed`` per ``Order Completed`` call of the web simulator's traffic
+    (:class:`ingest.simulator.SimulatorConfig` ``checkout_rate``), under the same order id,
+    bought by the call's ``userId`` at the call's true time. The service records the order
+    even when the site's call is lost or broken on the way."""
+    records, seen = [], set()
+    for event in web_events:
+        call = event.payload if isinstance(event.payload, dict) else {}
+        properties = call.get("properties") or {}
+        order_id, buyer = properties.get("order_id"), call.get("userId")
+        if call.get("event") != "Order Completed" or not buyer or order_id in seen:
+            continue
+        seen.add(order_id)
+        amount = properties["revenue_minor"]
+        order = {
+            "event_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"order/{order_id}")),
+            "source_id": source_id,
+            "type": "order_completed",
+            "order_id": order_id,
+            "buyer_id": buyer,
+            "amount_minor": amount,
+            "currency": properties["currency"],
+            "items": [{"sku": "sku-web", "quantity": 1, "unit_price_minor": amount}],
+            "timestamp": _stamp(event.time),
+            "receivedAt": _stamp(event.time),
+        }
+        records.append(Record(buyer.encode(), json.dumps(order).encode(), order, at=event.time))
+    return records
 
 
 def _broken(rng: random.Random, event: dict[str, Any], key: bytes, at: datetime) -> Record:

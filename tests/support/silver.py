@@ -1,4 +1,5 @@
-"""Silver's rows of web events made without Kafka: the collector's intake, then the parse."""
+"""Silver's rows made without Kafka: web events through the collector's intake, then the
+parse; the checkout service's records through the parse."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ingest.intake import Intake
 from pipelines import pipeline
 from views.input import parse_records
 
-__all__ = ["web_silver_rows"]
+__all__ = ["checkout_silver_rows", "web_silver_rows"]
 
 
 def web_silver_rows(spark, calls, first_offset: int = 0):
@@ -25,4 +26,14 @@ def web_silver_rows(spark, calls, first_offset: int = 0):
     records = local_frame(spark, rows, "partition INT, offset LONG, value BINARY")
     web = pipeline("web_events")
     valid, _ = parse_records(records, web.load_contract(), timedelta(minutes=1))
+    return valid.dropDuplicates(["source_id", "event_id"])
+
+
+def checkout_silver_rows(spark, records, first_offset: int = 0):
+    """Silver's rows of the checkout service's ``records``
+    (:class:`pipelines.simulators.checkouts.Record`), each event once."""
+    rows = [(0, n, r.value) for n, r in enumerate(records, start=first_offset)]
+    frame = local_frame(spark, rows, "partition INT, offset LONG, value BINARY")
+    checkouts = pipeline("checkouts")
+    valid, _ = parse_records(frame, checkouts.load_contract(), timedelta(minutes=1))
     return valid.dropDuplicates(["source_id", "event_id"])

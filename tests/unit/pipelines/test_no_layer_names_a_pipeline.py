@@ -43,6 +43,7 @@ def _own_files() -> set[str]:
         own |= {f"views/{view}.py" for view in spec.views}
     for derived in DERIVED:
         own |= {f"pipelines/declared/{derived.name}.py", f"derived/{derived.transform}.py"}
+        own.add(f"pipelines/simulators/{derived.name}.py")  # its ground truth
     return own
 
 
