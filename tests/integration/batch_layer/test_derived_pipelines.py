@@ -94,7 +94,8 @@ def test_sessions_and_attribution_equal_their_truth_through_late_events_and_a_fo
     web = generate(config)
     # The late part: events of the first evening's last hours, sent the next morning.
     late_shift = [e for e in web[len(web) * 2 // 3 :] if e.time.date() == START.date()]
-    on_time = [e for e in web if id(e) not in {id(late) for late in late_shift}]
+    sent_late = {id(e) for e in late_shift}
+    on_time = [e for e in web if id(e) not in sent_late]
     shop = CheckoutConfig(seed=5, events=120, start=START, rate=0.01, buyers=30)
     orders = orders_of_visits(web) + generate_orders(shop)
     produce(orders, settings.kafka.client_config(), SHOP.topic_of(settings))

@@ -44,6 +44,10 @@ def test_the_tutorial_shows_a_contract_a_view_a_declaration_and_a_service():
         "views/signups_by_list.py",
         "pipelines/declared/signups.py",
         "newsletter_service.py",
+        # The pipeline over it: its contract, its transformation, its declaration.
+        "data_contracts/list_members/v1.odcs.yaml",
+        "derived/list_members.py",
+        "pipelines/declared/list_members.py",
     }
 
 
@@ -80,6 +84,16 @@ def _events(now: datetime) -> list[list[str]]:
 
 def _minute(at: str) -> str:
     return datetime.fromisoformat(at).strftime("%Y-%m-%dT%H:%M:00Z")
+
+
+def _members(events: list[list[str]], forgotten: str = "") -> dict[str, list[int]]:
+    """Per ``day/list``: the distinct members who subscribed, and who cancelled."""
+    found: dict[str, list[set[str]]] = {}
+    for _, kind, name, member, at in events:
+        if member != forgotten:
+            cell = found.setdefault(f"{datetime.fromisoformat(at).date()}/{name}", [set(), set()])
+            cell[kind == "unsubscribed"].add(member)
+    return {key: [len(s) for s in sets] for key, sets in found.items()}
 
 
 def test_the_tutorial_s_pipeline_is_live_final_served_queried_and_forgettable(
@@ -141,6 +155,12 @@ def test_the_tutorial_s_pipeline_is_live_final_served_queried_and_forgettable(
     assert "member_id" not in out["sql_columns"] and "list" in out["sql_columns"]
     assert out["sql_events"] == len(events)
     assert out["sql_merged"] == {name: sum(m.values()) for name, m in truth.items()}
+
+    assert out["derived_exit"] == 0
+    assert out["derived_rows"] == _members(events), "the pipeline over it, built and gated"
+    assert "list" in out["sql_derived_columns"]
+    assert out["sql_derived_subscribed"] == sum(s for s, _ in _members(events).values())
+    assert out["derived_rows_after_forget"] == _members(events, FORGOTTEN)
 
     forgotten = [e for e in subscribed if e[3] == FORGOTTEN]
     assert forgotten and out["forget_exit"] == 0

@@ -22,11 +22,13 @@ def main(events_file: str, forget: str) -> dict:
     from batch_layer.gold import gold_path
     from batch_layer.runner import run_steps
     from batch_layer.silver import silver_path
-    from batch_layer.steps import FORGET, THROUGH_PUBLISH
+    from batch_layer.steps import DERIVED, FORGET, THROUGH_PUBLISH
     from core.settings import load_settings
     from core.spark import build_spark_session
     from ingest.topics import ensure_topics, pipeline_topics, platform_topics
     from layout import create_tables
+    from layout.lake import derived_path
+    from platformctl.forget import reached_by
     from serving.connect.host import SqlServer
     from serving.report import merged_counts
     from speed_layer.cli import drain
@@ -65,6 +67,16 @@ def main(events_file: str, forget: str) -> dict:
     gold = spark.read.format("delta").load(gold_path(settings, view))
     out["gold_signups"] = gold.groupBy().sum("signups").first()[0]
 
+    # The pipeline over it: built from the silver the gate just passed.
+    members = pipelines.derived_pipeline("list_members")
+    _, out["derived_exit"] = run_steps(spark, settings, DERIVED, members, "tutorial-1-members")
+
+    def member_rows() -> dict:
+        table = spark.read.format("delta").load(derived_path(settings, members.name))
+        return {f"{r[0]}/{r[1]}": [r[2], r[3]] for r in table.collect()}
+
+    out["derived_rows"] = member_rows()
+
     server = SqlServer(settings, spark)
     try:
         server.refresh()
@@ -73,6 +85,9 @@ def main(events_file: str, forget: str) -> dict:
     rows = spark.sql("SELECT * FROM signups_events")
     out["sql_columns"] = rows.columns
     out["sql_events"] = rows.count()
+    derived = spark.sql("SELECT * FROM list_members")
+    out["sql_derived_columns"] = derived.columns
+    out["sql_derived_subscribed"] = derived.groupBy().sum("subscribed").first()[0]
     out["sql_merged"] = {
         r["list"]: r["signups"]
         for r in spark.sql(
@@ -81,6 +96,9 @@ def main(events_file: str, forget: str) -> dict:
     }
 
     _, out["forget_exit"] = run_steps(spark, settings, FORGET, spec, "tutorial-forget", user=forget)
+    for reader in reached_by({spec.name}):  # as platformctl forget does, after the input
+        run_steps(spark, settings, DERIVED, reader, f"tutorial-forget-{reader.name}")
+    out["derived_rows_after_forget"] = member_rows()
     silver = spark.read.format("delta").load(silver_path(settings, spec))
     out["silver_rows_of_forgotten"] = silver.where(silver.member_id == forget).count()
     out["silver_rows"] = silver.count()
