@@ -21,7 +21,7 @@ from batch_layer.gold import build_gold
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.quality import (
     QualityGateFailed,
-    _suite_result,
+    suite_result,
     check_gold,
     check_silver,
     view_suite,
@@ -111,7 +111,7 @@ def test_a_failing_gate_reports_what_gx_alone_reports(spark, lake_settings):
     for name in _gold_views(report):
         table = spark.read.format("delta").load(gold_path(lake_settings, view(name)))
         table = table.where(F.col("window_date").isin(days))
-        alone = _suite_result(validate_with_gx(table, view_suite(view(name))))
+        alone = suite_result(validate_with_gx(table, view_suite(view(name))))
         assert report["suites"][f"gold/{name}"] == _as_json(alone), name
     failures = report["suites"]["gold/page_activity"]["failures"]
     assert {f["rule"] for f in failures} == {"one row", "not negative"}
@@ -140,7 +140,7 @@ def test_a_failing_gate_reports_what_gx_alone_reports(spark, lake_settings):
     table = spark.read.format("delta").load(silver_path(lake_settings, WEB_EVENTS))
     table = table.where(F.col("event_date").isin([day]))
     typed = table.select(*[c for c in table.columns if c != PAYLOAD])
-    assert report["suites"]["silver"] == _as_json(_suite_result(validate_with_gx(typed, suite)))
+    assert report["suites"]["silver"] == _as_json(suite_result(validate_with_gx(typed, suite)))
     failures = report["suites"]["silver"]["failures"]
     assert {f["rule"] for f in failures} == {"enum", "primaryKey"}
     enum = next(f for f in failures if f["rule"] == "enum")["observed"]

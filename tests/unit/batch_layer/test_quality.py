@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from batch_layer.quality import GateReport, _suite_result, view_suite
+from batch_layer.quality import GateReport, suite_result, view_suite
 from core.settings import Settings
 from data_contracts.derive import ExpectationFailure, ValidationSummary
 from tests.support.web import WEB_VIEWS
@@ -114,8 +114,8 @@ NEGATIVE = ExpectationFailure(
 
 
 def test_a_report_passes_only_when_every_suite_and_reconciliation_does():
-    good = _suite_result(ValidationSummary(True, (), {"evaluated_expectations": 4}))
-    bad = _suite_result(ValidationSummary(False, (NEGATIVE,), {"evaluated_expectations": 4}))
+    good = suite_result(ValidationSummary(True, (), {"evaluated_expectations": 4}))
+    bad = suite_result(ValidationSummary(False, (NEGATIVE,), {"evaluated_expectations": 4}))
     ok = {"name": "sum", "expected": 5, "actual": 5, "ok": True}
     off = {"name": "sum(site_activity.events)", "expected": 5, "actual": 4, "ok": False}
     assert _report().passed  # nothing to check (no pending days) is a pass
@@ -132,7 +132,7 @@ def test_a_report_passes_only_when_every_suite_and_reconciliation_does():
 
 def test_the_report_is_written_as_json_and_markdown_under_a_safe_folder(lake_settings: Settings):
     stats = {"evaluated_expectations": 4, "successful_expectations": 3}
-    bad = _suite_result(ValidationSummary(False, (NEGATIVE,), stats))
+    bad = suite_result(ValidationSummary(False, (NEGATIVE,), stats))
     report = _report(suites={"gold/clicks": bad})
     path = report.write(lake_settings)
     folder = lake_settings.batch.reports_dir / "web_events" / "scheduled__2024-03-01T10_00_00_00_00"

@@ -11,7 +11,7 @@ import orjson
 
 from access.store import Issued
 from core.settings import AccessSettings, Settings, SqlSettings
-from pipelines import PIPELINES
+from pipelines import DERIVED, PIPELINES
 from pipelines.teams import ADMINS, TEAMS
 from serving.connect.access import audit_record
 from serving.connect.audit_table import AUDIT_COLUMNS, _after, _row
@@ -25,7 +25,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def test_a_team_is_granted_the_views_of_the_pipelines_its_declarations_let_it_read():
     grants = team_grants()
-    for pipeline in PIPELINES:
+    for pipeline in (*PIPELINES, *DERIVED):  # a derived pipeline's table by its declaration too
         for team in TEAMS:
             readable = pipeline.readable_by(frozenset({team.name}))
             assert all((view in grants[team.name]) == readable for view in pipeline_views(pipeline))
