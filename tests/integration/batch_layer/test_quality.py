@@ -21,9 +21,9 @@ from batch_layer.gold import build_gold
 from batch_layer.ledger import Entry, Ledger
 from batch_layer.quality import (
     QualityGateFailed,
-    suite_result,
     check_gold,
     check_silver,
+    suite_result,
     view_suite,
 )
 from batch_layer.silver import SILVER_COLUMNS, build_silver, silver_path
