@@ -33,7 +33,7 @@ from datetime import date, timedelta
 from batch_layer.runner import run_steps
 from batch_layer.steps import ALL, STEPS
 from core.log import configure_logging
-from pipelines import DERIVED, PIPELINES, declared_pipeline
+from pipelines import DERIVED, PIPELINES, declared_pipeline, validated
 
 __all__ = ["main", "parse_dates", "parse_step_args", "step_parser"]
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.spark import build_spark_session
 
     settings = load_settings()
-    spec = declared_pipeline(args.pipeline).validate()
+    spec = validated(declared_pipeline(args.pipeline))
     spark = build_spark_session(settings, app_name=f"batch-{spec.name}-{args.step}", lineage=True)
     try:
         summary, code = run_steps(

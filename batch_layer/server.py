@@ -281,11 +281,11 @@ class StepServer:
         """The step, interruptible by :meth:`cancel` from the moment ``run.thread`` is set
         until it is cleared (a cancel that comes after the step ended is dropped)."""
         from batch_layer.runner import run_steps
-        from pipelines import declared_pipeline
+        from pipelines import declared_pipeline, validated
 
         session = self.spark.newSession()
         session.sparkContext.setJobGroup(run.id, " ".join(run.args), interruptOnCancel=True)
-        spec = declared_pipeline(args.pipeline).validate()
+        spec = validated(declared_pipeline(args.pipeline))
         try:
             with run.guard:
                 run.thread = threading.get_ident()

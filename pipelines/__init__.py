@@ -26,6 +26,7 @@ from pipelines.registry import (
     pipeline,
     pipeline_of_view,
     validate_all,
+    validated,
 )
 from pipelines.spec import (
     Arrival,
@@ -60,4 +61,5 @@ __all__ = [
     "pipeline_of_view",
     "topic_table_name",
     "validate_all",
+    "validated",
 ]

@@ -112,18 +112,6 @@ class DerivedSpec:
         """The Airflow pool (one slot) of the pipeline's tasks, as for any pipeline."""
         return f"batch_{self.name}"
 
-    def validate(self) -> DerivedSpec:
-        """``self``, once its transformation reads what its inputs hold and the personal
-        fields it reads are declared (:func:`pipelines.derived_checks.derived_problems`)."""
-        from pipelines.derived_checks import derived_problems
-        from pipelines.registry import DERIVED, PIPELINES, DeclarationError
-
-        inputs = tuple(d for d in DERIVED if d.name in self.input_names)
-        problems = derived_problems((*inputs, self), PIPELINES)
-        if problems:
-            raise DeclarationError("Derived pipeline refused:\n- " + "\n- ".join(problems))
-        return self
-
     def load_contract(self) -> Contract:
         from data_contracts import load_contract
 

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping
 from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, Any
 
-from pipelines.derived import DerivedSpec
 from pipelines.teams import team_names
 
 if TYPE_CHECKING:
     from data_contracts import Contract
+    from pipelines.derived import DerivedSpec
     from pipelines.spec import PipelineSpec
 
 __all__ = [

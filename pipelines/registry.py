@@ -54,6 +54,7 @@ __all__ = [
     "pipeline",
     "pipeline_of_view",
     "validate_all",
+    "validated",
 ]
 
 CONTRACTS_ROOT = files("pipelines").parent / "data_contracts"
@@ -302,6 +303,19 @@ def declared_pipeline(name: str) -> PipelineSpec | DerivedSpec:
             return spec
     known = ", ".join(sorted(s.name for s in (*PIPELINES, *DERIVED)))
     raise KeyError(f"No pipeline {name!r}; the pipelines are: {known}.")
+
+
+def validated(spec: PipelineSpec | DerivedSpec) -> PipelineSpec | DerivedSpec:
+    """``spec``, once what its contents need holds: a pipeline's views and reconciliations
+    (:meth:`PipelineSpec.validate`), a derived pipeline's transformation reading what its
+    inputs hold and declaring the personal fields it reads."""
+    if isinstance(spec, PipelineSpec):
+        return spec.validate()
+    inputs = tuple(d for d in DERIVED if d.name in spec.input_names)
+    problems = derived_problems((*inputs, spec), PIPELINES)
+    if problems:
+        raise DeclarationError("Derived pipeline refused:\n- " + "\n- ".join(problems))
+    return spec
 
 
 def collector_pipeline() -> PipelineSpec:

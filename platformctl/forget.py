@@ -129,12 +129,13 @@ def _in_process(
     from batch_layer.runner import run_steps
     from batch_layer.steps import FORGET
     from core.spark import build_spark_session
+    from pipelines import validated
 
     run_id = time.strftime("forget__%Y-%m-%dT%H:%M:%S")
     spark = build_spark_session(settings, app_name=f"forget-{spec.name}")
     try:
         summary, code = run_steps(
-            spark, settings, steps or FORGET, spec.validate(), run_id, user=user or None,
+            spark, settings, steps or FORGET, validated(spec), run_id, user=user or None,
             scope=scope or "everywhere",
         )  # fmt: skip
     finally:
