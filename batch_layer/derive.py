@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 from batch_layer.ledger import Entry, Ledger, covers
 from batch_layer.quality import GateReport, QualityGateFailed, suite_result
-from batch_layer.silver import days_predicate, silver_path
+from batch_layer.silver import SILVER_COLUMNS, days_predicate, silver_path
 from batch_layer.tables import creation_options, ensure_table_properties
 from core.log import get_logger, log_event
 from core.settings import Settings
 from derived.inputs import project
-from layout.lake import derived_path
+from layout.lake import derived_path, table_version
 from pipelines import DerivedSpec, PipelineSpec, derived_pipeline, pipeline
 from pipelines.derived import input_days, output_days
 
@@ -109,13 +109,23 @@ def changed_days(
 
 
 def _read(spark: SparkSession, settings: Settings, name: str, days: tuple[date, ...]) -> DataFrame:
+    """Input ``name`` on ``days``; with no rows (and its columns) before its first write."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from data_contracts.derive import to_spark_schema
 
     source = _input(name)
+    schema = to_spark_schema(source.load_contract())
     if isinstance(source, DerivedSpec):
         path, column = derived_path(settings, source.name), source.day
     else:
         path, column = silver_path(settings, source), "event_date"
+        extra = (T.TimestampType(), T.DateType(), T.IntegerType(), T.LongType())
+        for name_, kind in zip(SILVER_COLUMNS, extra, strict=True):
+            schema = schema.add(name_, kind)
+    if table_version(spark, path) is None:
+        return spark.createDataFrame([], schema)
     return spark.read.format("delta").load(path).where(F.col(column).isin(list(days)))
 
 

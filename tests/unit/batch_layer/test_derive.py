@@ -23,6 +23,7 @@ from ingest.simulator import SimulatorConfig, generate
 from ingest.simulator.session_truth import build_session_truth
 from layout.lake import derived_path, table_version
 from pipelines import derived_pipeline, pipeline
+from pipelines.simulators.order_attribution import build_attribution_truth
 from tests.support.silver import web_silver_rows
 
 pytestmark = pytest.mark.slow
@@ -120,3 +121,19 @@ def test_rows_that_fail_the_contract_are_not_written_and_their_days_stay_pending
     monkeypatch.setattr(web_sessions, "build", built)
     assert build_derived(spark, lake, SESSIONS, "fixed").days == (DAY1, DAY2)
     assert _table(spark, lake) == build_session_truth(events)
+
+
+def test_an_input_not_written_yet_is_read_as_no_rows(spark, lake):
+    """The shop's silver does not exist yet: the attribution of the sessions' days (and the
+    week they reach) is built with no order, each campaign's visits counted."""
+    start = datetime(2024, 3, 1, 20, 0, tzinfo=UTC)
+    events = generate(SimulatorConfig(seed=8, events=400, rate=0.1, users=40, start=start))
+    _silver_run(spark, lake, events)
+    build_derived(spark, lake, SESSIONS, "sessions")
+    attribution = derived_pipeline("order_attribution")
+    run = build_derived(spark, lake, attribution, "no-orders")
+    assert run.days == tuple(date(2024, 3, d) for d in range(1, 9))
+    rows = spark.read.format("delta").load(derived_path(lake, attribution.name)).collect()
+    truth = build_attribution_truth(build_session_truth(events), [])
+    assert sorted(tuple(r) for r in rows) == sorted(tuple(t.values()) for t in truth)
+    assert rows and all(r.orders == 0 and r.currency is None for r in rows)
