@@ -245,12 +245,12 @@ def _migrate_once(settings: Settings) -> None:
 
 def _provision_pools(settings: Settings) -> None:
     """Every pool the DAGs name (tasks of a missing pool are never scheduled)."""
-    from pipelines import PIPELINES
+    from pipelines import DERIVED, PIPELINES
     from platformctl.airflow_rest import ensure_pool  # here: airflow_rest imports this module
 
     changed = [
         spec.pool
-        for spec in PIPELINES
+        for spec in (*PIPELINES, *DERIVED)
         if ensure_pool(settings, spec.pool, 1, f"{spec.name}: one batch step at a time")
     ]
     log_event(_log, "airflow.pools_provisioned", changed=changed)
