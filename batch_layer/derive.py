@@ -61,7 +61,7 @@ STAGE = "derived"
 class DerivedRun:
     days: tuple[date, ...]
     rows: int
-    report: str | None = None
+    report_path: str | None = None
     consumed: tuple[str, ...] = field(default=(), repr=False)
 
 

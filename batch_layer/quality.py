@@ -337,7 +337,7 @@ def view_suite(view: ViewSpec) -> gx.ExpectationSuite:
             E.ExpectColumnValuesToNotBeNull(column=column, meta=meta(column, "required"))
         )
     for measure in view.measures:
-        if kind(measure.kind).non_negative:
+        if kind(measure.kind).non_negative and not measure.signed:
             expectations.append(
                 E.ExpectColumnValuesToBeBetween(
                     column=measure.name, min_value=0, meta=meta(measure.name, "not negative")

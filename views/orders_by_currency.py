@@ -52,7 +52,13 @@ SPEC = ViewSpec(
     measures=(
         Measure("orders", "count", "Orders completed."),
         Measure("refunds", "count", "Refunds issued."),
-        Measure("revenue_minor", "sum", "Completed amounts minus refunded ones, minor units."),
+        Measure(
+            "revenue_minor",
+            "sum",
+            "Completed amounts minus refunded ones, minor units (below zero in a minute "
+            "that refunds more than it sells).",
+            signed=True,
+        ),
         Measure("buyers", "hll", "Distinct buyers of completed orders."),
         Measure("order_value", "kll", "KLL sketch of completed order values (p50, p95 ...)."),
     ),

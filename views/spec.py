@@ -45,6 +45,9 @@ class Measure:
     name: str
     kind: MeasureKind
     description: str = ""
+    signed: bool = False
+    """Its values may be below zero (a net amount, e.g. revenue less refunds): the gold gate
+    does not hold it to the kind's not-negative rule."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():

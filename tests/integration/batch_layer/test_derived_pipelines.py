@@ -114,8 +114,8 @@ def test_sessions_and_attribution_equal_their_truth_through_late_events_and_a_fo
     produce_direct([stamp_sent_at(e, e.sent_at + timedelta(hours=9)) for e in late_shift], settings)
     _ingest(spark, settings, "r2")
     rebuilt = _derive(spark, settings, "r2")
-    assert rebuilt[SESSIONS.name] == (days[0].isoformat(),)
-    reached = {(days[0] + timedelta(days=k)).isoformat() for k in range(8)}
+    assert rebuilt[SESSIONS.name] == (days[0],)
+    reached = {days[0] + timedelta(days=k) for k in range(8)}
     assert set(rebuilt[ATTRIBUTION.name]) == reached  # the orders of the 7 days after it
     sessions_truth = build_session_truth(web)
     assert _sessions(spark, settings) == sessions_truth

@@ -78,7 +78,7 @@ def test_the_days_its_input_published_are_built_once_and_a_republished_day_alone
     run = build_derived(spark, lake, SESSIONS, "r1")
     assert (run.days, run.consumed) == ((DAY1, DAY2), (first.entry_id,))
     assert _table(spark, lake) == build_session_truth(night)
-    assert "derived.md" in run.report
+    assert "derived.md" in run.report_path
 
     again = build_derived(spark, lake, SESSIONS, "r2")
     assert (again.days, again.rows) == ((), 0), "nothing changed: nothing rebuilt"

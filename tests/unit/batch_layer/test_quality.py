@@ -145,3 +145,11 @@ def test_the_report_is_written_as_json_and_markdown_under_a_safe_folder(lake_set
     assert markdown.startswith("# Quality gate gold: FAILED\n")
     assert "| gold/clicks | FAILED | 3/4 |" in markdown
     assert "## Failures" in markdown and "- gold/clicks: clicks not negative" in markdown
+
+
+def test_a_signed_measure_may_fall_below_zero():
+    """A minute that refunds more than it sells has a negative net revenue: the gate does not
+    refuse it (its counts stay held to zero or more)."""
+    between = _columns(_by_type(view("orders_by_currency"))["expect_column_values_to_be_between"])
+    assert "orders" in between and "refunds" in between
+    assert "revenue_minor" not in between
