@@ -60,7 +60,8 @@ def _serve(settings: Settings, stop: threading.Event, supervisor: int | None) ->
     server = SqlServer(settings, spark)
     # Who may call: until this first push the guard answers every call UNAVAILABLE.
     jvm = spark._jvm  # type: ignore[attr-defined]
-    server.access = SqlAccess(settings, jvm, server.pipelines).start(server.cassandra())
+    readable = (*server.pipelines, *server.derived)  # every declaration a team may read
+    server.access = SqlAccess(settings, jvm, readable).start(server.cassandra())
     if driver is not None:
         _stop_when_exited(driver, stop)
         if cluster_master(settings) is not None:

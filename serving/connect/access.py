@@ -35,7 +35,7 @@ from serving.connect.identities import identity_table, oidc_document
 
 if TYPE_CHECKING:
     from core.settings import Settings
-    from pipelines import PipelineSpec
+    from pipelines import DerivedSpec, PipelineSpec
 
 __all__ = ["SqlAccess", "audit_record"]
 
@@ -77,7 +77,7 @@ class SqlAccess:
         self,
         settings: Settings,
         jvm: Any,
-        pipelines: Sequence[PipelineSpec],
+        pipelines: Sequence[PipelineSpec | DerivedSpec],
         audit: AuditLog | None = None,
     ) -> None:
         self.settings, self.jvm = settings, jvm

@@ -137,6 +137,10 @@ def test_each_team_sees_the_views_of_its_pipelines_and_nothing_else(server, toke
 
     count = "SELECT count(*) AS n FROM gold_page_activity"
     assert ana.sql(count).first().n == admin.sql(count).first().n > 0
+    # A derived pipeline's table, to its readers, without the fields its contract hides.
+    sessions = ana.sql("SELECT * FROM web_sessions").columns
+    assert "session_id" in sessions and not {"visitor_id", "user_id"} & set(sessions)
+    assert "web_sessions" not in _views(bo)
 
 
 def test_another_teams_view_is_refused_as_a_view_that_does_not_exist(tokens, connect):
