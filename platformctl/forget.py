@@ -72,8 +72,8 @@ def reached_by(forgotten: set[str]) -> list[Any]:
     """The derived pipelines that read, directly or through others, one of ``forgotten``:
     each in an order after its inputs.
 
-    >>> [d.name for d in reached_by({"web_events"})], reached_by({"checkouts"})
-    (['web_sessions'], [])
+    >>> [d.name for d in reached_by({"web_events"})], reached_by({"no_such_pipeline"})
+    (['web_sessions', 'order_attribution'], [])
     """
     from pipelines import DERIVED
 
