@@ -274,7 +274,12 @@ def produce(records: list[Record], bootstrap: dict[str, str], topic: str) -> int
             failures.append(str(error))
 
     for record in records:
-        producer.produce(topic, value=record.value, key=record.key, on_delivery=on_delivery)
+        while True:
+            try:
+                producer.produce(topic, value=record.value, key=record.key, on_delivery=on_delivery)
+                break
+            except BufferError:  # the client's queue is full: let deliveries drain it
+                producer.poll(0.5)
         producer.poll(0)
     left = producer.flush(60)
     if left or failures:
