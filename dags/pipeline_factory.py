@@ -237,23 +237,8 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         _chain(settings, spec, VIEWS, assets)
     dags[views.dag_id] = views
 
-    with DAG(
-        f"{spec.name}_backfill",
-        schedule=None,
-        description=f"{spec.name}: reprocess a date range from bronze (idempotent)",
-        params={
-            "start": Param(type="string", format="date", description="first day (UTC)"),
-            "end": Param(type="string", format="date", description="last day (UTC), inclusive"),
-        },
-        **common,
-    ) as backfill:
-        _chain(
-            settings,
-            spec,
-            ALL,
-            assets,
-            extra={"silver": ("--dates", "{{ params.start }}..{{ params.end }}")},
-        )
+    with _backfill(spec, "reprocess a date range from bronze (idempotent)", common) as backfill:
+        _chain(settings, spec, ALL, assets, extra={"silver": DATES})
     dags[backfill.dag_id] = backfill
 
     with DAG(
@@ -303,6 +288,24 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
     return dags
 
 
+DATES = ("--dates", "{{ params.start }}..{{ params.end }}")
+"""The days a backfill DAG's run rebuilds, from its params."""
+
+
+def _backfill(spec: PipelineSpec | DerivedSpec, what: str, common: dict) -> DAG:
+    """The manual DAG ``<name>_backfill`` whose params are the first and last day."""
+    return DAG(
+        f"{spec.name}_backfill",
+        schedule=None,
+        description=f"{spec.name}: {what}",
+        params={
+            "start": Param(type="string", format="date", description="first day (UTC)"),
+            "end": Param(type="string", format="date", description="last day (UTC), inclusive"),
+        },
+        **common,
+    )
+
+
 def _asset(name: str, kind: str) -> Asset:
     """The asset ``kind`` (``silver``, ``gold``, ``boundary``, ``table``) of pipeline ``name``."""
     return Asset(name=f"{name}.{kind}", uri=f"wap://{name}/{kind}")
@@ -336,23 +339,8 @@ def derived_dags(spec: DerivedSpec, settings: Settings) -> dict[str, DAG]:
         _chain(settings, spec, DERIVED, assets)
     dags[build.dag_id] = build
 
-    with DAG(
-        f"{spec.name}_backfill",
-        schedule=None,
-        description=f"{spec.name}: rebuild a date range from its inputs (idempotent)",
-        params={
-            "start": Param(type="string", format="date", description="first day (UTC)"),
-            "end": Param(type="string", format="date", description="last day (UTC), inclusive"),
-        },
-        **common,
-    ) as backfill:
-        _chain(
-            settings,
-            spec,
-            DERIVED,
-            assets,
-            extra={"derive": ("--dates", "{{ params.start }}..{{ params.end }}")},
-        )
+    with _backfill(spec, "rebuild a date range from its inputs (idempotent)", common) as backfill:
+        _chain(settings, spec, DERIVED, assets, extra={"derive": DATES})
     dags[backfill.dag_id] = backfill
 
     with DAG(
