@@ -241,12 +241,8 @@ def pipeline_dags(spec: PipelineSpec, settings: Settings) -> dict[str, DAG]:
         _chain(settings, spec, ALL, assets, extra={"silver": DATES})
     dags[backfill.dag_id] = backfill
 
-    with DAG(
-        f"{spec.name}_maintenance",
-        schedule=settings.batch.maintenance_schedule,
-        description=f"{spec.name}: OPTIMIZE, VACUUM, drop superseded batch versions",
-        **common,
-    ) as maintenance:
+    what = "OPTIMIZE, VACUUM, drop superseded batch versions"
+    with _maintenance(settings, spec, what, common) as maintenance:
         _chain(settings, spec, MAINTENANCE, assets)
     dags[maintenance.dag_id] = maintenance
 
@@ -306,6 +302,18 @@ def _backfill(spec: PipelineSpec | DerivedSpec, what: str, common: dict) -> DAG:
     )
 
 
+def _maintenance(
+    settings: Settings, spec: PipelineSpec | DerivedSpec, what: str, common: dict
+) -> DAG:
+    """The DAG ``<name>_maintenance``, on the maintenance schedule of the settings."""
+    return DAG(
+        f"{spec.name}_maintenance",
+        schedule=settings.batch.maintenance_schedule,
+        description=f"{spec.name}: {what}",
+        **common,
+    )
+
+
 def _asset(name: str, kind: str) -> Asset:
     """The asset ``kind`` (``silver``, ``gold``, ``boundary``, ``table``) of pipeline ``name``."""
     return Asset(name=f"{name}.{kind}", uri=f"wap://{name}/{kind}")
@@ -343,12 +351,8 @@ def derived_dags(spec: DerivedSpec, settings: Settings) -> dict[str, DAG]:
         _chain(settings, spec, DERIVED, assets, extra={"derive": DATES})
     dags[backfill.dag_id] = backfill
 
-    with DAG(
-        f"{spec.name}_maintenance",
-        schedule=settings.batch.maintenance_schedule,
-        description=f"{spec.name}: OPTIMIZE and VACUUM its table and ledger",
-        **common,
-    ) as maintenance:
+    what = "OPTIMIZE and VACUUM its table and ledger"
+    with _maintenance(settings, spec, what, common) as maintenance:
         _chain(settings, spec, DERIVED_MAINTENANCE, assets)
     dags[maintenance.dag_id] = maintenance
     return dags
